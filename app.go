@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit codes, documented in README.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError marks a mistake in how llbuild was called (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+type ctxKey int
+
+const (
+	keyStdout ctxKey = iota
+	keyStderr
+	keyStdin
+	keyLogger
+)
+
+// run is main without the process: tests call it in-process.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx = context.WithValue(ctx, keyStdout, stdout)
+	ctx = context.WithValue(ctx, keyStderr, stderr)
+	ctx = context.WithValue(ctx, keyStdin, stdin)
+	ctx = context.WithValue(ctx, keyLogger, logger)
+	app := &cli.App{
+		Name:                 "llbuild",
+		Usage:                "build, bundle, check and serve host-matched llama.cpp",
+		Version:              version,
+		Reader:               stdin,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		Commands:             commands(),
+		ExitErrHandler:       func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+	}
+	for _, c := range app.Commands {
+		setUsageHandler(c)
+	}
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	code := exitFailed
+	var ue usageError
+	var ec cli.ExitCoder
+	switch {
+	case errors.As(err, &ue):
+		code = exitUsage
+	case errors.As(err, &ec):
+		code = ec.ExitCode()
+	case strings.HasPrefix(err.Error(), "flag provided but not defined"), strings.HasPrefix(err.Error(), "Required flag"):
+		code = exitUsage
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "llbuild: %s\n", msg)
+	}
+	return code
+}
+
+func setUsageHandler(c *cli.Command) {
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+	for _, s := range c.Subcommands {
+		setUsageHandler(s)
+	}
+}
+
+func stdoutOf(c *cli.Context) io.Writer { return c.Context.Value(keyStdout).(io.Writer) }
+func stderrOf(c *cli.Context) io.Writer { return c.Context.Value(keyStderr).(io.Writer) }
+func loggerOf(c *cli.Context) *slog.Logger {
+	return c.Context.Value(keyLogger).(*slog.Logger)
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+var (
+	targetFlag     = &cli.StringFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME` (see llbuild targets)"}
+	targetFileFlag = &cli.StringFlag{Name: "target-file", Usage: "target `FILE` describing your own host (llbuild target detect writes one)"}
+	jsonFlag       = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+	floatingFlag   = &cli.BoolFlag{Name: "allow-floating", Usage: "accept base images given by tag without a digest (the build is then not reproducible)"}
+	recipeFlag     = &cli.StringFlag{Name: "recipe", Value: "server", Usage: "recipe `NAME`: server or wheel"}
+)
+
+func targetsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "targets",
+		Usage: "list the built-in targets",
+		Flags: []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error {
+			var all []*targets.Target
+			for _, n := range targets.Names() {
+				t, err := targets.Load(n)
+				if err != nil {
+					return err
+				}
+				all = append(all, t)
+			}
+			out := stdoutOf(c)
+			if c.Bool("json") {
+				return writeJSON(out, all)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tBACKEND\tGPU\tDRIVER\tCPU FEATURES")
+			for _, t := range all {
+				gpu, drv := "-", "-"
+				if len(t.Host.GPUs) > 0 {
+					g := t.Host.GPUs[0]
+					gpu = g.Name
+					switch {
+					case t.Build.CUDA != nil:
+						gpu += " (sm_" + strings.Join(t.Build.CUDA.Architectures, ",") + ")"
+					case t.Build.SYCL != nil:
+						gpu += " (" + t.Build.SYCL.DeviceArch + ")"
+					}
+				}
+				if t.Host.Driver.Version != "" {
+					drv = t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Build.Backend, gpu, drv, featureList(t.Host.CPU.Features))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func featureList(fs []targets.Feature) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, " ")
+}
+
+func targetCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "target",
+		Usage: "show a target, or describe this machine as one",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "show",
+				Usage:     "print a target file",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{targetFileFlag},
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 1 {
+						return usagef("target show takes one NAME")
+					}
+					t, err := loadTarget(c.Args().First(), c.String("target-file"))
+					if err != nil {
+						return err
+					}
+					b, err := t.Marshal()
+					if err != nil {
+						return err
+					}
+					_, err = stdoutOf(c).Write(b)
+					return err
+				},
+			},
+			targetDetectCommand(),
+		},
+	}
+}
+
+func recipesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "recipes",
+		Usage: "list the built-in recipes",
+		Flags: []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error {
+			var all []*recipes.Recipe
+			for _, n := range recipes.Names() {
+				r, err := recipes.Load(n)
+				if err != nil {
+					return err
+				}
+				all = append(all, r)
+			}
+			out := stdoutOf(c)
+			if c.Bool("json") {
+				return writeJSON(out, all)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSOURCE\tCOMMIT\tBUILDS")
+			for _, r := range all {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Source.URL, r.Source.Commit, strings.Join(r.BuildTargets, ","))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func planCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "resolve a target and a recipe into the full build plan, without building",
+		Description: "Prints exactly what `llbuild server` will do: base images with digests, source and commit,\n" +
+			"patches with digests, CMake arguments in order, environment, build targets, outputs and\n" +
+			"image labels. The same inputs print the same bytes.",
+		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("plan takes no arguments, got %q", c.Args().Slice())
+			}
+			p, err := resolvePlan(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"))
+			if err != nil {
+				return err
+			}
+			out := stdoutOf(c)
+			if c.Bool("json") {
+				_, err := out.Write(p.JSON())
+				return err
+			}
+			return writePlanText(out, p)
+		},
+	}
+}
+
+// loadTarget resolves --target/--target-file; a missing one is a usage error.
+func loadTarget(name, file string) (*targets.Target, error) {
+	if name == "" && file == "" {
+		return nil, usagef("no target given: use --target (one of %s) or --target-file", strings.Join(targets.Names(), ", "))
+	}
+	if name != "" && file != "" {
+		return nil, usagef("give --target or --target-file, not both")
+	}
+	t, err := targets.Resolve(name, file)
+	if errors.Is(err, targets.ErrUnknownTarget) {
+		return nil, usageError{err}
+	}
+	return t, err
+}
+
+// resolvePlan loads everything a plan needs and resolves it.
+func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeline.Plan, error) {
+	t, err := loadTarget(target, targetFile)
+	if err != nil {
+		return nil, err
+	}
+	r, err := recipes.Load(recipe)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	var vendor *recipes.Recipe
+	if r.Source.Vendor != "" {
+		if vendor, err = recipes.Load(r.Source.Vendor); err != nil {
+			return nil, err
+		}
+	}
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.Resolve(t, r, series, vendor, pipeline.Options{AllowFloating: allowFloating})
+}
+
+func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s  target %s  recipe %s  backend %s\n", p.ShortHash(), p.Target, p.Recipe, p.Backend)
+	if !p.Reproducible {
+		b.WriteString("NOT REPRODUCIBLE\n")
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	fmt.Fprintf(&b, "devel image:   %s\nruntime image: %s\n", p.Images.Devel.Ref, p.Images.Runtime.Ref)
+	fmt.Fprintf(&b, "source:        %s @ %s\n", p.Source.URL, p.Source.Commit)
+	if p.Vendor != nil {
+		fmt.Fprintf(&b, "vendored:      %s @ %s\n", p.Vendor.URL, p.Vendor.Commit)
+	}
+	for _, pt := range p.Patches {
+		fmt.Fprintf(&b, "patch:         %s sha256:%s\n", pt.Name, pt.SHA256)
+	}
+	if len(p.Apt) > 0 {
+		fmt.Fprintf(&b, "apt:           %s\n", strings.Join(p.Apt, " "))
+	}
+	for _, e := range pipeline.SortedEnv(p.Env) {
+		fmt.Fprintf(&b, "env:           %s\n", e)
+	}
+	b.WriteString("configure:     cmake -S " + pipeline.SourceDirToken + " -B build \\\n")
+	for i := 0; i < len(p.Configure); i++ {
+		a := shellQuote(p.Configure[i])
+		if p.Configure[i] == "-G" && i+1 < len(p.Configure) {
+			i++
+			a += " " + shellQuote(p.Configure[i])
+		}
+		sep := " \\"
+		if i == len(p.Configure)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "                 %s%s\n", a, sep)
+	}
+	fmt.Fprintf(&b, "build:         cmake --build build --target %s\n", strings.Join(p.BuildTargets, " "))
+	for _, o := range p.Outputs {
+		fmt.Fprintf(&b, "output:        %s (%s)\n", o.Glob, o.Kind)
+	}
+	if p.CUDA != nil {
+		fmt.Fprintf(&b, "cuda:          toolkit %s, architectures %s built as %s, requires %s\n", p.CUDA.Toolkit, strings.Join(p.CUDA.Architectures, ";"), strings.Join(p.CUDA.BuiltAs, ";"), p.CUDA.RequireCUDA)
+	}
+	for _, l := range pipeline.SortedEnv(p.Runtime.Labels) {
+		fmt.Fprintf(&b, "label:         %s\n", l)
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := w.Write([]byte(b.String()))
+	return err
+}
+
+func shellQuote(s string) string {
+	if strings.ContainsAny(s, " \t'\"$\\;&|<>*?") {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return s
+}
+
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,84 @@
+package patches
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+)
+
+//go:embed series *.patch
+var embedded embed.FS
+
+// Patch is one entry of the series.
+type Patch struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	// Data is the patch file's contents.
+	Data []byte `json:"-"`
+}
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Series returns the built-in patch series, every file verified against its pinned digest.
+func Series() ([]Patch, error) { return Load(embedded, "series") }
+
+// Load reads a series file from fsys and the patches it names, checking each digest. All
+// problems are reported together.
+func Load(fsys fs.FS, seriesPath string) ([]Patch, error) {
+	data, err := fs.ReadFile(fsys, seriesPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading patch series: %w", err)
+	}
+	dir := path.Dir(seriesPath)
+	var (
+		out  []Patch
+		errs []error
+		seen = map[string]bool{}
+	)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		where := fmt.Sprintf("%s:%d", seriesPath, line)
+		if len(fields) != 2 || !strings.HasPrefix(fields[1], "sha256:") || !hex64.MatchString(strings.TrimPrefix(fields[1], "sha256:")) {
+			errs = append(errs, fmt.Errorf("%s: want \"<file>.patch sha256:<64 hex>\", got %q", where, text))
+			continue
+		}
+		name, want := fields[0], strings.TrimPrefix(fields[1], "sha256:")
+		if strings.Contains(name, "/") || !strings.HasSuffix(name, ".patch") {
+			errs = append(errs, fmt.Errorf("%s: %q must be a .patch file in the series' directory", where, name))
+			continue
+		}
+		if seen[name] {
+			errs = append(errs, fmt.Errorf("%s: %s is listed twice", where, name))
+			continue
+		}
+		seen[name] = true
+		body, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			continue
+		}
+		sum := sha256.Sum256(body)
+		if got := hex.EncodeToString(sum[:]); got != want {
+			errs = append(errs, fmt.Errorf("%s: %s has sha256 %s but the series pins %s; if the change is intended, update the series line to sha256:%s", where, name, got, want, got))
+			continue
+		}
+		out = append(out, Patch{Name: name, SHA256: want, Data: body})
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}

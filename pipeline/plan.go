@@ -1,0 +1,403 @@
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// PlanSchemaVersion is the version of the Plan's JSON form.
+const PlanSchemaVersion = 1
+
+// SourceDirToken stands for the source directory in configure arguments and environment; each
+// executor replaces it with where it put the source (/src in a container).
+const SourceDirToken = "@SRC@"
+
+// StubDir is where CUDA devel images keep the driver stub libcuda.so.
+const StubDir = "/usr/local/cuda/lib64/stubs"
+
+// Plan is everything a build does, resolved from a target and a recipe. It is a pure value:
+// the same inputs give the same Plan and the same Hash.
+type Plan struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Target        string `json:"target"`
+	Recipe        string `json:"recipe"`
+	Backend       string `json:"backend"`
+	// Reproducible is false when an input is not pinned (a floating image tag).
+	Reproducible bool     `json:"reproducible"`
+	Warnings     []string `json:"warnings,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
+
+	Images  ImagePair `json:"images"`
+	Source  Source    `json:"source"`
+	Vendor  *Source   `json:"vendor,omitempty"`
+	Patches []Patch   `json:"patches"`
+	Apt     []string  `json:"apt,omitempty"`
+
+	// Configure are CMake's arguments after -S and -B, in order.
+	Configure []string `json:"configure"`
+	// Env is the build environment. SOURCE_DATE_EPOCH among it.
+	Env map[string]string `json:"env"`
+	// EnvScript is sourced before configuring (oneAPI's setvars.sh), when set.
+	EnvScript    string           `json:"envScript,omitempty"`
+	BuildTargets []string         `json:"buildTargets"`
+	Outputs      []recipes.Output `json:"outputs"`
+	CUDA         *CUDAPlan        `json:"cuda,omitempty"`
+	SYCL         *targets.SYCL    `json:"sycl,omitempty"`
+	Runtime      RuntimePlan      `json:"runtime"`
+
+	// Hash names everything built from this plan: sha256 of the plan's JSON with Hash empty.
+	Hash string `json:"hash"`
+}
+
+// ImagePair are the build and run base images.
+type ImagePair struct {
+	Devel   Image `json:"devel"`
+	Runtime Image `json:"runtime"`
+}
+
+// Image is a base image reference split into its parts.
+type Image struct {
+	Ref        string `json:"ref"`
+	Repository string `json:"repository"`
+	Tag        string `json:"tag,omitempty"`
+	Digest     string `json:"digest,omitempty"`
+}
+
+// Source is a git source at a full commit.
+type Source struct {
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
+	Epoch  int64  `json:"epoch,omitempty"`
+}
+
+// Patch is one applied patch and its digest.
+type Patch struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// CUDAPlan says what CUDA code the build contains and what driver it needs.
+type CUDAPlan struct {
+	Toolkit string `json:"toolkit"`
+	// Architectures are passed to CMAKE_CUDA_ARCHITECTURES as given.
+	Architectures []string `json:"architectures"`
+	// BuiltAs is what ggml compiles them as (ggml turns 120 into 120a).
+	BuiltAs []string `json:"builtAs"`
+	// RequireCUDA is the NVIDIA_REQUIRE_CUDA the image carries.
+	RequireCUDA string `json:"requireCUDA"`
+}
+
+// RuntimePlan is how the runtime image runs the server.
+type RuntimePlan struct {
+	Entrypoint  []string          `json:"entrypoint"`
+	Env         map[string]string `json:"env"`
+	Labels      map[string]string `json:"labels"`
+	Healthcheck []string          `json:"healthcheck"`
+	// AppDir is where the server and its libraries go in the runtime image.
+	AppDir string `json:"appDir"`
+}
+
+// Options are the choices a user makes beyond target and recipe.
+type Options struct {
+	// AllowFloating accepts base images given by tag without a digest; the plan is then marked
+	// not reproducible.
+	AllowFloating bool
+}
+
+// Resolve turns a target, a recipe and the patch series into a Plan. It reports every problem
+// it finds together.
+func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendor *recipes.Recipe, opts Options) (*Plan, error) {
+	p := &Plan{
+		SchemaVersion: PlanSchemaVersion,
+		Target:        t.Name,
+		Recipe:        r.Name,
+		Backend:       string(t.Build.Backend),
+		Reproducible:  true,
+		Apt:           append([]string(nil), r.Apt...),
+		BuildTargets:  append([]string(nil), r.BuildTargets...),
+		Outputs:       append([]recipes.Output(nil), r.Outputs...),
+		Env:           map[string]string{},
+	}
+	var errs []error
+	for _, im := range []struct {
+		role string
+		ref  string
+		dst  *Image
+	}{{"devel", t.Build.Images.Devel, &p.Images.Devel}, {"runtime", t.Build.Images.Runtime, &p.Images.Runtime}} {
+		img, err := ParseImage(im.ref)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("target %s: build.images.%s: %w", t.Name, im.role, err))
+			continue
+		}
+		if img.Digest == "" {
+			if !opts.AllowFloating {
+				errs = append(errs, fmt.Errorf("target %s: build.images.%s: %q is a tag without a digest, so the build is not reproducible; pin it as %s@sha256:<digest> or pass --allow-floating", t.Name, im.role, im.ref, im.ref))
+				continue
+			}
+			p.Reproducible = false
+			p.Warnings = append(p.Warnings, fmt.Sprintf("build.images.%s %q is not pinned by digest: this build is not reproducible", im.role, im.ref))
+		}
+		*im.dst = img
+	}
+
+	src := r.Source
+	p.Source = Source{URL: src.URL, Commit: src.Commit, Epoch: src.Epoch}
+	epoch := src.Epoch
+	if src.Vendor != "" {
+		if vendor == nil || vendor.Name != src.Vendor {
+			errs = append(errs, fmt.Errorf("recipe %s vendors recipe %q, which was not given", r.Name, src.Vendor))
+		} else {
+			p.Vendor = &Source{URL: vendor.Source.URL, Commit: vendor.Source.Commit, Epoch: vendor.Source.Epoch}
+			epoch = max(epoch, vendor.Source.Epoch)
+		}
+	}
+	if r.Patches {
+		for _, s := range series {
+			p.Patches = append(p.Patches, Patch{Name: s.Name, SHA256: s.SHA256})
+		}
+	}
+	p.Env["SOURCE_DATE_EPOCH"] = fmt.Sprint(epoch)
+	p.Env["CCACHE_BASEDIR"] = SourceDirToken
+	p.Env["CCACHE_NOHASHDIR"] = "1"
+
+	prefixMap := "-ffile-prefix-map=" + SourceDirToken + "=."
+	cfg := []string{"-G", "Ninja"}
+	cfg = append(cfg, r.CMake...)
+	cfg = append(cfg,
+		"-DCMAKE_C_FLAGS="+prefixMap,
+		"-DCMAKE_CXX_FLAGS="+prefixMap,
+		"-DCMAKE_C_COMPILER_LAUNCHER=ccache",
+		"-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+	)
+	for _, f := range targets.ISAFlags {
+		cfg = append(cfg, fmt.Sprintf("-D%s=%s", f.Option, onOff(t.Build.ISA[f.Option])))
+	}
+	for _, a := range r.CMake {
+		if strings.HasPrefix(a, "-DGGML_NATIVE=") && onOff(cmakeTrue(strings.TrimPrefix(a, "-DGGML_NATIVE="))) == "ON" && hasDef(r.CMake, "GGML_BACKEND_DL", true) {
+			errs = append(errs, fmt.Errorf("recipe %s: GGML_NATIVE=ON with GGML_BACKEND_DL=ON is a fatal CMake error in ggml; set GGML_NATIVE=OFF", r.Name))
+		}
+	}
+	if hasDef(r.CMake, "GGML_NATIVE", true) {
+		errs = append(errs, fmt.Errorf("recipe %s: GGML_NATIVE=ON builds for the build machine's CPU, not the target's; set GGML_NATIVE=OFF", r.Name))
+	}
+
+	switch t.Build.Backend {
+	case targets.BackendCUDA:
+		c := t.Build.CUDA
+		tk, _ := targets.ParseVersion(c.Toolkit)
+		cp := &CUDAPlan{Toolkit: c.Toolkit, Architectures: append([]string(nil), c.Architectures...)}
+		for _, a := range c.Architectures {
+			arch, err := targets.ParseCUDAArch(a)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cp.BuiltAs = append(cp.BuiltAs, arch.CMakeName())
+			if arch.Specific && !strings.HasSuffix(a, "a") {
+				p.Notes = append(p.Notes, fmt.Sprintf("CUDA architecture %s is built by ggml as sm_%s (arch-specific): it runs only on GPUs of compute capability %d.%d", a, arch.CMakeName(), arch.SM/10, arch.SM%10))
+			}
+		}
+		if len(tk) >= 2 {
+			cp.RequireCUDA = fmt.Sprintf("cuda>=%d.%d", tk[0], tk[1])
+		}
+		if err := checkDriverSatisfies(t, cp.RequireCUDA); err != nil {
+			errs = append(errs, err)
+		}
+		p.CUDA = cp
+		stubs := "-L" + StubDir
+		cfg = append(cfg,
+			"-DGGML_CUDA=ON",
+			"-DCMAKE_CUDA_ARCHITECTURES="+strings.Join(c.Architectures, ";"),
+			"-DCMAKE_CUDA_FLAGS=-Xcompiler="+prefixMap,
+			"-DCMAKE_EXE_LINKER_FLAGS="+stubs,
+			"-DCMAKE_SHARED_LINKER_FLAGS="+stubs,
+		)
+		p.Env["LIBRARY_PATH"] = StubDir
+		p.Notes = append(p.Notes, "links against the CUDA driver stub ("+StubDir+"/libcuda.so); the real libcuda.so.1 comes from the host driver at run time and is never shipped")
+	case targets.BackendSYCL:
+		p.SYCL = &targets.SYCL{DeviceArch: t.Build.SYCL.DeviceArch}
+		cfg = append(cfg, "-DGGML_SYCL=ON", "-DGGML_SYCL_TARGET=INTEL", "-DGGML_SYCL_DEVICE_ARCH="+t.Build.SYCL.DeviceArch)
+		p.EnvScript = "/opt/intel/oneapi/setvars.sh"
+	}
+	if c := t.Build.Compilers; c != nil {
+		cfg = append(cfg, "-DCMAKE_C_COMPILER="+c.C, "-DCMAKE_CXX_COMPILER="+c.CXX)
+	}
+	cfg = append(cfg, t.Build.CMake...)
+	p.Configure = cfg
+
+	p.Runtime = runtimePlan(t, p)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h, err := p.computeHash()
+	if err != nil {
+		return nil, err
+	}
+	p.Hash = h
+	return p, nil
+}
+
+func runtimePlan(t *targets.Target, p *Plan) RuntimePlan {
+	const app = "/app"
+	rt := RuntimePlan{
+		AppDir:     app,
+		Entrypoint: []string{app + "/llama-server"},
+		Env: map[string]string{
+			"LD_LIBRARY_PATH": app,
+			"LLAMA_ARG_HOST":  "0.0.0.0",
+			"LLAMA_ARG_PORT":  "8080",
+		},
+		Labels: map[string]string{
+			"org.opencontainers.image.source":   p.Source.URL,
+			"org.opencontainers.image.revision": p.Source.Commit,
+			"org.opencontainers.image.created":  time.Unix(sourceEpoch(p), 0).UTC().Format(time.RFC3339),
+			"io.llbuild.target":                 t.Name,
+			"io.llbuild.recipe":                 p.Recipe,
+			"io.llbuild.llama-cpp.commit":       p.Source.Commit,
+			"io.llbuild.patches":                patchList(p.Patches),
+		},
+		// bash's /dev/tcp needs no curl, which the runtime base images lack.
+		Healthcheck: []string{"CMD-SHELL", `exec 3<>/dev/tcp/127.0.0.1/8080 && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && head -n1 <&3 | grep -q ' 200 '`},
+	}
+	if p.Vendor != nil {
+		rt.Labels["io.llbuild.llama-cpp.commit"] = p.Vendor.Commit
+	}
+	for k, v := range t.Runtime.Env {
+		rt.Env[k] = v
+	}
+	if p.CUDA != nil {
+		rt.Env["NVIDIA_REQUIRE_CUDA"] = p.CUDA.RequireCUDA
+		rt.Labels["io.llbuild.cuda.require"] = p.CUDA.RequireCUDA
+		rt.Labels["io.llbuild.cuda.architectures"] = strings.Join(p.CUDA.BuiltAs, ",")
+		rt.Env["NVIDIA_VISIBLE_DEVICES"] = "all"
+		rt.Env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+	}
+	if p.SYCL != nil {
+		rt.Labels["io.llbuild.sycl.device"] = p.SYCL.DeviceArch
+	}
+	return rt
+}
+
+func sourceEpoch(p *Plan) int64 {
+	n := int64(0)
+	fmt.Sscan(p.Env["SOURCE_DATE_EPOCH"], &n)
+	return n
+}
+
+func patchList(ps []Patch) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.Name+"@sha256:"+p.SHA256)
+	}
+	return strings.Join(s, ",")
+}
+
+// checkDriverSatisfies checks that the target's own driver meets the requirement the image
+// will carry: a plan whose image the target host could not start is refused.
+func checkDriverSatisfies(t *targets.Target, require string) error {
+	if t.Host.Driver.CUDA == "" || require == "" {
+		return nil
+	}
+	want, _ := targets.ParseVersion(strings.TrimPrefix(require, "cuda>="))
+	have, err := targets.ParseVersion(t.Host.Driver.CUDA)
+	if err != nil {
+		return fmt.Errorf("target %s: host.driver.cuda: %w", t.Name, err)
+	}
+	if targets.Compare(have, want) < 0 {
+		return fmt.Errorf("target %s: the image would need %s but driver %s runs CUDA %s: use a CUDA %s image or a newer driver", t.Name, require, t.Host.Driver.Version, t.Host.Driver.CUDA, t.Host.Driver.CUDA)
+	}
+	return nil
+}
+
+func (p *Plan) computeHash() (string, error) {
+	c := *p
+	c.Hash = ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ShortHash is the first 12 hex digits of the plan hash.
+func (p *Plan) ShortHash() string { return p.Hash[:12] }
+
+// JSON renders the plan as indented JSON with sorted keys and a trailing newline.
+func (p *Plan) JSON() []byte {
+	b, _ := json.MarshalIndent(p, "", "  ")
+	return append(b, '\n')
+}
+
+// ParseImage splits "repo[:tag][@sha256:hex]".
+func ParseImage(ref string) (Image, error) {
+	img := Image{Ref: ref}
+	name := ref
+	if i := strings.Index(ref, "@"); i >= 0 {
+		name, img.Digest = ref[:i], ref[i+1:]
+		d := strings.TrimPrefix(img.Digest, "sha256:")
+		if !strings.HasPrefix(img.Digest, "sha256:") || len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+			return img, fmt.Errorf("%q: digest must be sha256:<64 lower-case hex>", ref)
+		}
+	}
+	slash := strings.LastIndex(name, "/")
+	if i := strings.LastIndex(name, ":"); i > slash {
+		name, img.Tag = name[:i], name[i+1:]
+	}
+	if name == "" {
+		return img, fmt.Errorf("%q: no repository", ref)
+	}
+	img.Repository = name
+	return img, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
+}
+
+func cmakeTrue(v string) bool {
+	switch strings.ToUpper(v) {
+	case "ON", "1", "TRUE", "YES", "Y":
+		return true
+	}
+	return false
+}
+
+// hasDef reports whether args define name, and with on, whether it is defined true.
+func hasDef(args []string, name string, on bool) bool {
+	for _, a := range args {
+		k, v, ok := strings.Cut(strings.TrimPrefix(a, "-D"), "=")
+		k, _, _ = strings.Cut(k, ":")
+		if ok && k == name && (!on || cmakeTrue(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// SortedEnv returns env as KEY=VALUE strings in key order.
+func SortedEnv(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
+	}
+	return out
+}

@@ -1,0 +1,157 @@
+package recipes
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// SchemaVersion is the recipe format this llbuild reads.
+const SchemaVersion = 1
+
+//go:embed *.yaml
+var builtin embed.FS
+
+// Recipe is what to build: a pinned source, how to configure it, what to build and which
+// files are its outputs.
+type Recipe struct {
+	SchemaVersion int    `yaml:"schemaVersion" json:"schemaVersion"`
+	Name          string `yaml:"name" json:"name"`
+	Description   string `yaml:"description,omitempty" json:"description,omitempty"`
+	Source        Source `yaml:"source" json:"source"`
+	// Patches says whether the patch series (patches/series) is applied to the source.
+	Patches      bool     `yaml:"patches" json:"patches"`
+	Apt          []string `yaml:"apt,omitempty" json:"apt,omitempty"`
+	CMake        []string `yaml:"cmake" json:"cmake"`
+	BuildTargets []string `yaml:"buildTargets" json:"buildTargets"`
+	Outputs      []Output `yaml:"outputs" json:"outputs"`
+
+	source string
+}
+
+// Source is a git repository at a full commit.
+type Source struct {
+	URL    string `yaml:"url" json:"url"`
+	Commit string `yaml:"commit" json:"commit"`
+	// Epoch is the commit's committer time in Unix seconds: the build's SOURCE_DATE_EPOCH.
+	Epoch int64 `yaml:"epoch,omitempty" json:"epoch,omitempty"`
+	// Vendor names another recipe whose source and patches replace this one's vendored llama.cpp.
+	Vendor string `yaml:"vendor,omitempty" json:"vendor,omitempty"`
+}
+
+// Output is a set of files a build produces, relative to the build directory.
+type Output struct {
+	Glob string `yaml:"glob" json:"glob"`
+	Kind string `yaml:"kind" json:"kind"`
+}
+
+// Output kinds.
+const (
+	KindExecutable = "executable"
+	KindLibrary    = "library"
+	KindWheel      = "wheel"
+)
+
+// Names returns the built-in recipe names, sorted.
+func Names() []string {
+	entries, _ := builtin.ReadDir(".")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load returns the built-in recipe called name.
+func Load(name string) (*Recipe, error) {
+	data, err := builtin.ReadFile(name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("unknown recipe %q; known recipes: %s", name, strings.Join(Names(), ", "))
+	}
+	return Parse("builtin:"+name+".yaml", data)
+}
+
+// Parse decodes and validates a recipe file's contents.
+func Parse(source string, data []byte) (*Recipe, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var r Recipe
+	if err := dec.Decode(&r); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty recipe", source)
+		}
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	r.source = source
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// ValidateCommit checks that c is a full 40-hex commit id.
+func ValidateCommit(c string) error {
+	if fullCommit.MatchString(c) {
+		return nil
+	}
+	if regexp.MustCompile(`^[0-9a-fA-F]{4,39}$`).MatchString(c) {
+		return fmt.Errorf("%q is a short commit id; pin the full 40-hex id (git rev-parse %s)", c, c)
+	}
+	return fmt.Errorf("%q is not a 40-hex lower-case commit id", c)
+}
+
+// Validate reports every problem in the recipe together.
+func (r *Recipe) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, fmt.Errorf("%s: %s: %s", r.source, field, problem)) }
+	if r.SchemaVersion != SchemaVersion {
+		bad("schemaVersion", fmt.Sprintf("is %d, this llbuild reads %d", r.SchemaVersion, SchemaVersion))
+	}
+	if r.Name == "" {
+		bad("name", "is empty")
+	}
+	if !strings.HasPrefix(r.Source.URL, "https://") {
+		bad("source.url", fmt.Sprintf("%q is not an https git URL", r.Source.URL))
+	}
+	if err := ValidateCommit(r.Source.Commit); err != nil {
+		bad("source.commit", err.Error())
+	}
+	if r.Source.Epoch < 0 {
+		bad("source.epoch", "is negative")
+	}
+	if r.Source.Epoch == 0 && r.Source.Vendor == "" {
+		bad("source.epoch", "is missing: give the commit's committer time (git log -1 --format=%ct <commit>)")
+	}
+	if len(r.BuildTargets) == 0 {
+		bad("buildTargets", "is empty: name the build targets (e.g. llama-server)")
+	}
+	for i, a := range r.CMake {
+		if !strings.HasPrefix(a, "-D") {
+			bad(fmt.Sprintf("cmake[%d]", i), fmt.Sprintf("%q is not a -D definition", a))
+		}
+	}
+	if len(r.Outputs) == 0 {
+		bad("outputs", "is empty")
+	}
+	for i, o := range r.Outputs {
+		switch o.Kind {
+		case KindExecutable, KindLibrary, KindWheel:
+		default:
+			bad(fmt.Sprintf("outputs[%d].kind", i), fmt.Sprintf("%q is not one of executable, library, wheel", o.Kind))
+		}
+		if o.Glob == "" || strings.HasPrefix(o.Glob, "/") || strings.Contains(o.Glob, "..") {
+			bad(fmt.Sprintf("outputs[%d].glob", i), fmt.Sprintf("%q must be a relative path inside the build directory", o.Glob))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,3 @@
+// Package targets describes the hosts llbuild builds for: their CPU, GPUs and driver, and how
+// llama.cpp must be built to run on them.
+package targets

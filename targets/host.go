@@ -1,0 +1,149 @@
+package targets
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Feature names a CPU instruction-set extension the way ggml's CMake options and CPU
+// variants name them (GGML_<Feature>). Preflight classifies decoded instructions into the
+// same names, so a host's feature set and a binary's requirements compare directly.
+type Feature string
+
+// The x86-64 features llbuild tracks. AVX512 stands for the AVX-512 foundation set ggml
+// groups under GGML_AVX512 (F, CD, VL, DQ, BW); the finer AVX-512 names are what preflight
+// reports for single instructions.
+const (
+	SSE42      Feature = "SSE42"
+	AVX        Feature = "AVX"
+	AVX2       Feature = "AVX2"
+	FMA        Feature = "FMA"
+	F16C       Feature = "F16C"
+	BMI1       Feature = "BMI1"
+	BMI2       Feature = "BMI2"
+	AVXVNNI    Feature = "AVX_VNNI"
+	AVX512F    Feature = "AVX512F"
+	AVX512CD   Feature = "AVX512CD"
+	AVX512VL   Feature = "AVX512VL"
+	AVX512DQ   Feature = "AVX512DQ"
+	AVX512BW   Feature = "AVX512BW"
+	AVX512VBMI Feature = "AVX512_VBMI"
+	AVX512VNNI Feature = "AVX512_VNNI"
+	AVX512BF16 Feature = "AVX512_BF16"
+	AMXTile    Feature = "AMX_TILE"
+	AMXInt8    Feature = "AMX_INT8"
+	AMXBF16    Feature = "AMX_BF16"
+)
+
+// KnownFeatures lists every Feature in a stable order.
+var KnownFeatures = []Feature{
+	SSE42, AVX, AVX2, FMA, F16C, BMI1, BMI2, AVXVNNI,
+	AVX512F, AVX512CD, AVX512VL, AVX512DQ, AVX512BW, AVX512VBMI, AVX512VNNI, AVX512BF16,
+	AMXTile, AMXInt8, AMXBF16,
+}
+
+// AVX512Foundation is the set GGML_AVX512 compiles for and ggml's loader requires together.
+var AVX512Foundation = []Feature{AVX512F, AVX512CD, AVX512VL, AVX512DQ, AVX512BW}
+
+// ParseFeature returns the Feature spelled s (case-insensitive, '-' or '_' between words).
+func ParseFeature(s string) (Feature, error) {
+	norm := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	for _, f := range KnownFeatures {
+		if string(f) == norm || strings.ReplaceAll(string(f), "_", "") == strings.ReplaceAll(norm, "_", "") {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("unknown CPU feature %q (known: %s)", s, joinFeatures(KnownFeatures))
+}
+
+// FeatureSet is a set of CPU features.
+type FeatureSet map[Feature]bool
+
+// Has reports whether every one of fs is in the set.
+func (s FeatureSet) Has(fs ...Feature) bool {
+	for _, f := range fs {
+		if !s[f] {
+			return false
+		}
+	}
+	return true
+}
+
+// Sorted returns the features in KnownFeatures order.
+func (s FeatureSet) Sorted() []Feature {
+	var out []Feature
+	for _, f := range KnownFeatures {
+		if s[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func joinFeatures(fs []Feature) string {
+	ss := make([]string, len(fs))
+	for i, f := range fs {
+		ss[i] = string(f)
+	}
+	sort.Strings(ss)
+	return strings.Join(ss, ", ")
+}
+
+// Host describes a machine that runs llama.cpp: its CPU, its GPUs and its GPU driver. It is
+// what `llbuild target detect` reads off a machine and what preflight checks binaries against.
+type Host struct {
+	CPU    CPU    `yaml:"cpu" json:"cpu"`
+	GPUs   []GPU  `yaml:"gpus,omitempty" json:"gpus,omitempty"`
+	Driver Driver `yaml:"driver,omitempty" json:"driver,omitempty"`
+}
+
+// CPU is the host processor: a model name for people and the features binaries may use.
+type CPU struct {
+	Model string `yaml:"model,omitempty" json:"model,omitempty"`
+	// Features are the extensions the CPU has and the OS has enabled (for AVX and AVX-512,
+	// XCR0 must enable the register state; a CPU with AVX-512 under an OS that does not save
+	// ZMM state does not have it here).
+	Features []Feature `yaml:"features" json:"features"`
+}
+
+// FeatureSet returns the CPU's features as a set.
+func (c CPU) FeatureSet() FeatureSet {
+	s := FeatureSet{}
+	for _, f := range c.Features {
+		s[f] = true
+	}
+	return s
+}
+
+// Vendor is a GPU vendor.
+type Vendor string
+
+// GPU vendors llbuild builds for.
+const (
+	VendorNone   Vendor = "none"
+	VendorNVIDIA Vendor = "nvidia"
+	VendorIntel  Vendor = "intel"
+)
+
+// GPU is one GPU of the host.
+type GPU struct {
+	Vendor Vendor `yaml:"vendor" json:"vendor"`
+	Name   string `yaml:"name,omitempty" json:"name,omitempty"`
+	// PCIID is vendor:device in lower-case hex, e.g. "8086:e223".
+	PCIID string `yaml:"pciID,omitempty" json:"pciID,omitempty"`
+	// ComputeCapability is an NVIDIA GPU's major.minor, e.g. "12.0".
+	ComputeCapability string `yaml:"computeCapability,omitempty" json:"computeCapability,omitempty"`
+	// Brand is what nvidia-container-cli calls the product brand (geforce, nvidia, tesla, quadro, nvidiartx, ...).
+	Brand string `yaml:"brand,omitempty" json:"brand,omitempty"`
+	// SYCLDevice is the ahead-of-time device name an Intel GPU needs (e.g. "bmg-g31").
+	SYCLDevice string `yaml:"syclDevice,omitempty" json:"syclDevice,omitempty"`
+}
+
+// Driver is the host's GPU driver.
+type Driver struct {
+	// Version is the kernel module version, e.g. "590.44.01".
+	Version string `yaml:"version,omitempty" json:"version,omitempty"`
+	// CUDA is the highest CUDA version the driver runs (cuDriverGetVersion as major.minor), e.g. "13.1".
+	CUDA string `yaml:"cuda,omitempty" json:"cuda,omitempty"`
+}
