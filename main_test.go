@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// runCLI runs llbuild in-process and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"llbuild"}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPlanOlaresOneJSON(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "--target", "olares-one", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var p struct {
+		Configure []string
+		Images    struct{ Devel, Runtime struct{ Digest string } }
+		Patches   []struct{ Name, SHA256 string }
+		CUDA      struct{ BuiltAs []string }
+		Runtime   struct{ Env map[string]string }
+		Notes     []string
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	args := strings.Join(p.Configure, "\n")
+	for _, want := range []string{"-DCMAKE_CUDA_ARCHITECTURES=120", "-DGGML_AVX512=OFF", "-DGGML_AVX2=ON", "-DGGML_NATIVE=OFF", "-DCMAKE_EXE_LINKER_FLAGS=-L/usr/local/cuda/lib64/stubs"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("configure lacks %s", want)
+		}
+	}
+	if p.Images.Devel.Digest == "" || p.Images.Runtime.Digest == "" || len(p.Patches) == 0 || p.Patches[0].SHA256 == "" {
+		t.Errorf("unpinned inputs: %+v %+v", p.Images, p.Patches)
+	}
+	if len(p.CUDA.BuiltAs) != 1 || p.CUDA.BuiltAs[0] != "120a" || !strings.Contains(strings.Join(p.Notes, " "), "120a") {
+		t.Errorf("120 not noted as 120a: %v %v", p.CUDA.BuiltAs, p.Notes)
+	}
+	if p.Runtime.Env["NVIDIA_REQUIRE_CUDA"] != "cuda>=13.1" {
+		t.Errorf("NVIDIA_REQUIRE_CUDA = %q", p.Runtime.Env["NVIDIA_REQUIRE_CUDA"])
+	}
+	_, again, _ := runCLI(t, "plan", "--target", "olares-one", "--json")
+	if again != out {
+		t.Error("plan output differs between two runs")
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"ok", []string{"targets"}, 0, ""},
+		{"unknown flag is usage", []string{"plan", "--nope"}, 2, "flag provided but not defined"},
+		{"no target is usage", []string{"plan"}, 2, "no target given"},
+		{"unknown target is usage and suggests", []string{"plan", "-t", "olares"}, 2, `did you mean "olares-one"`},
+		{"floating image fails", []string{"plan", "-t", "b70"}, 1, "--allow-floating"},
+		{"floating allowed", []string{"plan", "-t", "b70", "--allow-floating"}, 0, ""},
+		{"unknown recipe is usage", []string{"plan", "-t", "h200", "--recipe", "nope"}, 2, "unknown recipe"},
+		{"bad target file fails", []string{"plan", "--target-file", "/nonexistent.yaml"}, 1, "reading target file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tt.args...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("llbuild %v = exit %d, stderr %q; want exit %d containing %q", tt.args, code, stderr, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestPlanTextNamesNotReproducible(t *testing.T) {
+	code, out, _ := runCLI(t, "plan", "-t", "b70", "--allow-floating")
+	if code != 0 || !strings.Contains(out, "NOT REPRODUCIBLE") {
+		t.Errorf("exit %d, output lacks NOT REPRODUCIBLE:\n%s", code, out)
+	}
+}

@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func resolve(t *testing.T, target, recipe string, opts Options) (*Plan, error) {
+	t.Helper()
+	tg, err := targets.Load(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Load(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vendor *recipes.Recipe
+	if r.Source.Vendor != "" {
+		vendor, _ = recipes.Load(r.Source.Vendor)
+	}
+	series, err := patches.Series()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Resolve(tg, r, series, vendor, opts)
+}
+
+func TestPlanGolden(t *testing.T) {
+	for _, target := range targets.Names() {
+		for _, recipe := range recipes.Names() {
+			t.Run(target+"-"+recipe, func(t *testing.T) {
+				p, err := resolve(t, target, recipe, Options{AllowFloating: target == "b70"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, _ := resolve(t, target, recipe, Options{AllowFloating: target == "b70"})
+				if string(p.JSON()) != string(again.JSON()) {
+					t.Fatal("two resolutions of the same inputs differ")
+				}
+				golden := filepath.Join("testdata", "plan-"+target+"-"+recipe+".golden.json")
+				if *update {
+					if err := os.WriteFile(golden, p.JSON(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test ./pipeline -update)", err)
+				}
+				if string(want) != string(p.JSON()) {
+					t.Errorf("plan for %s/%s differs from %s; if intended, run go test ./pipeline -update and review the diff", target, recipe, golden)
+				}
+			})
+		}
+	}
+}
+
+func TestOlaresOnePlan(t *testing.T) {
+	p, err := resolve(t, "olares-one", "server", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(p.Configure, " ")
+	for _, want := range []string{
+		"-DCMAKE_CUDA_ARCHITECTURES=120 ", "-DGGML_AVX512=OFF", "-DGGML_AVX2=ON", "-DGGML_NATIVE=OFF",
+		"-DCMAKE_EXE_LINKER_FLAGS=-L/usr/local/cuda/lib64/stubs", "-DCMAKE_SHARED_LINKER_FLAGS=-L/usr/local/cuda/lib64/stubs",
+		"-DLLAMA_BUILD_UI=OFF", "-DBUILD_SHARED_LIBS=ON",
+	} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("configure args lack %q:\n%s", want, args)
+		}
+	}
+	if p.CUDA.BuiltAs[0] != "120a" {
+		t.Errorf("BuiltAs = %v, want [120a]", p.CUDA.BuiltAs)
+	}
+	for _, im := range []Image{p.Images.Devel, p.Images.Runtime} {
+		if !strings.HasPrefix(im.Digest, "sha256:") {
+			t.Errorf("image %s not pinned", im.Ref)
+		}
+	}
+	if len(p.Patches) == 0 || len(p.Patches[0].SHA256) != 64 {
+		t.Errorf("patches = %+v", p.Patches)
+	}
+	req := p.Runtime.Env["NVIDIA_REQUIRE_CUDA"]
+	if req != "cuda>=13.1" || p.Runtime.Labels["io.llbuild.cuda.require"] != req {
+		t.Errorf("NVIDIA_REQUIRE_CUDA = %q, want cuda>=13.1 (driver 590.44.01 runs 13.1)", req)
+	}
+	if !p.Reproducible || len(p.Hash) != 64 {
+		t.Errorf("reproducible=%v hash=%q", p.Reproducible, p.Hash)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(p.JSON(), &m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFloatingImages(t *testing.T) {
+	_, err := resolve(t, "b70", "server", Options{})
+	if err == nil || !strings.Contains(err.Error(), "tag without a digest") || !strings.Contains(err.Error(), "--allow-floating") {
+		t.Fatalf("b70 without --allow-floating: err = %v", err)
+	}
+	p, err := resolve(t, "b70", "server", Options{AllowFloating: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Reproducible || len(p.Warnings) == 0 {
+		t.Errorf("floating plan: reproducible=%v warnings=%v, want false and a warning", p.Reproducible, p.Warnings)
+	}
+}
+
+func TestResolveRejects(t *testing.T) {
+	tg, _ := targets.Load("cpu-v3")
+	base, _ := recipes.Load("server")
+	series, _ := patches.Series()
+	t.Run("GGML_NATIVE=ON with GGML_BACKEND_DL", func(t *testing.T) {
+		r := *base
+		r.CMake = []string{"-DGGML_NATIVE=ON", "-DGGML_BACKEND_DL=ON"}
+		_, err := Resolve(tg, &r, series, nil, Options{})
+		if err == nil || !strings.Contains(err.Error(), "GGML_NATIVE=ON with GGML_BACKEND_DL=ON") {
+			t.Errorf("Resolve() = %v", err)
+		}
+	})
+	t.Run("driver below the image's requirement", func(t *testing.T) {
+		cuda, _ := targets.Load("rtx3090")
+		c := *cuda
+		c.Host.Driver = targets.Driver{Version: "580.1", CUDA: "13.0"}
+		_, err := Resolve(&c, base, series, nil, Options{})
+		if err == nil || !strings.Contains(err.Error(), "cuda>=13.1") {
+			t.Errorf("Resolve() = %v", err)
+		}
+	})
+}
+
+func TestRecipeRejectsShortCommit(t *testing.T) {
+	_, err := recipes.Parse("bad.yaml", []byte("schemaVersion: 1\nname: x\nsource: {url: https://x, commit: 1425386fd, epoch: 1}\ncmake: []\nbuildTargets: [a]\noutputs: [{glob: a, kind: executable}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "short commit id") || !strings.Contains(err.Error(), "bad.yaml: source.commit") {
+		t.Errorf("Parse() = %v, want short-commit error naming file and field", err)
+	}
+	_, err = recipes.Parse("bad.yaml", []byte("schemaVersion: 1\nname: x\nsource: {url: https://x, commit: zz25386fd996511e1f3295e7366c38289a92a271, epoch: 1}\ncmake: []\nbuildTargets: [a]\noutputs: [{glob: a, kind: executable}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "not a 40-hex") {
+		t.Errorf("Parse() = %v, want non-hex error", err)
+	}
+}
+
+func TestPatchDigestMismatch(t *testing.T) {
+	fsys := fstest.MapFS{
+		"series":        {Data: []byte("a.patch sha256:" + strings.Repeat("0", 64) + "\n")},
+		"a.patch":       {Data: []byte("diff\n")},
+		"other/b.patch": {Data: []byte("x")},
+	}
+	_, err := patches.Load(fsys, "series")
+	if err == nil || !strings.Contains(err.Error(), "a.patch has sha256") || !strings.Contains(err.Error(), "series:1") {
+		t.Errorf("Load() = %v, want digest mismatch naming file and line", err)
+	}
+}
+
+func TestParseImage(t *testing.T) {
+	im, err := ParseImage("localhost:5000/nvidia/cuda:13.1.1-devel@sha256:" + strings.Repeat("a", 64))
+	if err != nil || im.Repository != "localhost:5000/nvidia/cuda" || im.Tag != "13.1.1-devel" {
+		t.Errorf("ParseImage() = %+v, %v", im, err)
+	}
+	if _, err := ParseImage("ubuntu@sha256:abc"); err == nil {
+		t.Error("short digest accepted")
+	}
+}

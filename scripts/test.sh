@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs llbuild's whole test suite. On a fresh Debian 12 machine it first installs what the tests
+# use for real (cmake, ninja, ccache, binutils' objdump, dpkg tools for the llama-server fixture);
+# it needs root for that, or the packages already installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg_cmd in cmake:cmake ninja-build:ninja ccache:ccache binutils:objdump dpkg-dev:dpkg-deb git:git g++:g++ nodejs:node npm:npm; do
+	pkg=${pkg_cmd%%:*} cmd=${pkg_cmd##*:}
+	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "scripts/test.sh: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
+		exit 2
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+export PATH=$PATH:/usr/local/go/bin
+go vet ./...
+go test -timeout 30m -count=1 ./... "$@"
