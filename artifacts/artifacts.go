@@ -1,0 +1,451 @@
+package artifacts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// SchemaVersion is the version of artifacts.json and provenance.json.
+const SchemaVersion = 1
+
+// File names inside an artifact directory.
+const (
+	ManifestFile   = "artifacts.json"
+	ProvenanceFile = "provenance.json"
+)
+
+// Kinds of files an artifact directory holds.
+const (
+	KindExecutable = "executable"
+	KindLibrary    = "library"
+	KindWheel      = "wheel"
+)
+
+// Manifest is artifacts.json: what the directory holds, with digests.
+type Manifest struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Target        string `json:"target"`
+	PlanHash      string `json:"planHash"`
+	Files         []File `json:"files"`
+}
+
+// File is one output file. A symbolic link (libllama.so -> libllama.so.0) has Link set and no
+// size or digest; its target is another file of the directory.
+type File struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"`
+}
+
+// Provenance is provenance.json: the materials of the build, the resolved plan and the builder.
+// It holds no host facts and no wall time.
+type Provenance struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Target        string          `json:"target"`
+	PlanHash      string          `json:"planHash"`
+	Materials     Materials       `json:"materials"`
+	Plan          json.RawMessage `json:"plan"`
+	Builder       Builder         `json:"builder"`
+}
+
+// Materials are the pinned inputs of a build.
+type Materials struct {
+	Source  Source  `json:"source"`
+	Vendor  *Source `json:"vendor,omitempty"`
+	Patches []Patch `json:"patches"`
+	Images  []Image `json:"images"`
+}
+
+// Source is a git source at a full commit.
+type Source struct {
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
+}
+
+// Patch is one applied patch.
+type Patch struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Image is a base image, by role (devel, runtime).
+type Image struct {
+	Role   string `json:"role"`
+	Ref    string `json:"ref"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// Builder names the program that built the artifacts and how it ran them.
+type Builder struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Executor string `json:"executor"`
+}
+
+// Input is what Write needs: where each output file is now and what it is.
+type Input struct {
+	Target     string
+	PlanHash   string
+	Files      []InputFile
+	Provenance Provenance
+}
+
+// InputFile is a file to copy into the artifact directory.
+type InputFile struct {
+	// Path is the file's path inside the artifact directory (slash-separated, relative).
+	Path string
+	// From is where the file is now.
+	From string
+	Kind string
+}
+
+// Dir is the directory of the artifacts of target built from the plan with hash planHash.
+func Dir(out, target, planHash string) string {
+	return filepath.Join(out, target, short(planHash))
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// Write assembles the artifacts in a temporary directory next to their destination, syncs
+// them to disk and renames the directory into place. If anything fails, nothing is left at
+// the destination that was not there before: a previous good directory stays.
+func Write(out string, in Input) (dir string, err error) {
+	if in.Target == "" || strings.ContainsAny(in.Target, `/\`) || in.Target == "." || in.Target == ".." {
+		return "", fmt.Errorf("artifacts: bad target name %q", in.Target)
+	}
+	if len(in.PlanHash) < 12 {
+		return "", fmt.Errorf("artifacts: plan hash %q is too short", in.PlanHash)
+	}
+	if len(in.Files) == 0 {
+		return "", errors.New("artifacts: no files to write")
+	}
+	dest := Dir(out, in.Target, in.PlanHash)
+	parent := filepath.Dir(dest)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("creating %s: %w", parent, err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-"+short(in.PlanHash)+"-")
+	if err != nil {
+		return "", fmt.Errorf("creating a temporary artifact directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	m := Manifest{SchemaVersion: SchemaVersion, Target: in.Target, PlanHash: in.PlanHash}
+	seen := map[string]bool{}
+	files := append([]InputFile(nil), in.Files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, f := range files {
+		if err := checkRel(f.Path); err != nil {
+			return "", err
+		}
+		if seen[f.Path] {
+			return "", fmt.Errorf("artifacts: %s is listed twice", f.Path)
+		}
+		seen[f.Path] = true
+		mf, err := copyIn(tmp, f)
+		if err != nil {
+			return "", err
+		}
+		m.Files = append(m.Files, mf)
+	}
+	for _, f := range m.Files {
+		if f.Link != "" && !seen[path.Join(path.Dir(f.Path), f.Link)] {
+			return "", fmt.Errorf("artifacts: %s links to %s, which is not among the outputs", f.Path, f.Link)
+		}
+	}
+	prov := in.Provenance
+	prov.SchemaVersion = SchemaVersion
+	prov.Target, prov.PlanHash = in.Target, in.PlanHash
+	if prov.Materials.Patches == nil {
+		prov.Materials.Patches = []Patch{}
+	}
+	for name, v := range map[string]any{ManifestFile: m, ProvenanceFile: prov} {
+		if err := writeJSON(filepath.Join(tmp, name), v); err != nil {
+			return "", err
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return "", err
+	}
+	if err := replaceDir(tmp, dest); err != nil {
+		return "", err
+	}
+	return dest, syncDir(parent)
+}
+
+// replaceDir renames tmp to dest. rename(2) cannot replace a non-empty directory, so an
+// existing dest is first moved aside and removed only once tmp is in place.
+func replaceDir(tmp, dest string) error {
+	if _, err := os.Lstat(dest); err == nil {
+		old := tmp + ".old"
+		if err := os.Rename(dest, old); err != nil {
+			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+		}
+		if err := os.Rename(tmp, dest); err != nil {
+			_ = os.Rename(old, dest)
+			return fmt.Errorf("moving artifacts into %s: %w", dest, err)
+		}
+		return os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("moving artifacts into %s: %w", dest, err)
+	}
+	return nil
+}
+
+func checkRel(p string) error {
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." || p == ManifestFile || p == ProvenanceFile {
+		return fmt.Errorf("artifacts: %q is not a clean relative path for an output", p)
+	}
+	return nil
+}
+
+func copyIn(root string, f InputFile) (File, error) {
+	mf := File{Path: f.Path, Kind: f.Kind}
+	switch f.Kind {
+	case KindExecutable, KindLibrary, KindWheel:
+	default:
+		return mf, fmt.Errorf("artifacts: %s: kind %q is not one of executable, library, wheel", f.Path, f.Kind)
+	}
+	dst := filepath.Join(root, filepath.FromSlash(f.Path))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return mf, err
+	}
+	fi, err := os.Lstat(f.From)
+	if err != nil {
+		return mf, fmt.Errorf("reading output %s: %w", f.Path, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		link, err := os.Readlink(f.From)
+		if err != nil {
+			return mf, err
+		}
+		if path.IsAbs(link) || strings.Contains(link, "/") {
+			return mf, fmt.Errorf("artifacts: %s is a link to %q; only links to a sibling file are kept", f.Path, link)
+		}
+		mf.Link = link
+		return mf, os.Symlink(link, dst)
+	}
+	if !fi.Mode().IsRegular() {
+		return mf, fmt.Errorf("artifacts: %s is not a regular file", f.Path)
+	}
+	mode := os.FileMode(0o644)
+	if f.Kind != KindWheel {
+		mode = 0o755
+	}
+	src, err := os.Open(f.From)
+	if err != nil {
+		return mf, fmt.Errorf("reading output %s: %w", f.Path, err)
+	}
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return mf, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), src)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return mf, fmt.Errorf("copying %s: %w", f.Path, err)
+	}
+	mf.Size, mf.SHA256 = n, hex.EncodeToString(h.Sum(nil))
+	return mf, nil
+}
+
+func writeJSON(name string, v any) error {
+	b, err := Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(name), err)
+	}
+	return nil
+}
+
+// Marshal renders v the way artifact files are written: indented JSON, sorted map keys, a
+// trailing newline.
+func Marshal(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// syncDir fsyncs every directory under root (files were synced as they were written) so
+// the renames that follow cannot expose entries that are not on disk.
+func syncDir(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		return err
+	})
+}
+
+// Artifacts is a verified artifact directory.
+type Artifacts struct {
+	Dir        string
+	Manifest   Manifest
+	Provenance Provenance
+}
+
+// Open reads an artifact directory and verifies it: every listed file is present with the
+// recorded size and sha256, every link points at a listed file, and nothing else is there.
+// All problems are reported together.
+func Open(dir string) (*Artifacts, error) {
+	a := &Artifacts{Dir: dir}
+	if err := readStrict(filepath.Join(dir, ManifestFile), &a.Manifest); err != nil {
+		return nil, err
+	}
+	if err := readStrict(filepath.Join(dir, ProvenanceFile), &a.Provenance); err != nil {
+		return nil, err
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{dir}, args...)...))
+	}
+	if a.Manifest.SchemaVersion != SchemaVersion {
+		bad("%s: schemaVersion is %d, this llbuild reads %d", ManifestFile, a.Manifest.SchemaVersion, SchemaVersion)
+	}
+	if a.Provenance.SchemaVersion != SchemaVersion {
+		bad("%s: schemaVersion is %d, this llbuild reads %d", ProvenanceFile, a.Provenance.SchemaVersion, SchemaVersion)
+	}
+	if a.Provenance.PlanHash != a.Manifest.PlanHash || a.Provenance.Target != a.Manifest.Target {
+		bad("%s and %s name different builds", ManifestFile, ProvenanceFile)
+	}
+	listed := map[string]bool{ManifestFile: true, ProvenanceFile: true}
+	for _, f := range a.Manifest.Files {
+		if err := checkRel(f.Path); err != nil {
+			bad("%v", err)
+			continue
+		}
+		listed[f.Path] = true
+	}
+	for _, f := range a.Manifest.Files {
+		if checkRel(f.Path) != nil {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if f.Link != "" {
+			got, err := os.Readlink(p)
+			switch {
+			case err != nil:
+				bad("%s: %v", f.Path, err)
+			case got != f.Link:
+				bad("%s links to %q, %s says %q", f.Path, got, ManifestFile, f.Link)
+			case !listed[path.Join(path.Dir(f.Path), f.Link)]:
+				bad("%s links to %s, which is not listed", f.Path, f.Link)
+			}
+			continue
+		}
+		size, sum, err := digest(p)
+		if err != nil {
+			bad("%v", err)
+			continue
+		}
+		if size != f.Size || sum != f.SHA256 {
+			bad("%s has size %d sha256 %s, %s says size %d sha256 %s", f.Path, size, sum, ManifestFile, f.Size, f.SHA256)
+		}
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if !listed[filepath.ToSlash(rel)] {
+			bad("%s is not listed in %s", filepath.ToSlash(rel), ManifestFile)
+		}
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Path returns where f is on disk.
+func (a *Artifacts) Path(f File) string { return filepath.Join(a.Dir, filepath.FromSlash(f.Path)) }
+
+// Files returns the files of the given kind, in path order.
+func (a *Artifacts) Files(kind string) []File {
+	var out []File
+	for _, f := range a.Manifest.Files {
+		if f.Kind == kind {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func readStrict(name string, v any) error {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func digest(p string) (int64, string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", fmt.Errorf("reading %s: %w", p, err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
