@@ -74,3 +74,14 @@ func TestEnsureConcurrentCallersShareOneSysroot(t *testing.T) {
 		}
 	}
 }
+
+func TestStartReportsTheLogOfAServerThatDies(t *testing.T) {
+	b := Server(t)
+	_, err := start(t, b, "/nonexistent/model.gguf", nil)
+	if err == nil {
+		t.Fatal("start() with a missing model succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "exited before becoming healthy") || !strings.Contains(err.Error(), "model.gguf") {
+		t.Errorf("start() error = %v, want the exit and the log naming the model", err)
+	}
+}

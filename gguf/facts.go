@@ -1,0 +1,172 @@
+package gguf
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"strings"
+)
+
+// Facts are what a bundle manifest records about a GGUF model and what a
+// bundle checks when pairing a model with a draft.
+type Facts struct {
+	// Version is the GGUF version.
+	Version uint32 `json:"gguf_version"`
+	// Architecture is general.architecture, such as "llama" or "gemma4".
+	Architecture string `json:"architecture"`
+	// Name is general.name.
+	Name string `json:"name,omitempty"`
+	// FileType is general.file_type (llama.cpp's llama_ftype), or -1 when
+	// the file does not say.
+	FileType int64 `json:"file_type"`
+	// FileTypeName is the llama_ftype name, such as "MOSTLY_Q4_K_M".
+	FileTypeName string `json:"file_type_name,omitempty"`
+	// Quantization is the short name, such as "Q4_K_M", "F16" or "F32";
+	// without general.file_type it is the most common type of the 2-D
+	// tensors followed by " (guessed)".
+	Quantization string `json:"quantization"`
+	// ContextLength is <arch>.context_length, the training context.
+	ContextLength uint64 `json:"context_length,omitempty"`
+	// BlockCount is <arch>.block_count.
+	BlockCount uint64 `json:"block_count,omitempty"`
+	// EmbeddingLength is <arch>.embedding_length.
+	EmbeddingLength uint64 `json:"embedding_length,omitempty"`
+	// VocabSize is the length of tokenizer.ggml.tokens, else
+	// <arch>.vocab_size.
+	VocabSize uint64 `json:"vocab_size,omitempty"`
+	// VocabSHA256 is the SHA-256 of the token list (each token as a
+	// little-endian uint64 length and its bytes), so that two files with
+	// the same vocabulary size but different tokens can be told apart.
+	VocabSHA256 string `json:"vocab_sha256,omitempty"`
+	// TokenizerModel is tokenizer.ggml.model, such as "llama" or "gpt2".
+	TokenizerModel string `json:"tokenizer_model,omitempty"`
+	// TokenizerPre is tokenizer.ggml.pre, the pre-tokenizer.
+	TokenizerPre string `json:"tokenizer_pre,omitempty"`
+	// BOS and EOS are tokenizer.ggml.bos_token_id and eos_token_id, or -1.
+	BOS int64 `json:"bos_token_id"`
+	EOS int64 `json:"eos_token_id"`
+	// NextNPredictLayers is <arch>.nextn_predict_layers: the number of
+	// multi-token-prediction layers the file carries.
+	NextNPredictLayers uint64 `json:"nextn_predict_layers,omitempty"`
+	// EmbeddingLengthOut is <arch>.embedding_length_out. A gemma4-assistant
+	// draft stores its target model's hidden size here.
+	EmbeddingLengthOut uint64 `json:"embedding_length_out,omitempty"`
+	// DraftFor is the architecture an MTP draft model drafts for, empty
+	// for other models. GGUF has no key naming it: llama.cpp's draft
+	// architectures are named "<target>-assistant" (gemma4-assistant).
+	DraftFor string `json:"draft_for,omitempty"`
+	// TensorCount is the number of tensors.
+	TensorCount int `json:"tensor_count"`
+	// Parameters is the total number of tensor elements.
+	Parameters uint64 `json:"parameters"`
+}
+
+// assistantSuffix marks an architecture as an MTP draft for the
+// architecture named before it (llama.cpp's LLM_ARCH_GEMMA4_ASSISTANT,
+// "gemma4-assistant", loaded with --spec-type draft-mtp).
+const assistantSuffix = "-assistant"
+
+// Facts extracts the manifest facts from the header.
+func (f *File) Facts() Facts {
+	fa := Facts{Version: f.Version, FileType: -1, BOS: -1, EOS: -1, TensorCount: len(f.Tensors)}
+	fa.Architecture = f.str("general.architecture")
+	fa.Name = f.str("general.name")
+	arch := fa.Architecture
+	if v, ok := f.Get("general.file_type"); ok {
+		if ft, ok := v.AsUint(); ok && ft <= 0xffffffff {
+			fa.FileType = int64(ft)
+			fa.FileTypeName, _ = FileTypeName(uint32(ft))
+			fa.Quantization = Quantization(uint32(ft))
+		}
+	}
+	if fa.FileType < 0 {
+		fa.Quantization = f.guessQuantization()
+	}
+	if arch != "" {
+		fa.ContextLength = f.uint(arch + ".context_length")
+		fa.BlockCount = f.uint(arch + ".block_count")
+		fa.EmbeddingLength = f.uint(arch + ".embedding_length")
+		fa.NextNPredictLayers = f.uint(arch + ".nextn_predict_layers")
+		fa.EmbeddingLengthOut = f.uint(arch + ".embedding_length_out")
+		if target, ok := strings.CutSuffix(arch, assistantSuffix); ok && target != "" {
+			fa.DraftFor = target
+		}
+	}
+	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Type() == TypeArray {
+		fa.VocabSize = uint64(v.Len())
+		if tokens, ok := v.AsStrings(); ok {
+			fa.VocabSHA256 = vocabDigest(tokens)
+		}
+	} else if arch != "" {
+		fa.VocabSize = f.uint(arch + ".vocab_size")
+	}
+	fa.TokenizerModel = f.str("tokenizer.ggml.model")
+	fa.TokenizerPre = f.str("tokenizer.ggml.pre")
+	if v, ok := f.Get("tokenizer.ggml.bos_token_id"); ok {
+		if id, ok := v.AsInt(); ok {
+			fa.BOS = id
+		}
+	}
+	if v, ok := f.Get("tokenizer.ggml.eos_token_id"); ok {
+		if id, ok := v.AsInt(); ok {
+			fa.EOS = id
+		}
+	}
+	for _, t := range f.Tensors {
+		fa.Parameters += t.Elements()
+	}
+	return fa
+}
+
+// ReadFacts opens the GGUF file at path and returns its facts.
+func ReadFacts(path string) (Facts, error) {
+	f, err := Open(path)
+	if err != nil {
+		return Facts{}, err
+	}
+	return f.Facts(), nil
+}
+
+func (f *File) str(key string) string {
+	v, _ := f.Get(key)
+	s, _ := v.AsString()
+	return s
+}
+
+func (f *File) uint(key string) uint64 {
+	v, _ := f.Get(key)
+	u, _ := v.AsUint()
+	return u
+}
+
+// guessQuantization names the most common type among 2-D tensors, as
+// llama.cpp guesses a missing file type.
+func (f *File) guessQuantization() string {
+	counts := map[TensorType]int{}
+	var best TensorType
+	found := false
+	for _, t := range f.Tensors {
+		if len(t.Dims) < 2 {
+			continue
+		}
+		counts[t.Type]++
+		if !found || counts[t.Type] > counts[best] || counts[t.Type] == counts[best] && t.Type < best {
+			best, found = t.Type, true
+		}
+	}
+	if !found {
+		return ""
+	}
+	return best.String() + " (guessed)"
+}
+
+func vocabDigest(tokens []string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(t)))
+		h.Write(n[:])
+		h.Write([]byte(t))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
