@@ -1,0 +1,479 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// usage is the OpenAI usage object.
+type usage struct {
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails *promptDetail `json:"prompt_tokens_details"`
+}
+
+type promptDetail struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func (u *usage) add(o usage) {
+	u.PromptTokens += o.PromptTokens
+	u.CompletionTokens += o.CompletionTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if u.PromptTokensDetails == nil {
+		u.PromptTokensDetails = &promptDetail{}
+	}
+	if o.PromptTokensDetails != nil {
+		u.PromptTokensDetails.CachedTokens += o.PromptTokensDetails.CachedTokens
+	}
+}
+
+type completionChoice struct {
+	Text         string          `json:"text"`
+	Index        int             `json:"index"`
+	Logprobs     *legacyLogprobs `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type completionResponse struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage"`
+}
+
+func finishReason(stopType string) string {
+	switch stopType {
+	case "eos", "word":
+		return "stop"
+	default:
+		return "length"
+	}
+}
+
+// job is one prompt of a completion request being worked on.
+type job struct {
+	s     *Server
+	u     *upstream
+	req   *completionRequest
+	p     prompt
+	index int
+	slot  int
+
+	ids        []int  // prompt token ids, when known
+	promptText []byte // the prompt as echoed text
+	starts     []int  // byte offset of each prompt token in promptText
+	rows       []rowEntry
+	usage      usage
+}
+
+// promptIDs tokenizes a text prompt the way /completion would.
+func (j *job) promptIDs(ctx context.Context) ([]int, error) {
+	if j.ids != nil {
+		return j.ids, nil
+	}
+	if !j.p.IsText {
+		j.ids = j.p.IDs
+		return j.ids, nil
+	}
+	ids, err := j.u.tokenize(ctx, j.p.Text, true)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizing prompt %d: %w", j.index, err)
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("prompt", "prompt %d is empty after tokenization and the model adds no BOS token", j.index)
+	}
+	j.ids = ids
+	return ids, nil
+}
+
+// layoutPrompt fixes the echoed text and where each prompt token starts
+// in it. A text prompt echoes as sent; SentencePiece tokenizers add a
+// space before the first word, which then starts at offset 0. When the
+// pieces do not spell the prompt (normalization), the pieces are the text.
+func (j *job) layoutPrompt() {
+	v := j.u.vocab
+	var c []byte
+	j.starts = make([]int, len(j.ids))
+	for i, id := range j.ids {
+		j.starts[i] = len(c)
+		c = append(c, v.text(id)...)
+	}
+	j.promptText = c
+	if !j.p.IsText {
+		return
+	}
+	pt := []byte(j.p.Text)
+	switch {
+	case bytes.Equal(c, pt):
+	case len(c) == len(pt)+1 && c[0] == ' ' && bytes.Equal(c[1:], pt):
+		for i := range j.starts {
+			j.starts[i] = max(j.starts[i]-1, 0)
+		}
+		j.promptText = pt
+	}
+}
+
+// echoRows scores the prompt: row 0 has no logprob, row i is token i
+// given the tokens before it.
+func (j *job) echoRows(ctx context.Context) error {
+	ids, err := j.promptIDs(ctx)
+	if err != nil {
+		return err
+	}
+	j.layoutPrompt()
+	j.rows = make([]rowEntry, len(ids))
+	for i, id := range ids {
+		j.rows[i] = rowEntry{ID: id, Start: j.starts[i]}
+	}
+	if j.req.Logprobs < 0 || len(ids) < 2 {
+		return nil
+	}
+	positions := make([]int, len(ids)-1)
+	for i := range positions {
+		positions[i] = i + 1
+	}
+	scored, err := j.u.scorer.Score(ctx, j.slot, ids, positions, j.req.Logprobs)
+	if err != nil {
+		return err
+	}
+	for i := range scored {
+		j.rows[i+1].Row = &scored[i]
+	}
+	return nil
+}
+
+func (j *job) nativeRequest(stream bool) *nativeRequest {
+	r := j.req
+	nr := &nativeRequest{
+		NPredict:         r.MaxTokens,
+		Temperature:      r.Temperature,
+		TopP:             r.TopP,
+		Seed:             r.Seed,
+		Stop:             r.Stop,
+		LogitBias:        r.LogitBias,
+		PresencePenalty:  r.PresencePenalty,
+		FrequencyPenalty: r.FrequencyPenalty,
+		CachePrompt:      true,
+		IDSlot:           j.slot,
+		ReturnTokens:     true,
+		Stream:           stream,
+	}
+	if r.Logprobs >= 0 {
+		nr.NProbs = max(r.Logprobs, 1)
+	}
+	if j.ids != nil {
+		nr.Prompt = j.ids
+	} else if j.p.IsText {
+		nr.Prompt = j.p.Text
+	} else {
+		nr.Prompt = j.p.IDs
+	}
+	if !stream {
+		nr.ResponseFields = nil
+	}
+	return nr
+}
+
+func usageOf(resp *nativeResponse) usage {
+	u := usage{
+		PromptTokens:        resp.TokensEvaluated,
+		CompletionTokens:    resp.TokensPredicted,
+		PromptTokensDetails: &promptDetail{},
+	}
+	if resp.Timings != nil {
+		u.PromptTokensDetails.CachedTokens = resp.Timings.CacheN
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// zeroTokenUsage is the usage of max_tokens 0: the prompt is counted but
+// nothing is generated (llama-server's n_predict 0 would still generate
+// one token, so the shim does not ask it).
+func (j *job) zeroTokenUsage(ctx context.Context) error {
+	ids, err := j.promptIDs(ctx)
+	if err != nil {
+		return err
+	}
+	j.usage = usage{PromptTokens: len(ids), TotalTokens: len(ids), PromptTokensDetails: &promptDetail{}}
+	return nil
+}
+
+// genState follows llama-server's generation token by token: which tokens
+// it holds back as incomplete UTF-8 (and gives no probabilities for), and
+// where each token starts in the generated text.
+type genState struct {
+	v      *vocab
+	ids    []int
+	starts []int
+	text   []byte // all generated pieces
+	probs  []*nativeProb
+}
+
+// add appends a generated token; p is its probabilities, if llama-server
+// gave them.
+func (g *genState) add(id int, p *nativeProb) {
+	g.ids = append(g.ids, id)
+	g.starts = append(g.starts, len(g.text))
+	g.text = append(g.text, g.v.text(id)...)
+	g.probs = append(g.probs, p)
+}
+
+// alignProbs pairs llama-server's probability entries with the generated
+// tokens: a token whose text leaves the output ending in an incomplete
+// UTF-8 sequence gets none, as in llama-server's process_token.
+func alignProbs(v *vocab, ids []int, probs []nativeProb) *genState {
+	g := &genState{v: v}
+	k := 0
+	for _, id := range ids {
+		var p *nativeProb
+		text := append(g.text[:len(g.text):len(g.text)], v.text(id)...)
+		if !incompleteUTF8(text) && k < len(probs) && probs[k].ID == id {
+			p = &probs[k]
+			k++
+		}
+		g.add(id, p)
+	}
+	return g
+}
+
+// keep is how many generated tokens belong to the returned text, which
+// is textLen bytes long: all of them, except after a stop string, which
+// llama-server cuts from the text.
+func (g *genState) keep(stopType string, textLen int) int {
+	if stopType != "word" {
+		return len(g.ids)
+	}
+	n := 0
+	for n < len(g.ids) && g.starts[n] < textLen {
+		n++
+	}
+	return n
+}
+
+// stopCut is where llama-server cuts generated text at a stop string:
+// the earliest occurrence of any of them.
+func stopCut(text []byte, stops []string) int {
+	cut := len(text)
+	for _, s := range stops {
+		if i := bytes.Index(text, []byte(s)); i >= 0 && i < cut {
+			cut = i
+		}
+	}
+	return cut
+}
+
+// fillMissing scores the kept generated tokens that llama-server gave no
+// probabilities for.
+func (j *job) fillMissing(ctx context.Context, g *genState, n int) error {
+	var positions []int
+	for i := 0; i < n; i++ {
+		if g.probs[i] == nil {
+			positions = append(positions, i)
+		}
+	}
+	if len(positions) == 0 {
+		return nil
+	}
+	ids, err := j.promptIDs(ctx)
+	if err != nil {
+		return err
+	}
+	seq := append(append([]int{}, ids...), g.ids[:n]...)
+	abs := make([]int, len(positions))
+	for i, p := range positions {
+		abs[i] = len(ids) + p
+	}
+	rows, err := j.u.scorer.Score(ctx, j.slot, seq, abs, j.req.Logprobs)
+	if err != nil {
+		return fmt.Errorf("scoring generated tokens llama-server gave no probabilities for: %w", err)
+	}
+	for i, p := range positions {
+		r := rows[i]
+		alts := make([]nativeAlt, len(r.Top))
+		for k, a := range r.Top {
+			alts[k] = nativeAlt{ID: a.ID, Logprob: a.Logprob}
+		}
+		g.probs[p] = &nativeProb{ID: r.ID, Logprob: r.Logprob, Top: alts}
+	}
+	return nil
+}
+
+func probRow(p *nativeProb, top int) *Row {
+	r := &Row{ID: p.ID, Logprob: p.Logprob, Top: make([]Alt, 0, min(top, len(p.Top)))}
+	for i, a := range p.Top {
+		if i >= top {
+			break
+		}
+		r.Top = append(r.Top, Alt{ID: a.ID, Logprob: a.Logprob})
+	}
+	return r
+}
+
+// run computes one choice without streaming.
+func (j *job) run(ctx context.Context) (completionChoice, error) {
+	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait)
+	if err != nil {
+		return completionChoice{}, err
+	}
+	defer j.u.release(slot)
+	j.slot = slot
+	if j.req.Echo {
+		if err := j.echoRows(ctx); err != nil {
+			return completionChoice{}, err
+		}
+	}
+	ch := completionChoice{Index: j.index}
+	var content []byte
+	var g *genState
+	finish := "length"
+	kept := 0
+	if j.req.MaxTokens == 0 {
+		if err := j.zeroTokenUsage(ctx); err != nil {
+			return ch, err
+		}
+	} else {
+		resp, err := j.u.complete(ctx, j.nativeRequest(false))
+		if err != nil {
+			return ch, err
+		}
+		j.usage = usageOf(resp)
+		content = []byte(resp.Content)
+		finish = finishReason(resp.StopType)
+		if j.req.Logprobs >= 0 {
+			// llama-server's content replaces invalid UTF-8 with U+FFFD;
+			// the pieces are the exact bytes that the offsets count.
+			g = alignProbs(j.u.vocab, resp.Tokens, resp.Probs)
+			content = g.text
+			if resp.StopType == "word" {
+				content = g.text[:stopCut(g.text, j.req.Stop)]
+			}
+			kept = g.keep(resp.StopType, len(content))
+			if err := j.fillMissing(ctx, g, kept); err != nil {
+				return ch, err
+			}
+		}
+	}
+	text := append(append([]byte{}, j.promptText...), content...)
+	if !j.req.Echo {
+		text = content
+	}
+	ch.Text = string(text)
+	ch.FinishReason = &finish
+	if j.req.Logprobs >= 0 {
+		rows := j.rows
+		base := 0
+		if j.req.Echo {
+			base = len(j.promptText)
+		}
+		for i := 0; i < kept; i++ {
+			rows = append(rows, rowEntry{ID: g.ids[i], Start: base + min(g.starts[i], len(content)), Row: probRow(g.probs[i], j.req.Logprobs)})
+		}
+		ch.Logprobs = render(j.u.vocab, text, rows, j.req.Logprobs)
+	}
+	return ch, nil
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := parseCompletionRequest(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	u, err := s.sup.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for i, p := range req.Prompts {
+		for _, id := range p.IDs {
+			if !u.vocab.valid(id) {
+				writeError(w, badRequest("prompt", "prompt %d has token id %d; the vocabulary has %d tokens", i, id, u.vocab.size()))
+				return
+			}
+		}
+	}
+	id, created := s.newID("cmpl"), time.Now().Unix()
+	if req.Stream {
+		s.streamCompletions(w, r, u, req, id, created)
+		return
+	}
+	jobs := make([]*job, len(req.Prompts))
+	for i, p := range req.Prompts {
+		jobs[i] = &job{s: s, u: u, req: req, p: p, index: i}
+	}
+	choices := make([]completionChoice, len(jobs))
+	errs := make([]error, len(jobs))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	// As many workers as slots, so that a long batch never waits on the
+	// slot timeout behind its own prompts.
+	next := make(chan int, len(jobs))
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(u.info.TotalSlots, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if ctx.Err() != nil {
+					errs[i] = ctx.Err()
+					continue
+				}
+				choices[i], errs[i] = jobs[i].run(ctx)
+				if errs[i] != nil {
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		s.requestFailed(r, err)
+		writeError(w, err)
+		return
+	}
+	total := usage{PromptTokensDetails: &promptDetail{}}
+	for _, j := range jobs {
+		total.add(j.usage)
+	}
+	writeJSON(w, http.StatusOK, completionResponse{
+		ID: id, Object: "text_completion", Created: created, Model: s.modelName(u),
+		SystemFingerprint: u.info.BuildInfo, Choices: choices, Usage: &total,
+	})
+}
+
+// firstError prefers a real error over the cancellations it caused.
+func firstError(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, errCanceled) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,110 @@
+package shim
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+)
+
+// minLogprob is where the shim clamps logprobs, as vLLM and OpenAI do:
+// llama-server reports the lowest float32 (about -3.4e38) when a
+// probability underflows to zero.
+const minLogprob = -9999.0
+
+func clampLogprob(x float64) float64 {
+	if math.IsNaN(x) || x < minLogprob {
+		return minLogprob
+	}
+	return x
+}
+
+// legacyLogprobs is the logprobs object of a legacy completion choice:
+// four parallel arrays, one entry per row.
+type legacyLogprobs struct {
+	Tokens        []string     `json:"tokens"`
+	TokenLogprobs []*float64   `json:"token_logprobs"`
+	TopLogprobs   []*topObject `json:"top_logprobs"`
+	TextOffset    []int        `json:"text_offset"`
+}
+
+// topObject is one row's {piece: logprob} object, written in the order the
+// alternatives come (most likely first); it always holds the chosen token,
+// with the same value as token_logprobs.
+type topObject struct {
+	keys []string
+	vals []float64
+}
+
+func (t *topObject) set(key string, v float64, override bool) {
+	for i, k := range t.keys {
+		if k == key {
+			// Two tokens can share a piece (a byte token and the character
+			// it spells); the chosen one must keep its own value.
+			if override || v > t.vals[i] {
+				t.vals[i] = v
+			}
+			return
+		}
+	}
+	t.keys = append(t.keys, key)
+	t.vals = append(t.vals, v)
+}
+
+func (t *topObject) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range t.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatFloat(t.vals[i], 'g', -1, 64))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// rowEntry is one row before rendering: a token, its byte offset in the
+// choice's text, and its logprobs unless it is the first echoed token.
+type rowEntry struct {
+	ID    int
+	Start int // byte offset in the choice's text
+	Row   *Row
+}
+
+// render builds the legacy object for rows over text, keeping top
+// alternatives (top may be 0: only the chosen token).
+func render(v *vocab, text []byte, rows []rowEntry, top int) *legacyLogprobs {
+	ro := newRuneOffsets(text)
+	out := &legacyLogprobs{
+		Tokens:        make([]string, len(rows)),
+		TokenLogprobs: make([]*float64, len(rows)),
+		TopLogprobs:   make([]*topObject, len(rows)),
+		TextOffset:    make([]int, len(rows)),
+	}
+	for i, r := range rows {
+		out.Tokens[i] = v.tokenString(r.ID)
+		out.TextOffset[i] = ro.at(r.Start)
+		if r.Row == nil {
+			continue
+		}
+		lp := clampLogprob(r.Row.Logprob)
+		out.TokenLogprobs[i] = &lp
+		t := &topObject{}
+		for j, a := range r.Row.Top {
+			if j >= top {
+				break
+			}
+			t.set(v.tokenString(a.ID), clampLogprob(a.Logprob), false)
+		}
+		t.set(out.Tokens[i], lp, true)
+		out.TopLogprobs[i] = t
+	}
+	return out
+}

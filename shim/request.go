@@ -1,0 +1,440 @@
+package shim
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// Limits on what a request may ask for.
+const (
+	maxLogprobs    = 20      // vLLM's default cap; OpenAI's is 5
+	maxBatch       = 4096    // prompts in one request
+	maxStops       = 16      // stop strings
+	maxMaxTokens   = 1 << 20 // far beyond any context; llama-server stops at its context anyway
+	defaultMaxToks = 16      // OpenAI's default for legacy completions
+)
+
+// prompt is one prompt of a completion request: text, or token ids used
+// verbatim (no BOS added), as llama-server treats them.
+type prompt struct {
+	Text   string
+	IDs    []int
+	IsText bool
+}
+
+// completionRequest is a validated POST /v1/completions body.
+type completionRequest struct {
+	Model            string
+	Prompts          []prompt
+	MaxTokens        int
+	Temperature      *float64
+	TopP             *float64
+	Seed             *int64
+	Stop             []string
+	Logprobs         int // -1: no logprobs
+	Echo             bool
+	Stream           bool
+	IncludeUsage     bool
+	PresencePenalty  *float64
+	FrequencyPenalty *float64
+	LogitBias        [][2]float64 // [token id, bias], sorted by id
+}
+
+// fields is a JSON object whose values are decoded one by one, so that a
+// wrong type names the field it is in.
+type fields map[string]json.RawMessage
+
+func decodeObject(body []byte) (fields, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, badRequest("", "request body is empty; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return nil, badRequest("", "request body must be a JSON object")
+	}
+	var f fields
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&f); err != nil {
+		return nil, badRequest("", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("", "malformed JSON: data after the object")
+	}
+	for k, v := range f {
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			delete(f, k) // null means "not given" for every optional field
+		}
+	}
+	return f, nil
+}
+
+func (f fields) has(name string) bool { _, ok := f[name]; return ok }
+
+func (f fields) number(name string) (float64, bool, error) {
+	raw, ok := f[name]
+	if !ok {
+		return 0, false, nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err != nil {
+		return 0, false, badRequest(name, "%q must be a number", name)
+	}
+	v, err := n.Float64()
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, false, badRequest(name, "%q must be a finite number", name)
+	}
+	return v, true, nil
+}
+
+func (f fields) float(name string, lo, hi float64) (*float64, error) {
+	v, ok, err := f.number(name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if v < lo || v > hi {
+		return nil, badRequest(name, "%q is %v; it must be between %v and %v", name, v, lo, hi)
+	}
+	return &v, nil
+}
+
+func (f fields) integer(name string, lo, hi int64) (int64, bool, error) {
+	v, ok, err := f.number(name)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+		return 0, false, badRequest(name, "%q must be an integer", name)
+	}
+	if int64(v) < lo || int64(v) > hi {
+		return 0, false, badRequest(name, "%q is %d; it must be between %d and %d", name, int64(v), lo, hi)
+	}
+	return int64(v), true, nil
+}
+
+func (f fields) boolean(name string) (bool, error) {
+	raw, ok := f[name]
+	if !ok {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, badRequest(name, "%q must be true or false", name)
+	}
+	return b, nil
+}
+
+func (f fields) str(name string) (string, error) {
+	raw, ok := f[name]
+	if !ok {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest(name, "%q must be a string", name)
+	}
+	return s, nil
+}
+
+// parseCompletionRequest validates a legacy completions body.
+func parseCompletionRequest(body []byte) (*completionRequest, error) {
+	f, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &completionRequest{MaxTokens: defaultMaxToks, Logprobs: -1}
+	if r.Model, err = f.str("model"); err != nil {
+		return nil, err
+	}
+	raw, ok := f["prompt"]
+	if !ok {
+		return nil, badRequest("prompt", `"prompt" is required: a string, an array of token ids, or an array of either`)
+	}
+	if r.Prompts, err = parsePrompts(raw); err != nil {
+		return nil, err
+	}
+	if v, ok, err := f.integer("max_tokens", 0, maxMaxTokens); err != nil {
+		return nil, err
+	} else if ok {
+		r.MaxTokens = int(v)
+	}
+	if r.Temperature, err = f.float("temperature", 0, 2); err != nil {
+		return nil, err
+	}
+	if r.TopP, err = f.float("top_p", 0, 1); err != nil {
+		return nil, err
+	}
+	if r.PresencePenalty, err = f.float("presence_penalty", -2, 2); err != nil {
+		return nil, err
+	}
+	if r.FrequencyPenalty, err = f.float("frequency_penalty", -2, 2); err != nil {
+		return nil, err
+	}
+	if v, ok, err := f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
+		return nil, err
+	} else if ok {
+		r.Seed = &v
+	}
+	if r.Stop, err = parseStop(f); err != nil {
+		return nil, err
+	}
+	if v, ok, err := f.integer("logprobs", 0, maxLogprobs); err != nil {
+		return nil, err
+	} else if ok {
+		r.Logprobs = int(v)
+	}
+	if r.Echo, err = f.boolean("echo"); err != nil {
+		return nil, err
+	}
+	if r.Stream, err = f.boolean("stream"); err != nil {
+		return nil, err
+	}
+	if r.IncludeUsage, err = parseStreamOptions(f, r.Stream); err != nil {
+		return nil, err
+	}
+	if err := checkN(f); err != nil {
+		return nil, err
+	}
+	if _, _, err := f.integer("best_of", 1, 1); err != nil {
+		return nil, badRequest("best_of", `"best_of" must be 1: the shim returns one choice per prompt`)
+	}
+	if s, err := f.str("suffix"); err != nil {
+		return nil, err
+	} else if s != "" {
+		return nil, badRequest("suffix", `"suffix" is not supported`)
+	}
+	if _, err := f.str("user"); err != nil {
+		return nil, err
+	}
+	if r.LogitBias, err = parseLogitBias(f); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkN accepts n=1 only: several samples of one prompt are several
+// requests, which clients can send themselves (each can use its own seed).
+func checkN(f fields) error {
+	v, ok, err := f.integer("n", 1, 128)
+	if err != nil {
+		return badRequest("n", `"n" must be an integer between 1 and 1 (this server returns one choice per prompt; send n separate requests)`)
+	}
+	if ok && v != 1 {
+		return badRequest("n", `"n" is %d; only n=1 is supported (send %d separate requests, each with its own seed)`, v, v)
+	}
+	return nil
+}
+
+func parseStreamOptions(f fields, stream bool) (bool, error) {
+	raw, ok := f["stream_options"]
+	if !ok {
+		return false, nil
+	}
+	opts, err := decodeObject(raw)
+	if err != nil {
+		return false, badRequest("stream_options", `"stream_options" must be an object`)
+	}
+	if !stream {
+		return false, badRequest("stream_options", `"stream_options" is only allowed with "stream": true`)
+	}
+	iu, err := opts.boolean("include_usage")
+	if err != nil {
+		return false, badRequest("stream_options.include_usage", `"stream_options.include_usage" must be true or false`)
+	}
+	return iu, nil
+}
+
+func parseStop(f fields) ([]string, error) {
+	raw, ok := f["stop"]
+	if !ok {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", `"stop" must be a string or an array of strings`)
+	}
+	if len(many) > maxStops {
+		return nil, badRequest("stop", `"stop" has %d strings; at most %d are allowed`, len(many), maxStops)
+	}
+	out := many[:0]
+	for _, s := range many {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func parseLogitBias(f fields) ([][2]float64, error) {
+	raw, ok := f["logit_bias"]
+	if !ok {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, badRequest("logit_bias", `"logit_bias" must be an object mapping token ids to biases`)
+	}
+	var out [][2]float64
+	for k, v := range m {
+		id, err := strconv.Atoi(k)
+		if err != nil || id < 0 {
+			return nil, badRequest("logit_bias", `"logit_bias" key %q is not a token id`, k)
+		}
+		var b float64
+		if err := json.Unmarshal(v, &b); err != nil || b < -100 || b > 100 {
+			return nil, badRequest("logit_bias", `"logit_bias" value for %s must be a number between -100 and 100`, k)
+		}
+		out = append(out, [2]float64{float64(id), b})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out, nil
+}
+
+// parsePrompts accepts a string, an array of token ids, or a non-empty
+// array of strings and token-id arrays (a batch).
+func parsePrompts(raw json.RawMessage) ([]prompt, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return []prompt{{Text: s, IsText: true}}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest("prompt", `"prompt" must be a string, an array of token ids, or an array of either`)
+	}
+	if len(items) == 0 {
+		return nil, badRequest("prompt", `"prompt" is an empty array`)
+	}
+	if ids, ok := tokenIDs(items); ok {
+		return []prompt{{IDs: ids}}, nil
+	}
+	if len(items) > maxBatch {
+		return nil, badRequest("prompt", `"prompt" batch has %d prompts; at most %d are allowed`, len(items), maxBatch)
+	}
+	out := make([]prompt, 0, len(items))
+	for i, item := range items {
+		if err := json.Unmarshal(item, &s); err == nil {
+			out = append(out, prompt{Text: s, IsText: true})
+			continue
+		}
+		var sub []json.RawMessage
+		if err := json.Unmarshal(item, &sub); err != nil || len(sub) == 0 {
+			return nil, badRequest("prompt", `"prompt"[%d] must be a string or a non-empty array of token ids`, i)
+		}
+		ids, ok := tokenIDs(sub)
+		if !ok {
+			return nil, badRequest("prompt", `"prompt"[%d] must be a string or an array of non-negative integer token ids`, i)
+		}
+		out = append(out, prompt{IDs: ids})
+	}
+	return out, nil
+}
+
+// tokenIDs reports whether every item is a non-negative integer.
+func tokenIDs(items []json.RawMessage) ([]int, bool) {
+	ids := make([]int, len(items))
+	for i, item := range items {
+		item = bytes.TrimSpace(item)
+		if len(item) == 0 || (item[0] != '-' && (item[0] < '0' || item[0] > '9')) {
+			return nil, false
+		}
+		v, err := strconv.ParseInt(string(item), 10, 32)
+		if err != nil || v < 0 {
+			return nil, false
+		}
+		ids[i] = int(v)
+	}
+	return ids, true
+}
+
+// chatRequest is a validated POST /v1/chat/completions body, kept as its
+// fields so that everything the shim does not check reaches llama-server
+// unchanged.
+type chatRequest struct {
+	Fields       fields
+	Stream       bool
+	Logprobs     bool
+	TopLogprobs  int
+	IncludeUsage bool
+}
+
+func parseChatRequest(body []byte) (*chatRequest, error) {
+	f, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &chatRequest{Fields: f}
+	if _, err := f.str("model"); err != nil {
+		return nil, err
+	}
+	raw, ok := f["messages"]
+	if !ok {
+		return nil, badRequest("messages", `"messages" is required: an array of message objects`)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
+		return nil, badRequest("messages", `"messages" must be a non-empty array of message objects`)
+	}
+	for i, m := range msgs {
+		mf, err := decodeObject(m)
+		if err != nil {
+			return nil, badRequest("messages", `"messages"[%d] must be an object`, i)
+		}
+		if role, err := mf.str("role"); err != nil || role == "" {
+			return nil, badRequest("messages", `"messages"[%d].role must be a non-empty string`, i)
+		}
+	}
+	if r.Logprobs, err = f.boolean("logprobs"); err != nil {
+		return nil, err
+	}
+	if v, ok, err := f.integer("top_logprobs", 0, maxLogprobs); err != nil {
+		return nil, err
+	} else if ok {
+		if !r.Logprobs {
+			return nil, badRequest("top_logprobs", `"top_logprobs" requires "logprobs": true`)
+		}
+		r.TopLogprobs = int(v)
+	}
+	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
+		if _, _, err := f.integer(name, 0, maxMaxTokens); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range []struct {
+		name   string
+		lo, hi float64
+	}{{"temperature", 0, 2}, {"top_p", 0, 1}, {"presence_penalty", -2, 2}, {"frequency_penalty", -2, 2}} {
+		if _, err := f.float(p.name, p.lo, p.hi); err != nil {
+			return nil, err
+		}
+	}
+	if _, _, err := f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
+		return nil, err
+	}
+	if _, err := parseStop(f); err != nil {
+		return nil, err
+	}
+	if err := checkN(f); err != nil {
+		return nil, err
+	}
+	if r.Stream, err = f.boolean("stream"); err != nil {
+		return nil, err
+	}
+	if r.IncludeUsage, err = parseStreamOptions(f, r.Stream); err != nil {
+		return nil, err
+	}
+	if _, err := parseLogitBias(f); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

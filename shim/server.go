@@ -1,0 +1,259 @@
+package shim
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Options configure Run.
+type Options struct {
+	// ServerPath is the llama-server executable.
+	ServerPath string
+	// ServerArgs are llama-server's arguments (model, context, slots),
+	// without --host and --port: the shim adds a private loopback port.
+	ServerArgs []string
+	// Env is llama-server's environment; nil means the shim's own.
+	Env []string
+	// Dir is llama-server's working directory; relative paths in
+	// ServerArgs resolve against it.
+	Dir string
+	// Addr is where the shim listens; empty means 127.0.0.1:8080.
+	Addr string
+	// Listener, if set, is used instead of listening on Addr.
+	Listener net.Listener
+	// APIKey, if set, must come with every request except GET /health as
+	// "Authorization: Bearer KEY".
+	APIKey string
+	// ModelName is the model id the API reports; empty means
+	// llama-server's model alias.
+	ModelName string
+	// MaxRequestBytes bounds a request body; 0 means 16 MiB.
+	MaxRequestBytes int64
+	// SlotWait is how long a request may wait for a free llama-server
+	// slot before it gets 503; 0 means 60 s.
+	SlotWait time.Duration
+	// ReadyTimeout bounds llama-server's start until /health answers 200;
+	// 0 means 10 minutes (large models load slowly).
+	ReadyTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before restarting an
+	// exited llama-server; 0 means 250 ms and 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	// ServerOutput, if set, receives llama-server's stdout and stderr.
+	ServerOutput io.Writer
+}
+
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = 16 << 20
+	}
+	if o.SlotWait == 0 {
+		o.SlotWait = 60 * time.Second
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 10 * time.Minute
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = 250 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	return o
+}
+
+// Server is the shim's HTTP handler in front of a supervised llama-server.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	sup  *supervisor
+	mux  *http.ServeMux
+	key  [32]byte // sha256 of the API key, compared in constant time
+}
+
+func newServer(opts Options, log *slog.Logger) *Server {
+	opts = opts.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: log, sup: newSupervisor(opts, log), mux: http.NewServeMux()}
+	if opts.APIKey != "" {
+		s.key = sha256.Sum256([]byte(opts.APIKey))
+	}
+	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	s.mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
+	return s
+}
+
+// Run starts llama-server as opts describe, supervises it and serves the
+// API until ctx is done; then it stops both and returns. It returns an
+// error only when the shim cannot listen or is misconfigured.
+func Run(ctx context.Context, opts Options, log *slog.Logger) error {
+	if opts.ServerPath == "" {
+		return errors.New("shim: no llama-server path given")
+	}
+	s := newServer(opts, log)
+	l := s.opts.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", s.opts.Addr); err != nil {
+			return fmt.Errorf("listening on %s: %w", s.opts.Addr, err)
+		}
+	}
+	return runServer(ctx, s, l)
+}
+
+// runServer serves s on l and supervises llama-server until ctx is done.
+func runServer(ctx context.Context, s *Server, l net.Listener) error {
+	s.log.Info("shim listening", "addr", l.Addr().String(), "api_key", s.opts.APIKey != "")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	supDone := make(chan struct{})
+	go func() {
+		defer close(supDone)
+		s.sup.run(ctx)
+	}()
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(l) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("serving: %w", err)
+		cancel()
+	}
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer shutCancel()
+	hs.Shutdown(shutCtx)
+	<-supDone
+	s.log.Info("shim stopped")
+	return err
+}
+
+// ServeHTTP checks the API key and recovers from panics so that a bug
+// answers 500 instead of dropping the connection.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p))
+			writeError(w, fmt.Errorf("internal error: %v", p))
+		}
+	}()
+	if s.opts.APIKey != "" && r.URL.Path != "/health" && !s.authorized(r) {
+		writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: "missing or wrong API key; send Authorization: Bearer KEY"})
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.notFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Message: fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, m)})
+			return
+		}
+	}
+	writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.key[:]) == 1
+}
+
+// readBody reads a request body of at most MaxRequestBytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+		}
+		return nil, badRequest("", "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+func (s *Server) newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func (s *Server) modelName(u *upstream) string {
+	if s.opts.ModelName != "" {
+		return s.opts.ModelName
+	}
+	return u.info.ModelAlias
+}
+
+func (s *Server) requestFailed(r *http.Request, err error) {
+	if errors.Is(err, errCanceled) || errors.Is(err, context.Canceled) {
+		s.log.Debug("request canceled", "path", r.URL.Path)
+		return
+	}
+	s.log.Warn("request failed", "path", r.URL.Path, "err", err)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.sup.current(); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	u, err := s.sup.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id":            s.modelName(u),
+			"object":        "model",
+			"created":       s.sup.startedAt().Unix(),
+			"owned_by":      "llbuild",
+			"max_model_len": u.info.NCtx,
+		}},
+	})
+}

@@ -1,0 +1,145 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/internal/llamatest"
+)
+
+// testShim is a shim in front of a real llama-server (Debian sid's) on a
+// tiny random-weight model, shared by the tests of this binary.
+type testShim struct {
+	URL    string
+	srv    *Server
+	cancel context.CancelFunc
+	done   chan error
+	log    *bytes.Buffer
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *testShim
+	sharedErr  error
+	modelDir   string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+	}
+	if modelDir != "" {
+		os.RemoveAll(modelDir)
+	}
+	os.Exit(code)
+}
+
+// sharedShim returns the shared shim, starting it on first use.
+func sharedShim(t testing.TB) *testShim {
+	t.Helper()
+	bin := llamatest.Server(t)
+	sharedOnce.Do(func() {
+		modelDir, sharedErr = os.MkdirTemp("", "shim-model-")
+		if sharedErr != nil {
+			return
+		}
+		model := writeTestModel(t, modelDir)
+		shared, sharedErr = startShim(bin.Path, model, Options{})
+	})
+	if sharedErr != nil {
+		t.Fatalf("starting the shared shim: %v", sharedErr)
+	}
+	return shared
+}
+
+// startShim runs Run on a free loopback port and waits until /health
+// answers 200.
+func startShim(serverPath, model string, opts Options) (*testShim, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	opts.ServerPath = serverPath
+	opts.ServerArgs = append([]string{"-m", model, "-c", "8192", "-np", "2", "--no-webui"}, opts.ServerArgs...)
+	opts.Listener = l
+	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &bytes.Buffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts.cancel = cancel
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: ts.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts.srv = newServer(opts, logger)
+	go func() { ts.done <- runServer(ctx, ts.srv, l) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ts.URL + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return ts, nil
+			}
+		}
+		select {
+		case err := <-ts.done:
+			return nil, fmt.Errorf("shim stopped: %v\n%s", err, ts.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	ts.stop()
+	return nil, fmt.Errorf("shim not healthy after 2 minutes\n%s", ts.log.String())
+}
+
+func (ts *testShim) stop() {
+	ts.cancel()
+	<-ts.done
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// post sends v as JSON and decodes the answer into out (when not nil),
+// returning the status.
+func (ts *testShim) post(t testing.TB, path string, v any, out any) int {
+	t.Helper()
+	body, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts.postRaw(t, path, body, out)
+}
+
+func (ts *testShim) postRaw(t testing.TB, path string, body []byte, out any) int {
+	t.Helper()
+	resp, err := http.Post(ts.URL+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("decoding %s answer %q: %v", path, data, err)
+		}
+	}
+	return resp.StatusCode
+}

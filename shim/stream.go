@@ -1,0 +1,249 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+)
+
+// sse writes server-sent events.
+type sse struct {
+	w       http.ResponseWriter
+	f       http.Flusher
+	started bool
+}
+
+func (e *sse) start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	h := e.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	e.w.WriteHeader(http.StatusOK)
+}
+
+func (e *sse) send(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return e.raw(data)
+}
+
+func (e *sse) raw(data []byte) error {
+	e.start()
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := e.w.Write(buf); err != nil {
+		return err
+	}
+	if e.f != nil {
+		e.f.Flush()
+	}
+	return nil
+}
+
+// streamChunk is one event of a streamed completion; with
+// stream_options.include_usage every chunk carries "usage": null.
+type streamChunk struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage"`
+}
+
+type streamChunkNoUsage struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
+	Choices           []completionChoice `json:"choices"`
+}
+
+func (s *Server) streamCompletions(w http.ResponseWriter, r *http.Request, u *upstream, req *completionRequest, id string, created int64) {
+	out := &sse{w: w}
+	out.f, _ = w.(http.Flusher)
+	model := s.modelName(u)
+	emit := func(c completionChoice) error {
+		choices := []completionChoice{c}
+		if req.IncludeUsage {
+			return out.send(streamChunk{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: u.info.BuildInfo, Choices: choices})
+		}
+		return out.send(streamChunkNoUsage{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: u.info.BuildInfo, Choices: choices})
+	}
+	total := usage{PromptTokensDetails: &promptDetail{}}
+	for i, p := range req.Prompts {
+		j := &job{s: s, u: u, req: req, p: p, index: i}
+		if err := j.stream(r.Context(), emit); err != nil {
+			s.requestFailed(r, err)
+			if !out.started {
+				writeError(w, err)
+				return
+			}
+			out.send(asAPIError(err).body())
+			return
+		}
+		total.add(j.usage)
+	}
+	if req.IncludeUsage {
+		if err := out.send(streamChunk{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: u.info.BuildInfo, Choices: []completionChoice{}, Usage: &total}); err != nil {
+			return
+		}
+	}
+	out.start()
+	w.Write([]byte("data: [DONE]\n\n"))
+	if out.f != nil {
+		out.f.Flush()
+	}
+}
+
+// stream computes one choice and emits it as it is generated.
+func (j *job) stream(ctx context.Context, emit func(completionChoice) error) error {
+	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait)
+	if err != nil {
+		return err
+	}
+	defer j.u.release(slot)
+	j.slot = slot
+	v, lp := j.u.vocab, j.req.Logprobs
+	var text []byte // the choice's text so far
+	if j.req.Echo {
+		if err := j.echoRows(ctx); err != nil {
+			return err
+		}
+		text = append(text, j.promptText...)
+		c := completionChoice{Index: j.index, Text: string(j.promptText)}
+		if lp >= 0 {
+			c.Logprobs = render(v, text, j.rows, lp)
+		}
+		if err := emit(c); err != nil {
+			return err
+		}
+	}
+	base := len(text)
+	if j.req.MaxTokens == 0 {
+		if err := j.zeroTokenUsage(ctx); err != nil {
+			return err
+		}
+		finish := "length"
+		return emit(completionChoice{Index: j.index, FinishReason: &finish})
+	}
+	g := &genState{v: v}
+	var sent []byte  // generated text received from llama-server
+	emittedText := 0 // bytes of sent already emitted
+	emittedRows := 0 // generated rows already emitted
+	holding := false // a row lacks probabilities: emit the rest at the end
+	var final *nativeResponse
+	flush := func(upto int, finish *string) error {
+		c := completionChoice{Index: j.index, Text: string(sent[emittedText:]), FinishReason: finish}
+		emittedText = len(sent)
+		if lp >= 0 {
+			rows := make([]rowEntry, 0, upto-emittedRows)
+			for k := emittedRows; k < upto; k++ {
+				rows = append(rows, rowEntry{ID: g.ids[k], Start: base + min(g.starts[k], len(sent)), Row: probRow(g.probs[k], lp)})
+			}
+			emittedRows = upto
+			c.Logprobs = render(v, append(text[:base:base], sent...), rows, lp)
+			// render computed offsets over the whole text; the rows are new
+		}
+		if c.Text == "" && c.FinishReason == nil && (c.Logprobs == nil || len(c.Logprobs.Tokens) == 0) {
+			return nil
+		}
+		return emit(c)
+	}
+	err = j.u.completeStream(ctx, j.nativeRequest(true), func(c *nativeResponse) error {
+		if c.Stop {
+			final = c
+			return nil
+		}
+		chunk := []byte(c.Content)
+		if lp < 0 {
+			sent = append(sent, chunk...)
+			return flush(0, nil)
+		}
+		if len(c.Probs) > 0 && c.Probs[0].Bytes != nil {
+			chunk = rawBytes(c.Probs[0].Bytes)
+		}
+		for _, t := range c.Tokens {
+			// llama-server streams no chunk for a token it holds back as
+			// incomplete UTF-8; its bytes arrive in front of the next token's.
+			gap := len(sent) + len(chunk) - len(g.text) - len(v.text(t))
+			if gap > 0 {
+				all := append(sent[:len(sent):len(sent)], chunk...)
+				for _, id := range v.splitFragments(all[len(g.text) : len(g.text)+gap]) {
+					g.add(id, nil)
+				}
+			}
+			var p *nativeProb
+			if len(c.Probs) > 0 && c.Probs[0].ID == t {
+				p = &c.Probs[0]
+			}
+			g.add(t, p)
+		}
+		sent = append(sent, chunk...)
+		confirmed := emittedRows
+		for confirmed < len(g.ids) && g.starts[confirmed] < len(sent) {
+			if lp >= 0 && g.probs[confirmed] == nil {
+				holding = true
+			}
+			confirmed++
+		}
+		if holding {
+			return nil
+		}
+		return flush(confirmed, nil)
+	})
+	if err != nil {
+		return err
+	}
+	j.usage = usageOf(final)
+	kept := g.keep(final.StopType, len(sent))
+	if kept < emittedRows {
+		kept = emittedRows
+	}
+	if lp >= 0 {
+		if err := j.fillMissing(ctx, g, kept); err != nil {
+			return err
+		}
+	}
+	finish := finishReason(final.StopType)
+	return flush(kept, &finish)
+}
+
+// splitFragments spells bytes with the vocabulary's fragment tokens,
+// longest first; bytes it cannot spell are dropped.
+func (v *vocab) splitFragments(b []byte) []int {
+	var ids []int
+	for len(b) > 0 {
+		matched := false
+		for l := min(len(b), 8); l >= 1; l-- {
+			if id, ok := v.fragments[string(b[:l])]; ok {
+				ids = append(ids, id)
+				b = b[l:]
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			b = b[1:]
+		}
+	}
+	return ids
+}
+
+func rawBytes(b []int) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		out[i] = byte(c)
+	}
+	return out
+}

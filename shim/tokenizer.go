@@ -1,0 +1,137 @@
+package shim
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// handleTokenize is vLLM's POST /tokenize {prompt, add_special_tokens}
+// -> {tokens, count, max_model_len}, which lm-evaluation-harness's remote
+// tokenizer calls. Special tokens in the text are recognised, so that
+// tokenizing eos_token gives the EOS id.
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f, err := decodeObject(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !f.has("prompt") {
+		writeError(w, badRequest("prompt", `"prompt" is required: the text to tokenize`))
+		return
+	}
+	text, err := f.str("prompt")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	addSpecial := true
+	if f.has("add_special_tokens") {
+		if addSpecial, err = f.boolean("add_special_tokens"); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	u, err := s.sup.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ids, err := u.tokenize(r.Context(), text, addSpecial)
+	if err != nil {
+		s.requestFailed(r, err)
+		writeError(w, err)
+		return
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": u.info.NCtx})
+}
+
+// handleDetokenize is vLLM's POST /detokenize {tokens} -> {prompt}.
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f, err := decodeObject(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	raw, ok := f["tokens"]
+	var items []json.RawMessage
+	if !ok || json.Unmarshal(raw, &items) != nil {
+		writeError(w, badRequest("tokens", `"tokens" is required: an array of token ids`))
+		return
+	}
+	ids, ok := tokenIDs(items)
+	if !ok {
+		writeError(w, badRequest("tokens", `"tokens" must be an array of non-negative integer token ids`))
+		return
+	}
+	u, err := s.sup.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, id := range ids {
+		if !u.vocab.valid(id) {
+			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary of %d tokens", id, u.vocab.size()))
+			return
+		}
+	}
+	var out struct {
+		Content string `json:"content"`
+	}
+	if err := u.postJSON(r.Context(), "/detokenize", map[string]any{"tokens": ids}, &out); err != nil {
+		s.requestFailed(r, err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": out.Content})
+}
+
+// handleTokenizerInfo is vLLM's GET /tokenizer_info; lm-evaluation-harness
+// requires eos_token in it and derives token ids by tokenizing the
+// special tokens it names.
+func (s *Server) handleTokenizerInfo(w http.ResponseWriter, r *http.Request) {
+	u, err := s.sup.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	info := map[string]any{
+		"tokenizer_class":  "llama.cpp",
+		"eos_token":        u.info.EOS,
+		"bos_token":        nullIfEmpty(u.info.BOS),
+		"pad_token":        nil,
+		"model_max_length": u.info.NCtx,
+		"vocab_size":       u.info.NVocab,
+	}
+	if u.info.ChatTemplate != "" {
+		info["chat_template"] = u.info.ChatTemplate
+	}
+	for i, p := range u.vocab.pieces {
+		if u.vocab.control[i] && string(p) == u.info.EOS {
+			info["eos_token_id"] = i
+		}
+		if u.vocab.control[i] && string(p) == u.info.BOS && u.info.BOS != "" {
+			info["bos_token_id"] = i
+		}
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

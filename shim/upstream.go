@@ -1,0 +1,351 @@
+package shim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// upstream is one running, ready llama-server: its address, what it told
+// us about itself, its vocabulary and the pool of its slots.
+type upstream struct {
+	base   string
+	client *http.Client
+	info   serverInfo
+	vocab  *vocab
+	slots  chan int
+	scorer PromptScorer
+}
+
+// serverInfo is what the shim learns from /props and /v1/models.
+type serverInfo struct {
+	TotalSlots   int
+	NCtx         int
+	NVocab       int
+	ModelPath    string
+	ModelAlias   string
+	BuildInfo    string
+	BOS, EOS     string
+	ChatTemplate string
+	// PromptLogprobs is true when the server advertises native prompt
+	// logprobs (a patched llama-server); the shim then uses them.
+	PromptLogprobs bool
+}
+
+func newUpstreamClient(slots int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 2*slots + 8
+	t.MaxIdleConns = 2*slots + 8
+	t.DisableCompression = true
+	t.Proxy = nil // llama-server is on loopback; never route it through a proxy
+	return &http.Client{Transport: t}
+}
+
+// llamaError is llama-server's error object.
+type llamaError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// postJSON sends v to path and decodes the answer into out. An error
+// answer from llama-server becomes an apiError: its 4xx as 400 for the
+// client, 503 as 503, anything else as 502.
+func (u *upstream) postJSON(ctx context.Context, path string, v, out any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding request for %s: %w", path, err)
+	}
+	resp, err := u.do(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return upstreamOrCanceled(ctx, fmt.Errorf("reading llama-server's answer to %s: %w", path, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return statusError(path, resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
+	}
+	return nil
+}
+
+func (u *upstream) getJSON(ctx context.Context, path string, out any) error {
+	resp, err := u.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return upstreamOrCanceled(ctx, fmt.Errorf("reading llama-server's answer to %s: %w", path, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return statusError(path, resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
+	}
+	return nil
+}
+
+func (u *upstream) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.base+path, r)
+	if err != nil {
+		return nil, fmt.Errorf("building request for %s: %w", path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return nil, upstreamOrCanceled(ctx, err)
+	}
+	return resp, nil
+}
+
+// errCanceled marks work stopped because the client went away.
+var errCanceled = errors.New("request canceled by the client")
+
+func upstreamOrCanceled(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %v", errCanceled, ctx.Err())
+	}
+	return unavailable("llama-server is not answering: %v", err)
+}
+
+func statusError(path string, status int, data []byte) error {
+	var e struct {
+		Error llamaError `json:"error"`
+	}
+	msg := strings.TrimSpace(string(data))
+	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+		msg = e.Error.Message
+	}
+	switch {
+	case status == http.StatusServiceUnavailable:
+		return unavailable("llama-server is busy or loading: %s", msg)
+	case status >= 400 && status < 500:
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llama-server rejected the request: " + msg}
+	default:
+		return upstreamError("llama-server answered %s with status %d: %s", path, status, msg)
+	}
+}
+
+// nativeRequest is a body for llama-server's native POST /completion.
+type nativeRequest struct {
+	Prompt            any          `json:"prompt"`
+	NPredict          int          `json:"n_predict"`
+	NProbs            int          `json:"n_probs,omitempty"`
+	PostSamplingProbs bool         `json:"post_sampling_probs"`
+	Temperature       *float64     `json:"temperature,omitempty"`
+	TopP              *float64     `json:"top_p,omitempty"`
+	TopK              *int         `json:"top_k,omitempty"`
+	Samplers          []string     `json:"samplers,omitempty"`
+	Seed              *int64       `json:"seed,omitempty"`
+	Stop              []string     `json:"stop,omitempty"`
+	LogitBias         [][2]float64 `json:"logit_bias,omitempty"`
+	PresencePenalty   *float64     `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64     `json:"frequency_penalty,omitempty"`
+	CachePrompt       bool         `json:"cache_prompt"`
+	IDSlot            int          `json:"id_slot"`
+	ReturnTokens      bool         `json:"return_tokens"`
+	Stream            bool         `json:"stream"`
+	ResponseFields    []string     `json:"response_fields,omitempty"`
+}
+
+// nativeResponse is an answer of POST /completion, or one streamed chunk.
+type nativeResponse struct {
+	Content         string         `json:"content"`
+	Tokens          []int          `json:"tokens"`
+	Stop            bool           `json:"stop"`
+	StopType        string         `json:"stop_type"`
+	TokensPredicted int            `json:"tokens_predicted"`
+	TokensEvaluated int            `json:"tokens_evaluated"`
+	Timings         *nativeTimings `json:"timings"`
+	Probs           []nativeProb   `json:"completion_probabilities"`
+	Error           *llamaError    `json:"error"`
+}
+
+type nativeTimings struct {
+	CacheN     int     `json:"cache_n"`
+	PromptN    int     `json:"prompt_n"`
+	PromptMS   float64 `json:"prompt_ms"`
+	PredictedN int     `json:"predicted_n"`
+}
+
+// nativeProb is one generated token with its raw-logit logprob and the
+// top alternatives.
+type nativeProb struct {
+	ID      int         `json:"id"`
+	Logprob float64     `json:"logprob"`
+	Top     []nativeAlt `json:"top_logprobs"`
+	// Bytes is the raw text llama-server sent with this token; its
+	// content field replaces invalid UTF-8 with U+FFFD, this does not.
+	Bytes []int `json:"bytes"`
+}
+
+type nativeAlt struct {
+	ID      int     `json:"id"`
+	Logprob float64 `json:"logprob"`
+}
+
+func (u *upstream) complete(ctx context.Context, req *nativeRequest) (*nativeResponse, error) {
+	req.Stream = false
+	var out nativeResponse
+	if err := u.postJSON(ctx, "/completion", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// completeStream sends req with stream on and calls fn for every chunk
+// until the final one (Stop true), which it also passes to fn.
+func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn func(*nativeResponse) error) error {
+	req.Stream = true
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encoding request for /completion: %w", err)
+	}
+	resp, err := u.do(ctx, http.MethodPost, "/completion", body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return statusError("/completion", resp.StatusCode, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue // blank separators and ": ping" comments
+		}
+		var chunk nativeResponse
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return upstreamError("decoding a streamed chunk from llama-server: %v", err)
+		}
+		if chunk.Error != nil {
+			return upstreamError("llama-server stopped the stream: %s", chunk.Error.Message)
+		}
+		if err := fn(&chunk); err != nil {
+			return err
+		}
+		if chunk.Stop {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return upstreamOrCanceled(ctx, fmt.Errorf("reading the stream: %w", err))
+	}
+	return upstreamOrCanceled(ctx, errors.New("the stream ended without a final chunk"))
+}
+
+// tokenize asks llama-server to tokenize text the way /completion does
+// with a string prompt (special tokens parsed, BOS added when the model
+// wants it) unless addSpecial is false.
+func (u *upstream) tokenize(ctx context.Context, text string, addSpecial bool) ([]int, error) {
+	var out struct {
+		Tokens []int `json:"tokens"`
+	}
+	req := map[string]any{"content": text, "add_special": addSpecial, "parse_special": true}
+	if err := u.postJSON(ctx, "/tokenize", req, &out); err != nil {
+		return nil, err
+	}
+	return out.Tokens, nil
+}
+
+// load reads /props and /v1/models of a server that just became healthy.
+func (u *upstream) load(ctx context.Context) error {
+	var props struct {
+		TotalSlots int    `json:"total_slots"`
+		ModelPath  string `json:"model_path"`
+		ModelAlias string `json:"model_alias"`
+		BuildInfo  string `json:"build_info"`
+		BOS        string `json:"bos_token"`
+		EOS        string `json:"eos_token"`
+		Template   string `json:"chat_template"`
+		Defaults   struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+		PromptLogprobs bool `json:"prompt_logprobs"`
+	}
+	if err := u.getJSON(ctx, "/props", &props); err != nil {
+		return fmt.Errorf("reading /props: %w", err)
+	}
+	var models struct {
+		Data []struct {
+			ID   string `json:"id"`
+			Meta struct {
+				NVocab int `json:"n_vocab"`
+				NCtx   int `json:"n_ctx"`
+			} `json:"meta"`
+		} `json:"data"`
+	}
+	if err := u.getJSON(ctx, "/v1/models", &models); err != nil {
+		return fmt.Errorf("reading /v1/models: %w", err)
+	}
+	if len(models.Data) == 0 || models.Data[0].Meta.NVocab <= 0 {
+		return errors.New("llama-server's /v1/models gives no vocabulary size (meta.n_vocab)")
+	}
+	u.info = serverInfo{
+		TotalSlots:     max(props.TotalSlots, 1),
+		NCtx:           props.Defaults.NCtx,
+		NVocab:         models.Data[0].Meta.NVocab,
+		ModelPath:      props.ModelPath,
+		ModelAlias:     props.ModelAlias,
+		BuildInfo:      props.BuildInfo,
+		BOS:            props.BOS,
+		EOS:            props.EOS,
+		ChatTemplate:   props.Template,
+		PromptLogprobs: props.PromptLogprobs,
+	}
+	if u.info.NCtx == 0 {
+		u.info.NCtx = models.Data[0].Meta.NCtx
+	}
+	u.slots = make(chan int, u.info.TotalSlots)
+	for i := range u.info.TotalSlots {
+		u.slots <- i
+	}
+	return nil
+}
+
+// acquire takes a free slot, waiting at most wait; a client that waits
+// longer gets 503 rather than a hang.
+func (u *upstream) acquire(ctx context.Context, wait time.Duration) (int, error) {
+	select {
+	case s := <-u.slots:
+		return s, nil
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s := <-u.slots:
+		return s, nil
+	case <-t.C:
+		return 0, unavailable("all %d llama-server slots stayed busy for %v; retry later", u.info.TotalSlots, wait)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: %v", errCanceled, ctx.Err())
+	}
+}
+
+func (u *upstream) release(slot int) { u.slots <- slot }
