@@ -1,0 +1,428 @@
+package hostexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/internal/fixture"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// rpathOrigin keeps the build directory's absolute path out of the binaries' RUNPATH, so two
+// work directories give the same bytes.
+const rpathOrigin = "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"
+
+type env struct {
+	work, cache, out string
+}
+
+func newEnv(t *testing.T) env {
+	root := t.TempDir()
+	return env{filepath.Join(root, "work"), filepath.Join(root, "ccache"), filepath.Join(root, "out")}
+}
+
+func (e env) executor(t *testing.T, source string, series []patches.Patch) *Executor {
+	t.Helper()
+	ex, err := New(Options{Source: source, WorkDir: e.work, CacheDir: e.cache, Series: series, Builder: pipeline.Builder{Version: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+func buildFixture(t *testing.T, e env, p *pipeline.Plan, series []patches.Patch) *artifacts.Artifacts {
+	t.Helper()
+	dir, err := e.executor(t, fixture.Source(), series).Build(context.Background(), p, e.out)
+	if err != nil {
+		t.Fatalf("Build() = %v", err)
+	}
+	a, err := artifacts.Open(dir)
+	if err != nil {
+		t.Fatalf("artifacts.Open() = %v", err)
+	}
+	return a
+}
+
+func runServer(t *testing.T, a *artifacts.Artifacts, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(a.Dir, "llama-server"), args...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+a.Dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("llama-server %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func countInsns(t *testing.T, file, reg string) int {
+	t.Helper()
+	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", file).Output()
+	if err != nil {
+		t.Fatalf("objdump %s: %v", file, err)
+	}
+	return strings.Count(string(out), "%"+reg)
+}
+
+func TestPlanFlagsReachTheCompiler(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git", "objdump")
+	avx512, err := targets.Load("cpu-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	avx512.Name = "cpu-v4"
+	for _, o := range []string{"GGML_AVX512", "GGML_AVX512_VNNI"} {
+		avx512.Build.ISA[o] = true
+	}
+	tests := []struct {
+		name        string
+		target      *targets.Target
+		wantOptions []string
+		wantISA     string
+		wantZMM     bool
+	}{
+		{"cpu-v3 builds AVX2 and no AVX-512", nil, []string{"GGML_NATIVE=OFF", "GGML_AVX2=ON", "GGML_FMA=ON", "GGML_AVX512=OFF", "BUILD_SHARED_LIBS=ON", "LLAMA_BUILD_UI=off"}, "isa: SSE42 AVX AVX2 FMA F16C BMI2\n", false},
+		{"an AVX-512 target builds zmm code", avx512, []string{"GGML_AVX512=ON", "GGML_AVX512_VNNI=ON"}, "isa: SSE42 AVX AVX2 FMA F16C BMI2 AVX512 AVX512_VNNI\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := fixture.Recipe(t, "", rpathOrigin)
+			series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-comment.patch")
+			var p *pipeline.Plan
+			if tt.target == nil {
+				p = fixture.Plan(t, "cpu-v3", r, series)
+			} else {
+				p = fixture.PlanFor(t, tt.target, r, series)
+			}
+			e := newEnv(t)
+			a := buildFixture(t, e, p, series)
+
+			var names []string
+			for _, f := range a.Manifest.Files {
+				names = append(names, f.Path+":"+f.Kind)
+			}
+			for _, want := range []string{"llama-server:executable", "libggml-cpu.so.0.9.4:library", "libggml-base.so.0:library", "libllama.so:library"} {
+				if !strings.Contains(strings.Join(names, " "), want) {
+					t.Errorf("artifacts = %v, want %s among them", names, want)
+				}
+			}
+			// The fixture needs the plan's epoch for its configure log to show no unused options.
+			cfgLog, _ := filepath.Glob(filepath.Join(e.work, p.Target+"-"+p.ShortHash(), "logs", "*-configure.log"))
+			if len(cfgLog) != 1 {
+				t.Fatalf("configure logs = %v", cfgLog)
+			}
+			if b, _ := os.ReadFile(cfgLog[0]); strings.Contains(string(b), "not used by the project") || strings.Contains(string(b), "CMake Warning") {
+				t.Errorf("configure warned about the plan's arguments:\n%s", b)
+			}
+
+			info := runServer(t, a, "--build-info")
+			for _, o := range tt.wantOptions {
+				if !strings.Contains(info, " "+o) {
+					t.Errorf("--build-info lacks %s:\n%s", o, info)
+				}
+			}
+			if !strings.Contains(info, tt.wantISA) {
+				t.Errorf("--build-info ISA line: want %q in\n%s", tt.wantISA, info)
+			}
+			// __DATE__/__TIME__ follow SOURCE_DATE_EPOCH; __FILE__ follows -ffile-prefix-map.
+			wantDate := time.Unix(fixture.Epoch, 0).UTC().Format("Jan _2 2006 15:04:05")
+			if want := "built: " + wantDate; !strings.Contains(info, want) {
+				t.Errorf("--build-info: want %q in\n%s", want, info)
+			}
+			// No output may name the work directory (ccache's CCACHE_BASEDIR makes compiler
+			// paths relative; -ffile-prefix-map covers the rest).
+			for _, f := range a.Manifest.Files {
+				if b, _ := os.ReadFile(a.Path(f)); f.Link == "" && strings.Contains(string(b), e.work) {
+					t.Errorf("%s contains the work directory %s", f.Path, e.work)
+				}
+			}
+			cpu := filepath.Join(a.Dir, "libggml-cpu.so.0.9.4")
+			ymm, zmm := countInsns(t, cpu, "ymm"), countInsns(t, cpu, "zmm")
+			if ymm == 0 {
+				t.Errorf("libggml-cpu has no ymm instructions")
+			}
+			if got := zmm > 0; got != tt.wantZMM {
+				t.Errorf("libggml-cpu zmm instructions = %d, want some: %v", zmm, tt.wantZMM)
+			}
+			if tt.target == nil {
+				if got := runServer(t, a); !strings.Contains(got, "fake llama-server (patched by llbuild): dot(64) = 128.0") {
+					t.Errorf("llama-server says %q, want the patched greeting", got)
+				}
+			}
+		})
+	}
+}
+
+func TestTwoBuildsAreByteIdentical(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, "", rpathOrigin), series)
+	// Separate work, cache and output directories: nothing is shared but the inputs.
+	a1 := buildFixture(t, newEnv(t), p, series)
+	a2 := buildFixture(t, newEnv(t), p, series)
+	if len(a1.Manifest.Files) != len(a2.Manifest.Files) {
+		t.Fatalf("file counts differ: %d and %d", len(a1.Manifest.Files), len(a2.Manifest.Files))
+	}
+	for i, f := range a1.Manifest.Files {
+		if g := a2.Manifest.Files[i]; g != f {
+			t.Errorf("file %d: first build %+v, second %+v", i, f, g)
+		}
+	}
+	for _, name := range []string{artifacts.ManifestFile, artifacts.ProvenanceFile} {
+		b1, _ := os.ReadFile(filepath.Join(a1.Dir, name))
+		b2, _ := os.ReadFile(filepath.Join(a2.Dir, name))
+		if string(b1) != string(b2) {
+			t.Errorf("%s differs between the builds", name)
+		}
+	}
+}
+
+func TestBrokenPatchNamesPatchAndHunkAndLeavesNothing(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	// The broken patch applies to the pristine tree but not after 0001: only checking the
+	// series in order finds it.
+	series := fixture.Patches(t, "0001-server-greeting.patch", "broken-stale-context.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, ""), series)
+	e := newEnv(t)
+	_, err := e.executor(t, fixture.Source(), series).Build(context.Background(), p, e.out)
+	var pe *PatchError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Build() = %v, want a PatchError", err)
+	}
+	if pe.Patch != "broken-stale-context.patch" || strings.Join(pe.Hunks, ",") != "tools/server/server.cpp:2" {
+		t.Errorf("PatchError = patch %s hunks %v, want broken-stale-context.patch at tools/server/server.cpp:2", pe.Patch, pe.Hunks)
+	}
+	for _, want := range []string{"broken-stale-context.patch", "hunk at tools/server/server.cpp:2 does not apply", "apply patches"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.out, p.Target)); !os.IsNotExist(err) {
+		t.Errorf("a failed build left %s (stat: %v)", filepath.Join(e.out, p.Target), err)
+	}
+	got, _ := os.ReadFile(filepath.Join(e.work, p.Target+"-"+p.ShortHash(), "src", "tools", "server", "server.cpp"))
+	want, _ := os.ReadFile(filepath.Join(fixture.Source(), "tools", "server", "server.cpp"))
+	if string(got) != string(want) {
+		t.Errorf("server.cpp was changed although the series did not apply:\n%s", got)
+	}
+}
+
+func TestCompilerErrorShowsTailAndLog(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	series := fixture.Patches(t, "broken-compile.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, ""), series)
+	e := newEnv(t)
+	_, err := e.executor(t, fixture.Source(), series).Build(context.Background(), p, e.out)
+	var ce *CommandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Build() = %v, want a CommandError", err)
+	}
+	if !strings.Contains(ce.Tail, "server.cpp") || !strings.Contains(ce.Tail, "error:") {
+		t.Errorf("error tail does not show the compiler's error:\n%s", ce.Tail)
+	}
+	if n := strings.Count(ce.Tail, "\n") + 1; n > tailLines {
+		t.Errorf("tail has %d lines, want at most %d", n, tailLines)
+	}
+	if _, serr := os.Stat(ce.Log); serr != nil || !strings.Contains(err.Error(), "full log: "+ce.Log) {
+		t.Errorf("error names log %s (stat %v): %v", ce.Log, serr, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.out, p.Target)); !os.IsNotExist(err) {
+		t.Errorf("a failed build left artifacts")
+	}
+}
+
+func TestInterruptKeepsPreviousArtifacts(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git", "sleep")
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, ""), series)
+	e := newEnv(t)
+	first := buildFixture(t, e, p, series)
+
+	// The fixture's build sleeps $FAKELLAMA_SLEEP seconds; a unique value finds the process.
+	const sleep = "97.25"
+	t.Setenv("FAKELLAMA_SLEEP", sleep)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if sleeping(sleep) {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err := e.executor(t, fixture.Source(), series).Build(ctx, p, e.out)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted Build() = %v, want context.Canceled", err)
+	}
+	// Signals are delivered asynchronously: allow the killed processes a moment to go.
+	for i := 0; sleeping(sleep); i++ {
+		if i == 100 {
+			out, _ := exec.Command("ps", "-eo", "pid,pgid,ppid,stat,cmd").Output()
+			t.Errorf("the build's subprocesses outlived the interrupt by 5s:\n%s", out)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	again, err := artifacts.Open(first.Dir)
+	if err != nil {
+		t.Fatalf("previous artifacts after an interrupt: %v", err)
+	}
+	if fmt.Sprint(again.Manifest) != fmt.Sprint(first.Manifest) {
+		t.Errorf("artifacts changed by an interrupted build")
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(e.out, p.Target, ".tmp-*")); len(tmp) > 0 {
+		t.Errorf("interrupted build left %v", tmp)
+	}
+}
+
+// sleeping reports whether a "sleep arg" process is running.
+func sleeping(arg string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err == nil && string(b) == "sleep\x00"+arg+"\x00" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestGitMirrorSource(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	mirror := filepath.Join(t.TempDir(), "fakellama.git")
+	work := filepath.Join(t.TempDir(), "checkout")
+	gitEnv := append(os.Environ(), "GIT_AUTHOR_DATE=@1784810751 +0000", "GIT_COMMITTER_DATE=@1784810751 +0000",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_CONFIG_NOSYSTEM=1")
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, gitEnv
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if err := copyTree(context.Background(), fixture.Source(), work); err != nil {
+		t.Fatal(err)
+	}
+	git(work, "init", "-q")
+	git(work, "add", "-A")
+	git(work, "commit", "-qm", "fakellama")
+	commit := git(work, "rev-parse", "HEAD")
+	// A later commit on the branch: the executor must build the plan's commit, not HEAD.
+	os.WriteFile(filepath.Join(work, "tools", "server", "server.cpp"), []byte("this does not compile"), 0o644)
+	git(work, "commit", "-qam", "later")
+	git(filepath.Dir(mirror), "clone", "-q", "--mirror", work, mirror)
+
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	e := newEnv(t)
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, commit), series)
+	dir, err := e.executor(t, mirror, series).Build(context.Background(), p, e.out)
+	if err != nil {
+		t.Fatalf("Build() from a mirror = %v", err)
+	}
+	a, err := artifacts.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Provenance.Materials.Source.Commit != commit {
+		t.Errorf("provenance commit = %s, want %s", a.Provenance.Materials.Source.Commit, commit)
+	}
+
+	missing := strings.Repeat("1", 40)
+	p2 := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, missing), series)
+	_, err = e.executor(t, mirror, series).Build(context.Background(), p2, e.out)
+	if err == nil || !strings.Contains(err.Error(), "does not have the plan's commit "+missing) {
+		t.Errorf("Build() of a commit the mirror lacks = %v", err)
+	}
+}
+
+func TestMissingToolsAreNamed(t *testing.T) {
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	tests := []struct {
+		name   string
+		target string
+		path   string
+		want   []string
+	}{
+		{"nothing on PATH", "cpu-v3", t.TempDir(), []string{"cmake", "ninja", "git", "a C++ compiler"}},
+		{"a CUDA target without nvcc", "h200", os.Getenv("PATH"), []string{"nvcc (the CUDA toolkit"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.target == "h200" {
+				if _, err := exec.LookPath("nvcc"); err == nil {
+					t.Skip("nvcc is installed here")
+				}
+				if _, err := os.Stat("/usr/local/cuda/bin/nvcc"); err == nil {
+					t.Skip("nvcc is installed here")
+				}
+			}
+			t.Setenv("PATH", tt.path)
+			t.Setenv("CXX", "")
+			p := fixture.Plan(t, tt.target, fixture.Recipe(t, ""), series)
+			e := newEnv(t)
+			_, err := e.executor(t, fixture.Source(), series).Build(context.Background(), p, e.out)
+			if !errors.Is(err, errMissingTools) {
+				t.Fatalf("Build() = %v, want missing tools", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRefusesWorkDirInsideSource(t *testing.T) {
+	src := t.TempDir()
+	_, err := New(Options{Source: src, WorkDir: filepath.Join(src, "build")})
+	if err == nil || !strings.Contains(err.Error(), "inside the source") {
+		t.Errorf("New() = %v, want a refusal", err)
+	}
+}
+
+func TestParseApplyError(t *testing.T) {
+	tests := []struct {
+		name, out string
+		want      []string
+	}{
+		{"one failed hunk", "error: patch failed: tools/server/server.cpp:2\nerror: tools/server/server.cpp: patch does not apply\n", []string{"tools/server/server.cpp:2"}},
+		{"two files", "error: patch failed: a.c:10\nerror: a.c: patch does not apply\nerror: patch failed: dir/b.h:7\nerror: dir/b.h: patch does not apply\n", []string{"a.c:10", "dir/b.h:7"}},
+		{"a missing file", "error: ggml/x.c: No such file or directory\n", []string{"ggml/x.c (missing)"}},
+		{"a corrupt patch", "error: corrupt patch at line 7\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parseApplyError(tt.out); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("parseApplyError() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseApplyError(f *testing.F) {
+	f.Add("error: patch failed: a.c:10\nerror: a.c: patch does not apply\n")
+	f.Add("error: x: No such file or directory\n")
+	f.Add("fatal: corrupt")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, h := range parseApplyError(out) {
+			if h == "" || strings.Contains(h, "\n") {
+				t.Errorf("parseApplyError(%q) gave place %q", out, h)
+			}
+		}
+	})
+}
