@@ -80,7 +80,11 @@ type rowEntry struct {
 
 // render builds the legacy object for rows over text, keeping top
 // alternatives (top may be 0: only the chosen token).
-func render(v *vocab, text []byte, rows []rowEntry, top int) *legacyLogprobs {
+func render(v *vocab, text []byte, rows []rowEntry, top int, asIDs bool) *legacyLogprobs {
+	name := v.tokenString
+	if asIDs {
+		name = func(id int) string { return "token_id:" + strconv.Itoa(id) }
+	}
 	ro := newRuneOffsets(text)
 	out := &legacyLogprobs{
 		Tokens:        make([]string, len(rows)),
@@ -89,7 +93,7 @@ func render(v *vocab, text []byte, rows []rowEntry, top int) *legacyLogprobs {
 		TextOffset:    make([]int, len(rows)),
 	}
 	for i, r := range rows {
-		out.Tokens[i] = v.tokenString(r.ID)
+		out.Tokens[i] = name(r.ID)
 		out.TextOffset[i] = ro.at(r.Start)
 		if r.Row == nil {
 			continue
@@ -101,7 +105,7 @@ func render(v *vocab, text []byte, rows []rowEntry, top int) *legacyLogprobs {
 			if j >= top {
 				break
 			}
-			t.set(v.tokenString(a.ID), clampLogprob(a.Logprob), false)
+			t.set(name(a.ID), clampLogprob(a.Logprob), false)
 		}
 		t.set(out.Tokens[i], lp, true)
 		out.TopLogprobs[i] = t

@@ -41,6 +41,9 @@ type completionRequest struct {
 	PresencePenalty  *float64
 	FrequencyPenalty *float64
 	LogitBias        [][2]float64 // [token id, bias], sorted by id
+	// TokenIDs names tokens "token_id:N" in logprobs, vLLM's
+	// return_tokens_as_token_ids, for clients that need exact ids.
+	TokenIDs bool
 }
 
 // fields is a JSON object whose values are decoded one by one, so that a
@@ -211,6 +214,9 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 		return nil, err
 	}
 	if r.LogitBias, err = parseLogitBias(f); err != nil {
+		return nil, err
+	}
+	if r.TokenIDs, err = f.boolean("return_tokens_as_token_ids"); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -221,7 +222,7 @@ func (s *Server) modelName(u *upstream) string {
 	if s.opts.ModelName != "" {
 		return s.opts.ModelName
 	}
-	return u.info.ModelAlias
+	return strings.TrimSuffix(filepath.Base(u.info.ModelAlias), ".gguf")
 }
 
 func (s *Server) requestFailed(r *http.Request, err error) {

@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
 )
 
@@ -31,7 +33,8 @@ var (
 	sharedOnce sync.Once
 	shared     *testShim
 	sharedErr  error
-	modelDir   string
+	modelDir    string
+	sharedModel string
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +57,11 @@ func sharedShim(t testing.TB) *testShim {
 		if sharedErr != nil {
 			return
 		}
-		model := writeTestModel(t, modelDir)
+		model := filepath.Join(modelDir, "tiny.gguf")
+		if sharedErr = gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); sharedErr != nil {
+			return
+		}
+		sharedModel = model
 		shared, sharedErr = startShim(bin.Path, model, Options{})
 	})
 	if sharedErr != nil {

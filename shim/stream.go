@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"net/http"
 )
@@ -123,7 +124,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 		text = append(text, j.promptText...)
 		c := completionChoice{Index: j.index, Text: string(j.promptText)}
 		if lp >= 0 {
-			c.Logprobs = render(v, text, j.rows, lp)
+			c.Logprobs = render(v, text, j.rows, lp, j.req.TokenIDs)
 		}
 		if err := emit(c); err != nil {
 			return err
@@ -152,7 +153,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 				rows = append(rows, rowEntry{ID: g.ids[k], Start: base + min(g.starts[k], len(sent)), Row: probRow(g.probs[k], lp)})
 			}
 			emittedRows = upto
-			c.Logprobs = render(v, append(text[:base:base], sent...), rows, lp)
+			c.Logprobs = render(v, append(text[:base:base], sent...), rows, lp, j.req.TokenIDs)
 			// render computed offsets over the whole text; the rows are new
 		}
 		if c.Text == "" && c.FinishReason == nil && (c.Logprobs == nil || len(c.Logprobs.Tokens) == 0) {
@@ -166,13 +167,13 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 			return nil
 		}
 		chunk := []byte(c.Content)
-		if lp < 0 {
-			sent = append(sent, chunk...)
-			return flush(0, nil)
-		}
 		if len(c.Probs) > 0 && c.Probs[0].Bytes != nil {
 			chunk = rawBytes(c.Probs[0].Bytes)
 		}
+		// Without logprobs the content is the only text there is; it is
+		// exact unless the model writes invalid UTF-8, which llama-server
+		// replaces with U+FFFD, and then only the recovery of a held-back
+		// tail (below) can be off.
 		for _, t := range c.Tokens {
 			// llama-server streams no chunk for a token it holds back as
 			// incomplete UTF-8; its bytes arrive in front of the next token's.
@@ -190,6 +191,9 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 			g.add(t, p)
 		}
 		sent = append(sent, chunk...)
+		if lp < 0 {
+			return flush(0, nil)
+		}
 		confirmed := emittedRows
 		for confirmed < len(g.ids) && g.starts[confirmed] < len(sent) {
 			if lp >= 0 && g.probs[confirmed] == nil {
@@ -206,7 +210,20 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 		return err
 	}
 	j.usage = usageOf(final)
-	kept := g.keep(final.StopType, len(sent))
+	stopType := final.StopType
+	if lost := final.TokensPredicted - len(g.ids); lost > 0 {
+		// llama-server's stream ends without the tokens it held back as an
+		// incomplete UTF-8 sequence: their ids and text are never sent.
+		// Generate that many tokens again after what was sent: with greedy
+		// decoding the same ones, otherwise a fresh sample of the same
+		// length from the same distribution.
+		st, err := j.recoverTail(ctx, g, &sent, lost)
+		if err != nil {
+			return err
+		}
+		stopType = st
+	}
+	kept := g.keep(stopType, len(sent))
 	if kept < emittedRows {
 		kept = emittedRows
 	}
@@ -215,8 +232,34 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 			return err
 		}
 	}
-	finish := finishReason(final.StopType)
+	finish := finishReason(stopType)
 	return flush(kept, &finish)
+}
+
+// recoverTail generates the n tokens a stream left out, appends them to g
+// and sent, and returns the new stop type.
+func (j *job) recoverTail(ctx context.Context, g *genState, sent *[]byte, n int) (string, error) {
+	ids, err := j.promptIDs(ctx)
+	if err != nil {
+		return "", err
+	}
+	nr := j.nativeRequest(false)
+	nr.Prompt = append(append([]int{}, ids...), g.ids...)
+	nr.NPredict = n
+	resp, err := j.u.complete(ctx, nr)
+	if err != nil {
+		return "", fmt.Errorf("generating the tail the stream left out: %w", err)
+	}
+	tail := alignProbs(j.u.vocab, resp.Tokens, resp.Probs)
+	for i, id := range tail.ids {
+		g.add(id, tail.probs[i])
+	}
+	if j.req.Logprobs >= 0 {
+		*sent = append(*sent, tail.text...)
+	} else {
+		*sent = append(*sent, resp.Content...)
+	}
+	return resp.StopType, nil
 }
 
 // splitFragments spells bytes with the vocabulary's fragment tokens,
