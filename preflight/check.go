@@ -1,0 +1,394 @@
+package preflight
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/llbuild/llbuild/preflight/cudareq"
+	"github.com/llbuild/llbuild/preflight/fatbin"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// Status is a check's outcome.
+type Status string
+
+// Outcomes.
+const (
+	OK      Status = "ok"
+	Fail    Status = "would fail"
+	Unknown Status = "unknown"
+)
+
+// Check names.
+const (
+	CheckCPU         = "cpu"
+	CheckGGMLVariant = "ggml-cpu-variant"
+	CheckCUDADriver  = "cuda-driver"
+	CheckCUDARuntime = "cuda-runtime"
+	CheckGPUKernels  = "gpu-kernels"
+	CheckSYCL        = "sycl-device"
+)
+
+// Verdict is one check's outcome for one subject (a file, a directory or an image).
+type Verdict struct {
+	Check    string   `json:"check"`
+	Subject  string   `json:"subject"`
+	Status   Status   `json:"status"`
+	Reason   string   `json:"reason"`
+	Fix      string   `json:"fix,omitempty"`
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// Input is what is being checked: ELF files and, for an image, its environment.
+type Input struct {
+	// Name says where the binaries came from (a bundle directory, an image reference).
+	Name     string
+	Binaries []*Binary
+	// Env is an image's configured environment (NVIDIA_REQUIRE_CUDA, CUDA_VERSION, ...);
+	// nil when the input is not an image.
+	Env map[string]string
+}
+
+// Report is every verdict for one input against one host.
+type Report struct {
+	Input    string        `json:"input"`
+	Host     targets.Host  `json:"host"`
+	HostName string        `json:"hostName"`
+	GGML     []GGMLChoice  `json:"ggml,omitempty"`
+	Verdicts []Verdict     `json:"verdicts"`
+	Binaries []*Binary     `json:"binaries"`
+}
+
+// ExitCode is 0 when every check passed, 1 when something would fail, 2 when nothing
+// would fail but something could not be checked.
+func (r *Report) ExitCode() int {
+	code := 0
+	for _, v := range r.Verdicts {
+		switch v.Status {
+		case Fail:
+			return 1
+		case Unknown:
+			code = 2
+		}
+	}
+	return code
+}
+
+// Check runs every check of in against host. It is a pure function of its arguments.
+func Check(host targets.Host, hostName string, in Input) *Report {
+	bins := append([]*Binary(nil), in.Binaries...)
+	sort.Slice(bins, func(i, j int) bool { return bins[i].Path < bins[j].Path })
+	r := &Report{Input: in.Name, Host: host, HostName: hostName, Binaries: bins}
+	fs := host.CPU.FeatureSet()
+	ch := newCPUHost(fs)
+
+	// ggml's loader picks one CPU variant per directory; the others never run.
+	r.GGML = ggmlChoices(bins, fs)
+	notLoaded := map[string]GGMLVariant{}
+	for _, c := range r.GGML {
+		for _, s := range c.Scores {
+			// With nothing loadable every variant gets the instruction check: it says what
+			// each one lacks.
+			if c.Loaded != "" && s.File != c.Loaded {
+				notLoaded[s.File] = s
+			}
+		}
+		r.Verdicts = append(r.Verdicts, ggmlVerdict(c))
+	}
+	for _, b := range bins {
+		if b.Code == nil && b.Machine == "x86-64" {
+			continue // scanned for libraries and kernels only
+		}
+		if s, ok := notLoaded[b.Path]; ok {
+			v := Verdict{Check: CheckCPU, Subject: b.Path, Status: OK}
+			if s.Score == 0 {
+				v.Reason = fmt.Sprintf("not loaded: ggml scores the %s variant 0 here (the CPU lacks %s), so its code never runs", s.Variant, strings.Join(s.Missing, " "))
+			} else {
+				v.Reason = fmt.Sprintf("not loaded: the %s variant scores %d, below the variant ggml picks", s.Variant, s.Score)
+			}
+			r.Verdicts = append(r.Verdicts, v)
+			continue
+		}
+		r.Verdicts = append(r.Verdicts, cpuVerdict(b, ch))
+	}
+	r.Verdicts = append(r.Verdicts, cudaVerdicts(host, in, bins)...)
+	r.Verdicts = append(r.Verdicts, kernelVerdicts(host, bins)...)
+	r.Verdicts = append(r.Verdicts, syclVerdicts(host, bins)...)
+	return r
+}
+
+func ggmlVerdict(c GGMLChoice) Verdict {
+	v := Verdict{Check: CheckGGMLVariant, Subject: c.Dir}
+	var parts []string
+	for _, s := range c.Scores {
+		est := ""
+		if s.Estimated {
+			est = "~"
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s%d", s.Variant, est, s.Score))
+	}
+	v.Evidence = []string{"scores: " + strings.Join(parts, " ")}
+	if c.Loaded == "" {
+		v.Status = Fail
+		v.Reason = "every libggml-cpu variant scores 0 on this CPU: ggml would load no CPU backend"
+		v.Fix = "ship a variant the CPU can run (GGML_CPU_ALL_VARIANTS includes x64 and sse42)"
+		return v
+	}
+	for _, s := range c.Scores {
+		if s.File == c.Loaded {
+			v.Status = OK
+			v.Reason = fmt.Sprintf("ggml would load %s (score %d)", path.Base(c.Loaded), s.Score)
+		}
+	}
+	return v
+}
+
+// minDriverBranch is the first driver branch for each CUDA release (build-facts.md).
+var minDriverBranch = map[string]int{
+	"11.0": 450, "11.8": 520, "12.0": 525, "12.1": 530, "12.2": 535, "12.3": 545, "12.4": 550,
+	"12.5": 555, "12.6": 560, "12.8": 570, "12.9": 575, "13.0": 580, "13.1": 590, "13.2": 595, "13.3": 610,
+}
+
+func nvidiaGPUs(h targets.Host) []targets.GPU {
+	var out []targets.GPU
+	for _, g := range h.GPUs {
+		if g.Vendor == targets.VendorNVIDIA {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func cudaVerdicts(host targets.Host, in Input, bins []*Binary) []Verdict {
+	var out []Verdict
+	gpus := nvidiaGPUs(host)
+	drv := cudareq.Driver{CUDA: host.Driver.CUDA, Version: host.Driver.Version}
+	if in.Env != nil {
+		reqs, err := cudareq.Requirements(in.Env)
+		v := Verdict{Check: CheckCUDADriver, Subject: in.Name}
+		switch {
+		case err != nil:
+			v.Status, v.Reason = Unknown, "reading the image's CUDA requirement: "+err.Error()
+		case len(reqs) == 0:
+			v = Verdict{}
+		case len(gpus) == 0:
+			v.Status, v.Reason = Unknown, "the image requires "+firstTerms(reqs)+" but the host has no NVIDIA GPU"
+		case drv.CUDA == "" || drv.Version == "":
+			v.Status, v.Reason = Unknown, "the image requires "+firstTerms(reqs)+" but the host's driver version or CUDA cap is unknown"
+		default:
+			var devs []cudareq.Device
+			for _, g := range gpus {
+				devs = append(devs, cudareq.Device{Arch: g.ComputeCapability, Brand: g.Brand})
+			}
+			if err := cudareq.Check(reqs, drv, devs); err != nil {
+				v.Status, v.Reason = Fail, cudareq.CLIMessage(err)
+				v.Fix = driverFix(reqs, drv)
+			} else {
+				v.Status = OK
+				v.Reason = fmt.Sprintf("driver %s (CUDA %s) meets %s", drv.Version, drv.CUDA, firstTerms(reqs))
+			}
+		}
+		if v.Check != "" {
+			out = append(out, v)
+		}
+	}
+	for _, b := range bins {
+		major := b.CUDARuntimeMajor()
+		if major == 0 {
+			continue
+		}
+		v := Verdict{Check: CheckCUDARuntime, Subject: b.Path}
+		dmaj, _, ok := splitVersion(drv.CUDA)
+		switch {
+		case len(gpus) == 0:
+			v.Status, v.Reason = Unknown, fmt.Sprintf("needs CUDA %d runtime libraries but the host has no NVIDIA GPU", major)
+		case !ok:
+			v.Status, v.Reason = Unknown, fmt.Sprintf("needs a driver for CUDA %d.x; the host's driver CUDA cap is unknown", major)
+		case dmaj < major:
+			v.Status = Fail
+			v.Reason = fmt.Sprintf("links CUDA %d (%s) but driver %s runs CUDA %s: cudaErrorInsufficientDriver (CUDA error 35)", major, cudaNeed(b), host.Driver.Version, drv.CUDA)
+			v.Fix = fmt.Sprintf("install a driver of branch %d or newer, or build against CUDA %d", minDriverBranch[fmt.Sprintf("%d.0", major)], dmaj)
+		default:
+			v.Status = OK
+			v.Reason = fmt.Sprintf("links CUDA %d (%s); driver CUDA %s", major, cudaNeed(b), drv.CUDA)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func cudaNeed(b *Binary) string {
+	for _, n := range b.Needed {
+		if strings.HasPrefix(n, "libcudart.so.") || strings.HasPrefix(n, "libcublas") {
+			return n
+		}
+	}
+	return ""
+}
+
+func firstTerms(reqs []string) string {
+	var out []string
+	for _, r := range reqs {
+		first, rest, _ := strings.Cut(r, " ")
+		if rest != "" {
+			first += " (or its driver-branch terms)"
+		}
+		out = append(out, first)
+	}
+	return strings.Join(out, " and ")
+}
+
+func driverFix(reqs []string, drv cudareq.Driver) string {
+	for _, r := range reqs {
+		first, _, _ := strings.Cut(r, " ")
+		if v, ok := strings.CutPrefix(first, "cuda>="); ok {
+			fix := fmt.Sprintf("use an image built on CUDA %s or older (e.g. nvidia/cuda:%s.x-runtime), or NVIDIA_DISABLE_REQUIRE=1 with the image's forward-compatibility libraries on a datacenter GPU", drv.CUDA, drv.CUDA)
+			if b, ok := minDriverBranch[v]; ok {
+				fix = fmt.Sprintf("install driver branch R%d or newer (CUDA %s), or %s", b, v, fix)
+			} else {
+				fix = fmt.Sprintf("install a driver that runs CUDA %s, or %s", v, fix)
+			}
+			return fix
+		}
+	}
+	return "use an image whose NVIDIA_REQUIRE_CUDA this host meets"
+}
+
+func splitVersion(s string) (major, minor int, ok bool) {
+	a, b, _ := strings.Cut(s, ".")
+	ma, err1 := strconv.Atoi(a)
+	mi, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return ma, mi, true
+}
+
+func kernelVerdicts(host targets.Host, bins []*Binary) []Verdict {
+	var out []Verdict
+	gpus := nvidiaGPUs(host)
+	for _, b := range bins {
+		if len(b.Fatbin) == 0 {
+			continue
+		}
+		archs := fatbinArchs(b.Fatbin)
+		if len(gpus) == 0 {
+			out = append(out, Verdict{Check: CheckGPUKernels, Subject: b.Path, Status: Unknown,
+				Reason: "has CUDA kernels (" + archs + ") but the host has no NVIDIA GPU"})
+			continue
+		}
+		for i, g := range gpus {
+			out = append(out, kernelVerdict(b, archs, i, g, host.Driver.CUDA))
+		}
+	}
+	return out
+}
+
+func fatbinArchs(es []fatbin.Entry) string {
+	seen := map[string]bool{}
+	var names []string
+	for _, e := range es {
+		if n := e.Arch(); !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+func kernelVerdict(b *Binary, archs string, idx int, g targets.GPU, driverCUDA string) Verdict {
+	v := Verdict{Check: CheckGPUKernels, Subject: fmt.Sprintf("%s on GPU %d", b.Path, idx)}
+	dev, err := fatbin.ParseCC(g.ComputeCapability)
+	if err != nil {
+		v.Status, v.Reason = Unknown, fmt.Sprintf("GPU %d (%s): compute capability unknown", idx, g.Name)
+		return v
+	}
+	for _, e := range b.Fatbin {
+		if e.RunsOn(dev) {
+			v.Status = OK
+			v.Reason = fmt.Sprintf("%s cubin runs on compute capability %s", e.Arch(), dev)
+			return v
+		}
+	}
+	var tooNew []string
+	for _, e := range b.Fatbin {
+		if !e.JITsOn(dev) {
+			continue
+		}
+		maj, min, ok := e.MinDriverCUDA()
+		dmaj, dmin, dok := splitVersion(driverCUDA)
+		switch {
+		case !ok || !dok:
+			v.Status = Unknown
+			v.Reason = fmt.Sprintf("only %s PTX fits compute capability %s; whether driver CUDA %q can JIT PTX ISA %d.%d is unknown", e.Arch(), dev, driverCUDA, e.VersionMajor, e.VersionMinor)
+			return v
+		case dmaj > maj || (dmaj == maj && dmin >= min):
+			v.Status = OK
+			v.Reason = fmt.Sprintf("no cubin for %s; the driver JIT-compiles %s PTX (ISA %d.%d) at first start", dev, e.Arch(), e.VersionMajor, e.VersionMinor)
+			return v
+		default:
+			tooNew = append(tooNew, fmt.Sprintf("%s (PTX ISA %d.%d needs CUDA %d.%d)", e.Arch(), e.VersionMajor, e.VersionMinor, maj, min))
+		}
+	}
+	v.Status = Fail
+	if len(tooNew) > 0 {
+		v.Reason = fmt.Sprintf("no cubin for compute capability %s, and the PTX %s is newer than driver CUDA %s: CUDA error 222 (the provided PTX was compiled with an unsupported toolchain)", dev, strings.Join(tooNew, ", "), driverCUDA)
+		v.Fix = "add a cubin for this GPU (CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + "), build with an older toolkit, or update the driver"
+		return v
+	}
+	v.Reason = fmt.Sprintf("no kernel for compute capability %s among %s: CUDA error 209 (no kernel image is available for execution on the device)", dev, archs)
+	v.Fix = "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + " (ggml turns 12X into 12Xa, which runs only on 12.X)"
+	return v
+}
+
+func syclVerdicts(host targets.Host, bins []*Binary) []Verdict {
+	var out []Verdict
+	var intel []targets.GPU
+	for _, g := range host.GPUs {
+		if g.Vendor == targets.VendorIntel {
+			intel = append(intel, g)
+		}
+	}
+	for _, b := range bins {
+		if len(b.SYCLDevices) == 0 {
+			continue
+		}
+		devs := strings.Join(b.SYCLDevices, " ")
+		if len(intel) == 0 {
+			out = append(out, Verdict{Check: CheckSYCL, Subject: b.Path, Status: Unknown,
+				Reason: "has SYCL code compiled ahead of time for " + devs + " but the host has no Intel GPU"})
+			continue
+		}
+		for i, g := range intel {
+			v := Verdict{Check: CheckSYCL, Subject: fmt.Sprintf("%s on Intel GPU %d", b.Path, i)}
+			want := g.SYCLDevice
+			if want == "" {
+				want = SYCLDeviceForPCI(g.PCIID)
+			}
+			switch {
+			case want == "":
+				v.Status, v.Reason = Unknown, fmt.Sprintf("AOT devices %s; the GPU's device name (PCI %s) is unknown", devs, g.PCIID)
+			case contains(b.SYCLDevices, want):
+				v.Status, v.Reason = OK, fmt.Sprintf("compiled ahead of time for %s, the GPU's device", want)
+			default:
+				v.Status = Fail
+				v.Reason = fmt.Sprintf("compiled ahead of time for %s, not this GPU's %s (PCI %s)", devs, want, g.PCIID)
+				v.Fix = "build with -DGGML_SYCL_DEVICE_ARCH=" + want
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

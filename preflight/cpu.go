@@ -1,0 +1,259 @@
+package preflight
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/llbuild/llbuild/preflight/x86"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// extFeature maps the decoder's extensions to the features a host description lists.
+// SSE3 through SSE4.1 and POPCNT fold into SSE42: a host description cannot say more, and
+// every SSE4.2 CPU has them.
+var extFeature = map[x86.Ext]targets.Feature{
+	x86.SSE3: targets.SSE42, x86.SSSE3: targets.SSE42, x86.SSE41: targets.SSE42, x86.SSE42: targets.SSE42,
+	x86.POPCNT: targets.SSE42,
+	x86.AVX:    targets.AVX, x86.AVX2: targets.AVX2, x86.FMA: targets.FMA, x86.F16C: targets.F16C,
+	x86.BMI1: targets.BMI1, x86.BMI2: targets.BMI2, x86.AVXVNNI: targets.AVXVNNI,
+	x86.AVX512F: targets.AVX512F, x86.AVX512CD: targets.AVX512CD, x86.AVX512VL: targets.AVX512VL,
+	x86.AVX512DQ: targets.AVX512DQ, x86.AVX512BW: targets.AVX512BW, x86.AVX512VBMI: targets.AVX512VBMI,
+	x86.AVX512VNNI: targets.AVX512VNNI, x86.AVX512BF16: targets.AVX512BF16,
+	x86.AMXTile: targets.AMXTile, x86.AMXInt8: targets.AMXInt8, x86.AMXBF16: targets.AMXBF16,
+}
+
+// cpuHost is a host CPU as the decoder's extension bits: what it has, and which bits the
+// host description lets us know at all.
+type cpuHost struct{ has, known x86.Ext }
+
+func newCPUHost(fs targets.FeatureSet) cpuHost {
+	var h cpuHost
+	for e, f := range extFeature {
+		h.known |= e
+		if fs[f] {
+			h.has |= e
+		}
+	}
+	// Every CPU with BMI1 (Intel Haswell on, AMD Piledriver on) also has LZCNT.
+	if fs[targets.BMI1] {
+		h.known |= x86.LZCNT
+		h.has |= x86.LZCNT
+	}
+	return h
+}
+
+// cpuVerdict checks one binary's instructions against the host.
+func cpuVerdict(b *Binary, h cpuHost) Verdict {
+	v := Verdict{Check: CheckCPU, Subject: b.Path}
+	if b.Code == nil {
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s code is not decoded (only x86-64 is)", b.Machine)
+		return v
+	}
+	need := b.Code.Uses &^ x86.Unclassified
+	missing := need & h.known &^ h.has
+	unknown := need &^ h.known
+	if missing != 0 {
+		v.Status = Fail
+		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks: SIGILL (illegal instruction) when that code runs", featureList(missing))
+		v.Evidence = evidence(b, missing, 3)
+		v.Fix = "rebuild with those ISA options off (GGML_NATIVE=OFF and explicit GGML_<ISA> flags), or ship ggml's per-CPU variants (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS)"
+		return v
+	}
+	if unknown != 0 {
+		v.Status = Unknown
+		v.Reason = fmt.Sprintf("uses %s, which the host description does not cover", unknown)
+		v.Evidence = evidence(b, unknown, 2)
+		return v
+	}
+	v.Status = OK
+	if need == 0 {
+		v.Reason = "baseline x86-64 only"
+	} else {
+		v.Reason = "uses " + featureList(need) + "; the CPU has them"
+	}
+	if n := b.Code.DecodeErrors; n > 0 {
+		v.Reason += fmt.Sprintf(" (%d undecodable bytes skipped, first at %#x)", n, b.Code.FirstDecodeError)
+	}
+	return v
+}
+
+// featureList names extensions as host features (deduplicated) where they map to one.
+func featureList(e x86.Ext) string {
+	seen := map[string]bool{}
+	var out []string
+	e.Each(func(b x86.Ext) {
+		name := b.String()
+		if f, ok := extFeature[b]; ok && b != x86.SSE3 && b != x86.SSSE3 && b != x86.SSE41 && b != x86.POPCNT {
+			name = string(f)
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	})
+	return strings.Join(out, " ")
+}
+
+func evidence(b *Binary, exts x86.Ext, perExt int) []string {
+	var out []string
+	exts.Each(func(e x86.Ext) {
+		ex := b.Code.Examples[e]
+		if len(ex) > perExt {
+			ex = ex[:perExt]
+		}
+		for _, in := range ex {
+			out = append(out, fmt.Sprintf("%s: %s+%#x %s %s needs %s", b.Path, in.Section, in.Addr, in.Bytes, in.Encoding, in.Needs))
+		}
+	})
+	return out
+}
+
+// ggmlVariantFlags are the ISA options each x86 libggml-cpu-<variant>.so is compiled
+// with (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS).
+var ggmlVariantFlags = map[string][]string{
+	"x64":            {},
+	"sse42":          {"SSE42"},
+	"sandybridge":    {"SSE42", "AVX"},
+	"ivybridge":      {"SSE42", "AVX", "F16C"},
+	"piledriver":     {"SSE42", "AVX", "F16C", "FMA"},
+	"haswell":        {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"},
+	"skylakex":       {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512"},
+	"cannonlake":     {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI"},
+	"cascadelake":    {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VNNI"},
+	"icelake":        {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI"},
+	"cooperlake":     {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VNNI", "AVX512_BF16"},
+	"zen4":           {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"},
+	"alderlake":      {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX_VNNI"},
+	"sapphirerapids": {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_TILE", "AMX_INT8"},
+}
+
+// ggmlScoreTerms is ggml_backend_cpu_x86_score (ggml-cpu/arch/x86/cpu-feats.cpp): one term
+// per compiled-in option, its weight, and the CPU features it requires. AMX_TILE is
+// compiled into sapphirerapids but not scored.
+var ggmlScoreTerms = []struct {
+	flag   string
+	weight int
+	needs  []targets.Feature
+}{
+	{"FMA", 1, []targets.Feature{targets.FMA}},
+	{"F16C", 1 << 1, []targets.Feature{targets.F16C}},
+	{"SSE42", 1 << 2, []targets.Feature{targets.SSE42}},
+	{"BMI2", 1 << 3, []targets.Feature{targets.BMI2}},
+	{"AVX", 1 << 4, []targets.Feature{targets.AVX}},
+	{"AVX2", 1 << 5, []targets.Feature{targets.AVX2}},
+	{"AVX_VNNI", 1 << 6, []targets.Feature{targets.AVXVNNI}},
+	{"AVX512", 1 << 7, targets.AVX512Foundation},
+	{"AVX512_VBMI", 1 << 8, []targets.Feature{targets.AVX512VBMI}},
+	{"AVX512_BF16", 1 << 9, []targets.Feature{targets.AVX512BF16}},
+	{"AVX512_VNNI", 1 << 10, []targets.Feature{targets.AVX512VNNI}},
+	{"AMX_INT8", 1 << 11, []targets.Feature{targets.AMXInt8}},
+}
+
+// GGMLScore returns the score ggml's loader gives a CPU variant compiled with flags on a
+// CPU with features fs, and the flags that made it 0. Like ggml it reads CPUID bits only;
+// the host description's features already include OS support for AVX and AVX-512 state.
+func GGMLScore(flags []string, fs targets.FeatureSet) (score int, missing []string) {
+	on := map[string]bool{}
+	for _, f := range flags {
+		on[f] = true
+	}
+	score = 1
+	for _, t := range ggmlScoreTerms {
+		if !on[t.flag] {
+			continue
+		}
+		if !fs.Has(t.needs...) {
+			missing = append(missing, t.flag)
+			continue
+		}
+		score += t.weight
+	}
+	if len(missing) > 0 {
+		return 0, missing
+	}
+	return score, nil
+}
+
+// flagsFromCode estimates the ISA options of a variant whose name ggml's list does not
+// know, from the instructions its code uses.
+func flagsFromCode(b *Binary) []string {
+	if b.Code == nil {
+		return nil
+	}
+	u := b.Code.Uses
+	var flags []string
+	add := func(cond bool, f string) {
+		if cond {
+			flags = append(flags, f)
+		}
+	}
+	add(u&(x86.SSE42|x86.SSE41|x86.SSSE3|x86.SSE3|x86.POPCNT) != 0, "SSE42")
+	add(u&x86.AVX != 0, "AVX")
+	add(u&x86.F16C != 0, "F16C")
+	add(u&x86.FMA != 0, "FMA")
+	add(u&x86.AVX2 != 0, "AVX2")
+	add(u&x86.BMI2 != 0, "BMI2")
+	add(u&x86.AVXVNNI != 0, "AVX_VNNI")
+	add(u&x86.AVX512F != 0, "AVX512")
+	add(u&x86.AVX512VBMI != 0, "AVX512_VBMI")
+	add(u&x86.AVX512VNNI != 0, "AVX512_VNNI")
+	add(u&x86.AVX512BF16 != 0, "AVX512_BF16")
+	add(u&x86.AMXInt8 != 0, "AMX_INT8")
+	return flags
+}
+
+// GGMLChoice is what ggml's loader would do with the CPU variants in one directory.
+type GGMLChoice struct {
+	Dir string `json:"dir"`
+	// Loaded is the file that would load, "" when every variant scores 0.
+	Loaded string         `json:"loaded"`
+	Scores []GGMLVariant `json:"scores"`
+}
+
+// GGMLVariant is one variant's score.
+type GGMLVariant struct {
+	File    string   `json:"file"`
+	Variant string   `json:"variant"`
+	Score   int      `json:"score"`
+	Missing []string `json:"missing,omitempty"`
+	// Estimated is set when the variant's options were read off its code, not ggml's list.
+	Estimated bool `json:"estimated,omitempty"`
+}
+
+// ggmlChoices groups the binaries that are ggml CPU variants by directory and scores them.
+func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
+	byDir := map[string][]*Binary{}
+	for _, b := range bins {
+		if b.GGMLVariant() != "" {
+			d := path.Dir(b.Path)
+			byDir[d] = append(byDir[d], b)
+		}
+	}
+	var dirs []string
+	for d := range byDir {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	var out []GGMLChoice
+	for _, d := range dirs {
+		c := GGMLChoice{Dir: d}
+		best := 0
+		for _, b := range byDir[d] {
+			name := b.GGMLVariant()
+			flags, ok := ggmlVariantFlags[name]
+			if !ok {
+				flags = flagsFromCode(b)
+			}
+			s, miss := GGMLScore(flags, fs)
+			c.Scores = append(c.Scores, GGMLVariant{File: b.Path, Variant: name, Score: s, Missing: miss, Estimated: !ok})
+			// ggml keeps the first variant with the highest score; it meets them in directory order.
+			if s > best {
+				best, c.Loaded = s, b.Path
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}

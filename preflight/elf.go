@@ -1,0 +1,214 @@
+package preflight
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/llbuild/llbuild/preflight/fatbin"
+	"github.com/llbuild/llbuild/preflight/x86"
+)
+
+// Binary is what preflight reads off one ELF file: the instruction-set extensions its code
+// uses (with the first instructions using each), the libraries it needs, and the GPU
+// kernels it carries. It is a plain value; checks are functions of it and a host.
+type Binary struct {
+	// Path names the file (inside an image or bundle: the path there).
+	Path    string   `json:"path"`
+	Machine string   `json:"machine"`
+	SONAME  string   `json:"soname,omitempty"`
+	Needed  []string `json:"needed,omitempty"`
+	// Code is the x86-64 code scan; nil for other machines.
+	Code *CodeFacts `json:"code,omitempty"`
+	// Fatbin lists the .nv_fatbin entries; FatbinError says why the listing stopped early.
+	Fatbin      []fatbin.Entry `json:"fatbin,omitempty"`
+	FatbinError string         `json:"fatbinError,omitempty"`
+	// SYCLDevices are ahead-of-time Intel GPU targets named in the file ("bmg-g31").
+	SYCLDevices []string `json:"syclDevices,omitempty"`
+}
+
+// CodeFacts is the result of decoding a file's executable sections.
+type CodeFacts struct {
+	Bytes        int `json:"bytes"`
+	Instructions int `json:"instructions"`
+	// DecodeErrors counts bytes skipped because they did not decode (data in code, or
+	// encodings the decoder does not know); FirstDecodeError is where the first was.
+	DecodeErrors     int    `json:"decodeErrors"`
+	FirstDecodeError uint64 `json:"firstDecodeError,omitempty"`
+	// Uses is every extension the code needs.
+	Uses x86.Ext `json:"-"`
+	// Extensions counts instructions per extension, by name.
+	Extensions map[string]int `json:"extensions"`
+	// Examples holds the first instructions that use each extension, by extension.
+	Examples map[x86.Ext][]Instruction `json:"-"`
+}
+
+// Instruction is one decoded instruction kept as evidence.
+type Instruction struct {
+	Addr     uint64 `json:"addr"`
+	Bytes    string `json:"bytes"`    // hex
+	Encoding string `json:"encoding"` // e.g. "EVEX.512.66.0F38.W0 50"
+	Needs    string `json:"needs"`    // e.g. "AVX512F+AVX512_VNNI"
+	Section  string `json:"section"`
+}
+
+// CUDARuntimeMajor returns the CUDA major version of the libcudart (or libcublas) the file
+// needs, from DT_NEEDED, or 0.
+func (b *Binary) CUDARuntimeMajor() int {
+	for _, n := range b.Needed {
+		for _, p := range []string{"libcudart.so.", "libcublas.so.", "libcublasLt.so."} {
+			if v, ok := strings.CutPrefix(n, p); ok {
+				maj, _, _ := strings.Cut(v, ".")
+				if m, err := strconv.Atoi(maj); err == nil {
+					return m
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// GGMLVariant returns the CPU variant of a ggml dynamic CPU backend
+// (libggml-cpu-haswell.so → "haswell"), or "".
+func (b *Binary) GGMLVariant() string {
+	base := path.Base(b.Path)
+	if v, ok := strings.CutPrefix(base, "libggml-cpu-"); ok {
+		if i := strings.Index(v, ".so"); i > 0 {
+			return v[:i]
+		}
+	}
+	return ""
+}
+
+// ErrNotELF is returned by ReadBinary for files that are not ELF.
+var ErrNotELF = errors.New("not an ELF file")
+
+// IsELF reports whether data starts with the ELF magic.
+func IsELF(head []byte) bool { return bytes.HasPrefix(head, []byte(elf.ELFMAG)) }
+
+var syclDevice = regexp.MustCompile(`-device[ =]([a-z][a-z0-9_.-]{2,30})`)
+
+// ReadBinary reads an ELF file's facts. name is how reports refer to it.
+func ReadBinary(name string, r io.ReaderAt) (*Binary, error) {
+	var magic [4]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil || !IsELF(magic[:]) {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotELF)
+	}
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading ELF %s: %w", name, err)
+	}
+	defer f.Close()
+	b := &Binary{Path: name, Machine: machineName(f.Machine)}
+	if libs, err := f.ImportedLibraries(); err == nil {
+		b.Needed = libs
+	}
+	if sn, err := f.DynString(elf.DT_SONAME); err == nil && len(sn) > 0 {
+		b.SONAME = sn[0]
+	}
+	if f.Class == elf.ELFCLASS64 && f.Machine == elf.EM_X86_64 {
+		code, err := scanCode(f)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", name, err)
+		}
+		b.Code = code
+	}
+	for _, s := range f.Sections {
+		switch {
+		case s.Name == ".nv_fatbin" && s.Type != elf.SHT_NOBITS:
+			data, err := s.Data()
+			if err != nil {
+				return nil, fmt.Errorf("reading %s .nv_fatbin: %w", name, err)
+			}
+			entries, err := fatbin.Parse(data)
+			b.Fatbin = entries
+			if err != nil {
+				b.FatbinError = err.Error()
+			}
+		case strings.Contains(s.Name, "CLANG_OFFLOAD") || strings.HasPrefix(s.Name, "__sycl") || s.Name == ".tgtimg" || s.Name == ".sycl_offloading":
+			// SYCL ahead-of-time images record the ocloc options they were built with.
+			if data, err := s.Data(); err == nil {
+				b.SYCLDevices = appendSYCLDevices(b.SYCLDevices, data)
+			}
+		}
+	}
+	return b, nil
+}
+
+func appendSYCLDevices(have []string, data []byte) []string {
+	for _, m := range syclDevice.FindAllSubmatch(data, -1) {
+		d := string(m[1])
+		found := false
+		for _, h := range have {
+			found = found || h == d
+		}
+		if !found {
+			have = append(have, d)
+		}
+	}
+	sort.Strings(have)
+	return have
+}
+
+func machineName(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86-64"
+	case elf.EM_AARCH64:
+		return "aarch64"
+	}
+	return strings.TrimPrefix(m.String(), "EM_")
+}
+
+func scanCode(f *elf.File) (*CodeFacts, error) {
+	facts := &CodeFacts{Extensions: map[string]int{}, Examples: map[x86.Ext][]Instruction{}}
+	var st x86.Stats
+	// Remember which section each sample came from by scanning section by section.
+	type span struct {
+		name       string
+		start, end uint64
+	}
+	var spans []span
+	for _, s := range f.Sections {
+		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type != elf.SHT_PROGBITS {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("section %s: %w", s.Name, err)
+		}
+		st.Scan(data, s.Addr)
+		spans = append(spans, span{s.Name, s.Addr, s.Addr + s.Size})
+	}
+	facts.Bytes, facts.Instructions, facts.DecodeErrors = st.Bytes, st.Insts, st.Errors
+	if st.Errors > 0 {
+		facts.FirstDecodeError = st.FirstError
+	}
+	facts.Uses = st.Used
+	st.Used.Each(func(e x86.Ext) {
+		facts.Extensions[e.String()] = st.CountOf(e)
+		for _, smp := range st.SamplesOf(e) {
+			sec := ""
+			for _, sp := range spans {
+				if smp.Addr >= sp.start && smp.Addr < sp.end {
+					sec = sp.name
+				}
+			}
+			facts.Examples[e] = append(facts.Examples[e], Instruction{
+				Addr:     smp.Addr,
+				Bytes:    fmt.Sprintf("%x", smp.Code()),
+				Encoding: smp.Inst.String(),
+				Needs:    smp.Inst.Ext.String(),
+				Section:  sec,
+			})
+		}
+	})
+	return facts, nil
+}
