@@ -54,12 +54,12 @@ type Input struct {
 
 // Report is every verdict for one input against one host.
 type Report struct {
-	Input    string        `json:"input"`
-	Host     targets.Host  `json:"host"`
-	HostName string        `json:"hostName"`
-	GGML     []GGMLChoice  `json:"ggml,omitempty"`
-	Verdicts []Verdict     `json:"verdicts"`
-	Binaries []*Binary     `json:"binaries"`
+	Input    string       `json:"input"`
+	Host     targets.Host `json:"host"`
+	HostName string       `json:"hostName"`
+	GGML     []GGMLChoice `json:"ggml,omitempty"`
+	Verdicts []Verdict    `json:"verdicts"`
+	Binaries []*Binary    `json:"binaries"`
 }
 
 // ExitCode is 0 when every check passed, 1 when something would fail, 2 when nothing

@@ -208,7 +208,7 @@ func flagsFromCode(b *Binary) []string {
 type GGMLChoice struct {
 	Dir string `json:"dir"`
 	// Loaded is the file that would load, "" when every variant scores 0.
-	Loaded string         `json:"loaded"`
+	Loaded string        `json:"loaded"`
 	Scores []GGMLVariant `json:"scores"`
 }
 
