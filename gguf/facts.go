@@ -51,6 +51,9 @@ type Facts struct {
 	// EmbeddingLengthOut is <arch>.embedding_length_out. A gemma4-assistant
 	// draft stores its target model's hidden size here.
 	EmbeddingLengthOut uint64 `json:"embedding_length_out,omitempty"`
+	// TargetHiddenSize is <arch>.target_hidden_size, which EAGLE3 and
+	// DFlash drafts record for the model they draft for.
+	TargetHiddenSize uint64 `json:"target_hidden_size,omitempty"`
 	// DraftFor is the architecture an MTP draft model drafts for, empty
 	// for other models. GGUF has no key naming it: llama.cpp's draft
 	// architectures are named "<target>-assistant" (gemma4-assistant).
@@ -62,8 +65,23 @@ type Facts struct {
 }
 
 // assistantSuffix marks an architecture as an MTP draft for the
-// architecture named before it (llama.cpp's LLM_ARCH_GEMMA4_ASSISTANT,
-// "gemma4-assistant", loaded with --spec-type draft-mtp).
+// architecture named before it.
+//
+// How llama.cpp (upstream 1425386fd) describes MTP drafts in GGUF:
+//   - A separate draft file has its own architecture: LLM_ARCH_GEMMA4_ASSISTANT,
+//     "gemma4-assistant" (src/llama-arch.cpp), written by conversion/gemma.py's
+//     Gemma4AssistantModel from HF "Gemma4AssistantForCausalLM". No key names
+//     the target; the name does. The converter adds
+//     gemma4-assistant.embedding_length_out = the target's hidden size
+//     (backbone_hidden_size, to compare with gemma4.embedding_length) and
+//     gemma4-assistant.nextn_predict_layers = its block count. It is loaded
+//     with --model-draft and --spec-type draft-mtp and needs the target's
+//     context (ctx_other, src/llama-context.cpp).
+//   - Models with built-in MTP heads (deepseek, glm4moe, exaone, bailingmoe,
+//     command-r...) keep them in the main file: <arch>.nextn_predict_layers > 0
+//     and blk.N.nextn.* tensors.
+//   - EAGLE3 and DFlash drafts ("eagle3", "dflash") record
+//     <arch>.target_hidden_size and <arch>.target_layers instead.
 const assistantSuffix = "-assistant"
 
 // Facts extracts the manifest facts from the header.
@@ -88,13 +106,18 @@ func (f *File) Facts() Facts {
 		fa.EmbeddingLength = f.uint(arch + ".embedding_length")
 		fa.NextNPredictLayers = f.uint(arch + ".nextn_predict_layers")
 		fa.EmbeddingLengthOut = f.uint(arch + ".embedding_length_out")
+		fa.TargetHiddenSize = f.uint(arch + ".target_hidden_size")
 		if target, ok := strings.CutSuffix(arch, assistantSuffix); ok && target != "" {
 			fa.DraftFor = target
 		}
 	}
 	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Type() == TypeArray {
 		fa.VocabSize = uint64(v.Len())
-		if tokens, ok := v.AsStrings(); ok {
+		if l, ok := v.v.(*lazyStrings); ok && l.order == binary.LittleEndian {
+			// The encoded array is exactly what vocabDigest hashes.
+			sum := sha256.Sum256(l.raw)
+			fa.VocabSHA256 = hex.EncodeToString(sum[:])
+		} else if tokens, ok := v.AsStrings(); ok {
 			fa.VocabSHA256 = vocabDigest(tokens)
 		}
 	} else if arch != "" {
@@ -162,11 +185,21 @@ func (f *File) guessQuantization() string {
 
 func vocabDigest(tokens []string) string {
 	h := sha256.New()
-	var n [8]byte
+	buf := make([]byte, 0, 64<<10)
 	for _, t := range tokens {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(t)))
-		h.Write(n[:])
-		h.Write([]byte(t))
+		if len(buf)+8+len(t) > cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(len(t)))
+		if len(t) > cap(buf) {
+			h.Write(buf)
+			h.Write([]byte(t))
+			buf = buf[:0]
+			continue
+		}
+		buf = append(buf, t...)
 	}
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -191,3 +191,16 @@ func TestFactsJSONIsStable(t *testing.T) {
 		}
 	}
 }
+
+func TestVocabDigestIgnoresByteOrder(t *testing.T) {
+	tokens, _, _ := TinyVocab(30)
+	digest := func(big bool) string {
+		b := &Builder{BigEndian: big}
+		b.Set("tokenizer.ggml.tokens", Array(tokens))
+		return decode(t, encode(t, b)).Facts().VocabSHA256
+	}
+	le, be := digest(false), digest(true)
+	if le != be || le != vocabDigest(tokens) {
+		t.Errorf("vocab digest little-endian %s, big-endian %s, from the strings %s; want all equal", le, be, vocabDigest(tokens))
+	}
+}

@@ -91,10 +91,10 @@ func TestEveryValueTypeRoundTrips(t *testing.T) {
 			}
 			for i, want := range b.KV {
 				got := f.KV[i]
-				if got.Key != want.Key || !reflect.DeepEqual(got.Value, want.Value) {
+				if got.Key != want.Key || !got.Value.Equal(want.Value) {
 					t.Errorf("KV[%d] = %s %#v, want %s %#v", i, got.Key, got.Value, want.Key, want.Value)
 				}
-				if v, ok := f.Get(want.Key); !ok || !reflect.DeepEqual(v, want.Value) {
+				if v, ok := f.Get(want.Key); !ok || !v.Equal(want.Value) {
 					t.Errorf("Get(%q) = %#v, %v", want.Key, v, ok)
 				}
 			}
@@ -423,5 +423,24 @@ func TestQuantizationNames(t *testing.T) {
 		if name != tc.name || Quantization(tc.ft) != tc.qnt {
 			t.Errorf("file type %d: name %q quantization %q, want %q %q", tc.ft, name, Quantization(tc.ft), tc.name, tc.qnt)
 		}
+	}
+}
+
+func TestManySmallValuesHitTheMemoryBudget(t *testing.T) {
+	// Empty nested arrays are 12 bytes each in the file and several times
+	// that in memory.
+	empty := make([]Value, 5000)
+	for i := range empty {
+		empty[i] = Array([]uint8{})
+	}
+	data := encode(t, &Builder{KV: []KV{{"k", Array(empty)}}})
+	l := DefaultLimits
+	l.MaxMetadataBytes = int64(len(data)) + 1
+	if _, err := l.Read(bytes.NewReader(data), int64(len(data))); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("Read() error = %v, want the memory budget", err)
+	}
+	l.MaxMetadataBytes = 64 * int64(len(data))
+	if _, err := l.Read(bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Errorf("Read() with room = %v, want success", err)
 	}
 }

@@ -22,6 +22,7 @@ const DefaultAlignment = 32
 // against the bytes left in the file.
 type Limits struct {
 	// MaxMetadataBytes bounds the header: key/value pairs plus tensor infos.
+	// The memory the decoded values take is bounded by twice this.
 	MaxMetadataBytes int64
 	// MaxString bounds one string's length in bytes.
 	MaxString uint64
@@ -36,7 +37,7 @@ type Limits struct {
 // DefaultLimits are generous for real models (a 262k-token vocabulary with
 // its merges takes about 10 MiB) and small enough to be harmless.
 var DefaultLimits = Limits{
-	MaxMetadataBytes: 256 << 20,
+	MaxMetadataBytes: 64 << 20,
 	MaxString:        16 << 20,
 	MaxArray:         16 << 20,
 	MaxKV:            1 << 20,
@@ -163,6 +164,18 @@ type decoder struct {
 	limits Limits
 	order  binary.ByteOrder
 	buf    [8]byte
+	// cost estimates the memory the decoded values hold, so that many
+	// small elements (an empty string is 8 bytes in the file and 16 in
+	// memory) cannot multiply the header's size.
+	cost int64
+}
+
+func (d *decoder) spend(n int64) error {
+	d.cost += n
+	if d.cost > 2*d.limits.MaxMetadataBytes {
+		return fmt.Errorf("metadata would take more than %d bytes of memory", 2*d.limits.MaxMetadataBytes)
+	}
+	return nil
 }
 
 func (d *decoder) file() (*File, error) {
@@ -334,6 +347,14 @@ func (d *decoder) full(b []byte) error {
 }
 
 func (d *decoder) fixed(n int) ([]byte, error) {
+	if d.pos+int64(n) <= d.limits.MaxMetadataBytes {
+		if b, err := d.r.Peek(n); err == nil {
+			copy(d.buf[:n], b)
+			d.r.Discard(n)
+			d.pos += int64(n)
+			return d.buf[:n], nil
+		}
+	}
 	b := d.buf[:n]
 	err := d.full(b)
 	return b, err
@@ -382,11 +403,51 @@ func (d *decoder) str() (string, error) {
 	if n > d.remaining() {
 		return "", fmt.Errorf("string length %d exceeds the %d bytes left", n, d.remaining())
 	}
+	if err := d.spend(16 + int64(n)); err != nil {
+		return "", err
+	}
 	b := make([]byte, n)
 	if err := d.full(b); err != nil {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// strings reads an array of n strings as its encoded bytes, validating
+// every length, and leaves splitting them into Go strings to the first
+// caller that asks (see lazyStrings): a 200k-token vocabulary then costs
+// one pointer-free allocation while the header is read.
+func (d *decoder) strings(n uint64) (Value, error) {
+	raw := make([]byte, 0, min(n*24, d.remaining()))
+	for i := uint64(0); i < n; i++ {
+		lb, err := d.fixed(8)
+		if err != nil {
+			return Value{}, fmt.Errorf("array element %d: %w", i, err)
+		}
+		l := d.order.Uint64(lb)
+		if l > d.limits.MaxString {
+			return Value{}, fmt.Errorf("array element %d: string length %d exceeds the limit %d", i, l, d.limits.MaxString)
+		}
+		if l > d.remaining() {
+			return Value{}, fmt.Errorf("array element %d: string length %d exceeds the %d bytes left", i, l, d.remaining())
+		}
+		if err := d.spend(16 + int64(l)); err != nil {
+			return Value{}, err
+		}
+		raw = append(raw, lb...)
+		if b, err := d.r.Peek(int(l)); err == nil && d.pos+int64(l) <= d.limits.MaxMetadataBytes {
+			raw = append(raw, b...)
+			d.r.Discard(int(l))
+			d.pos += int64(l)
+			continue
+		}
+		start := len(raw)
+		raw = append(raw, make([]byte, l)...)
+		if err := d.full(raw[start:]); err != nil {
+			return Value{}, fmt.Errorf("array element %d: %w", i, err)
+		}
+	}
+	return Value{typ: TypeArray, elem: TypeString, v: &lazyStrings{raw: raw, n: int(n), order: d.order}}, nil
 }
 
 func (d *decoder) value(t Type, depth int) (Value, error) {
@@ -446,6 +507,10 @@ func (d *decoder) array(depth int) (Value, error) {
 	if depth >= d.limits.MaxDepth {
 		return Value{}, fmt.Errorf("arrays nested deeper than %d", d.limits.MaxDepth)
 	}
+	// A Value in a []Value plus its slice header.
+	if err := d.spend(64); err != nil {
+		return Value{}, err
+	}
 	et, err := d.u32()
 	if err != nil {
 		return Value{}, fmt.Errorf("reading array type: %w", err)
@@ -473,15 +538,7 @@ func (d *decoder) array(depth int) (Value, error) {
 	capHint := int(min(n, 4096))
 	switch elem {
 	case TypeString:
-		a := make([]string, 0, capHint)
-		for i := uint64(0); i < n; i++ {
-			s, err := d.str()
-			if err != nil {
-				return Value{}, fmt.Errorf("array element %d: %w", i, err)
-			}
-			a = append(a, s)
-		}
-		return Array(a), nil
+		return d.strings(n)
 	case TypeArray:
 		a := make([]Value, 0, capHint)
 		for i := uint64(0); i < n; i++ {
@@ -494,6 +551,9 @@ func (d *decoder) array(depth int) (Value, error) {
 		return Array(a), nil
 	}
 	// Fixed-size elements: n*size bytes are known to be in the file.
+	if err := d.spend(int64(2 * n * minSize)); err != nil {
+		return Value{}, err
+	}
 	raw := make([]byte, n*minSize)
 	if err := d.full(raw); err != nil {
 		return Value{}, err

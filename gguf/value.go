@@ -1,9 +1,39 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
+	"sync"
 )
+
+// lazyStrings is a string array as read from a file: the encoded elements
+// (a uint64 length and the bytes, in the file's byte order), split into
+// Go strings on first use.
+type lazyStrings struct {
+	raw   []byte
+	n     int
+	order binary.ByteOrder
+
+	once sync.Once
+	vals []string
+}
+
+func (l *lazyStrings) strings() []string {
+	l.once.Do(func() {
+		all := string(l.raw)
+		l.vals = make([]string, l.n)
+		off := 0
+		for i := range l.vals {
+			n := int(l.order.Uint64(l.raw[off:]))
+			off += 8
+			l.vals[i] = all[off : off+n]
+			off += n
+		}
+	})
+	return l.vals
+}
 
 // Type is a GGUF metadata value type.
 type Type uint32
@@ -68,7 +98,12 @@ func (v Value) Type() Type { return v.typ }
 func (v Value) Elem() Type { return v.elem }
 
 // Interface returns the underlying Go value.
-func (v Value) Interface() any { return v.v }
+func (v Value) Interface() any {
+	if l, ok := v.v.(*lazyStrings); ok {
+		return l.strings()
+	}
+	return v.v
+}
 
 // Len is the number of elements of an array value, 0 for scalars.
 func (v Value) Len() int {
@@ -99,6 +134,8 @@ func (v Value) Len() int {
 		return len(a)
 	case []Value:
 		return len(a)
+	case *lazyStrings:
+		return a.n
 	}
 	return 0
 }
@@ -178,8 +215,33 @@ func (v Value) AsString() (string, bool) {
 
 // AsStrings returns an array of strings.
 func (v Value) AsStrings() ([]string, bool) {
-	s, ok := v.v.([]string)
+	s, ok := v.Interface().([]string)
 	return s, ok
+}
+
+// Equal reports whether two values have the same type and contents.
+func (v Value) Equal(w Value) bool {
+	return v.typ == w.typ && v.elem == w.elem && equalAny(v.Interface(), w.Interface())
+}
+
+func equalAny(a, b any) bool {
+	av, aok := a.([]Value)
+	bv, bok := b.([]Value)
+	if aok != bok {
+		return false
+	}
+	if !aok {
+		return reflect.DeepEqual(a, b)
+	}
+	if len(av) != len(bv) {
+		return false
+	}
+	for i := range av {
+		if !av[i].Equal(bv[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Scalar constructors.

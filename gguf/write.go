@@ -59,18 +59,36 @@ func (b *Builder) alignment() (uint64, error) {
 
 // WriteTo writes the file to w.
 func (b *Builder) WriteTo(w io.Writer) (int64, error) {
+	e, align, err := b.writeHeader(w, true)
+	if err != nil {
+		return e.n, err
+	}
+	for _, t := range b.Tensors {
+		e.bytes(t.Data)
+		e.zeros(pad(uint64(len(t.Data)), align) - uint64(len(t.Data)))
+	}
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	return e.n, e.err
+}
+
+// writeHeader writes everything before the tensor data, padding included.
+// With checkData false, tensors need no Data, so a header for any size of
+// model can be written.
+func (b *Builder) writeHeader(w io.Writer, checkData bool) (*encoder, uint64, error) {
+	e := &encoder{w: bufio.NewWriterSize(w, 64<<10), order: binary.LittleEndian}
 	align, err := b.alignment()
 	if err != nil {
-		return 0, err
+		return e, 0, err
 	}
 	version := b.Version
 	if version == 0 {
 		version = 3
 	}
 	if version != 2 && version != 3 {
-		return 0, fmt.Errorf("cannot write GGUF version %d", version)
+		return e, 0, fmt.Errorf("cannot write GGUF version %d", version)
 	}
-	e := &encoder{w: bufio.NewWriterSize(w, 64<<10), order: binary.LittleEndian}
 	if b.BigEndian {
 		e.order = binary.BigEndian
 	}
@@ -88,10 +106,10 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 		info := TensorInfo{Name: t.Name, Dims: t.Dims, Type: t.Type}
 		size, ok := info.Size()
 		if !ok {
-			return e.n, fmt.Errorf("tensor %q: cannot size %s %v", t.Name, t.Type, t.Dims)
+			return e, 0, fmt.Errorf("tensor %q: cannot size %s %v", t.Name, t.Type, t.Dims)
 		}
-		if uint64(len(t.Data)) != size {
-			return e.n, fmt.Errorf("tensor %q: %d data bytes, want %d for %s %v", t.Name, len(t.Data), size, t.Type, t.Dims)
+		if checkData && uint64(len(t.Data)) != size {
+			return e, 0, fmt.Errorf("tensor %q: %d data bytes, want %d for %s %v", t.Name, len(t.Data), size, t.Type, t.Dims)
 		}
 		e.str(t.Name)
 		e.u32(uint32(len(t.Dims)))
@@ -105,14 +123,7 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	if len(b.Tensors) > 0 {
 		e.zeros(pad(uint64(e.n), align) - uint64(e.n))
 	}
-	for _, t := range b.Tensors {
-		e.bytes(t.Data)
-		e.zeros(pad(uint64(len(t.Data)), align) - uint64(len(t.Data)))
-	}
-	if e.err == nil {
-		e.err = e.w.Flush()
-	}
-	return e.n, e.err
+	return e, align, e.err
 }
 
 type encoder struct {
@@ -241,6 +252,14 @@ func (e *encoder) array(v Value) {
 	case []Value:
 		for _, x := range a {
 			e.array(x)
+		}
+	case *lazyStrings:
+		if a.order == e.order {
+			e.bytes(a.raw)
+			return
+		}
+		for _, x := range a.strings() {
+			e.str(x)
 		}
 	}
 }
