@@ -9,5 +9,7 @@ func commands() []*cli.Command {
 		targetCommand(),
 		recipesCommand(),
 		planCommand(),
+		preflightCommand(),
+		serverCommand(),
 	}
 }

@@ -133,7 +133,7 @@ func ggmlVerdict(c GGMLChoice) Verdict {
 	v.Evidence = []string{"scores: " + strings.Join(parts, " ")}
 	if c.Loaded == "" {
 		v.Status = Fail
-		v.Reason = "every libggml-cpu variant scores 0 on this CPU: ggml would load no CPU backend"
+		v.Reason = fmt.Sprintf("all %d libggml-cpu variants here score 0 on this CPU: ggml would load no CPU backend", len(c.Scores))
 		v.Fix = "ship a variant the CPU can run (GGML_CPU_ALL_VARIANTS includes x64 and sse42)"
 		return v
 	}

@@ -57,14 +57,14 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	if missing != 0 {
 		v.Status = Fail
 		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks: SIGILL (illegal instruction) when that code runs", featureList(missing))
-		v.Evidence = evidence(b, missing, 3)
+		v.Evidence = evidence(b, missing, 6)
 		v.Fix = "rebuild with those ISA options off (GGML_NATIVE=OFF and explicit GGML_<ISA> flags), or ship ggml's per-CPU variants (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS)"
 		return v
 	}
 	if unknown != 0 {
 		v.Status = Unknown
 		v.Reason = fmt.Sprintf("uses %s, which the host description does not cover", unknown)
-		v.Evidence = evidence(b, unknown, 2)
+		v.Evidence = evidence(b, unknown, 6)
 		return v
 	}
 	v.Status = OK
@@ -96,17 +96,26 @@ func featureList(e x86.Ext) string {
 	return strings.Join(out, " ")
 }
 
-func evidence(b *Binary, exts x86.Ext, perExt int) []string {
+// evidence lists up to max distinct instructions (by address) that need one of exts,
+// taking the first example of every extension before the second of any.
+func evidence(b *Binary, exts x86.Ext, max int) []string {
 	var out []string
-	exts.Each(func(e x86.Ext) {
-		ex := b.Code.Examples[e]
-		if len(ex) > perExt {
-			ex = ex[:perExt]
-		}
-		for _, in := range ex {
-			out = append(out, fmt.Sprintf("%s: %s+%#x %s %s needs %s", b.Path, in.Section, in.Addr, in.Bytes, in.Encoding, in.Needs))
-		}
-	})
+	seen := map[uint64]bool{}
+	base := path.Base(b.Path)
+	if n := exts.Count(); n > max {
+		max = n // at least one example of every extension
+	}
+	for round := 0; round < x86.SamplesPerExt; round++ {
+		exts.Each(func(e x86.Ext) {
+			ex := b.Code.Examples[e]
+			if len(out) >= max || round >= len(ex) || seen[ex[round].Addr] {
+				return
+			}
+			in := ex[round]
+			seen[in.Addr] = true
+			out = append(out, fmt.Sprintf("%s %s+%#x: %s  %s  needs %s", base, in.Section, in.Addr, in.Bytes, in.Encoding, in.Needs))
+		})
+	}
 	return out
 }
 

@@ -95,8 +95,12 @@ func IsELF(head []byte) bool { return bytes.HasPrefix(head, []byte(elf.ELFMAG)) 
 
 var syclDevice = regexp.MustCompile(`-device[ =]([a-z][a-z0-9_.-]{2,30})`)
 
-// ReadBinary reads an ELF file's facts. name is how reports refer to it.
+// ReadBinary reads an ELF file's facts, decoding its code. name is how reports refer to it.
 func ReadBinary(name string, r io.ReaderAt) (*Binary, error) {
+	return readBinary(name, r, true)
+}
+
+func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 	var magic [4]byte
 	if _, err := r.ReadAt(magic[:], 0); err != nil || !IsELF(magic[:]) {
 		return nil, fmt.Errorf("%s: %w", name, ErrNotELF)
@@ -113,7 +117,7 @@ func ReadBinary(name string, r io.ReaderAt) (*Binary, error) {
 	if sn, err := f.DynString(elf.DT_SONAME); err == nil && len(sn) > 0 {
 		b.SONAME = sn[0]
 	}
-	if f.Class == elf.ELFCLASS64 && f.Machine == elf.EM_X86_64 {
+	if decode && f.Class == elf.ELFCLASS64 && f.Machine == elf.EM_X86_64 {
 		code, err := scanCode(f)
 		if err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", name, err)

@@ -1,0 +1,228 @@
+package preflight
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// IsLlamaFile reports whether a file name belongs to llama.cpp (ggml and llama libraries,
+// llama-* programs). Only these have their code decoded when a bundle or image is checked:
+// system libraries such as glibc carry AVX-512 code behind run-time CPU dispatch, which
+// would read as failures.
+func IsLlamaFile(p string) bool {
+	base := path.Base(filepath.ToSlash(p))
+	for _, pre := range []string{"libggml", "libllama", "libmtmd", "llama-", "llama.", "rpc-server"} {
+		if strings.HasPrefix(base, pre) {
+			return true
+		}
+	}
+	return base == "llama" || base == "server"
+}
+
+// ReadFiles reads the named ELF files; every one is checked in full.
+func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
+	var out []*Binary
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := readPath(p, p, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func readPath(p, name string, decode bool) (*Binary, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	defer f.Close()
+	if decode {
+		return ReadBinary(name, f)
+	}
+	return ReadBinaryFacts(name, f)
+}
+
+// ReadBinaryFacts reads an ELF file's libraries and kernels without decoding its code.
+func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
+	b, err := readBinary(name, r, false)
+	return b, err
+}
+
+// ReadBundle reads the ELF files of a bundle directory: bin/ and lib/ (or, without them,
+// the whole tree). Paths in the result are relative to dir.
+func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
+	var roots []string
+	for _, sub := range []string{"bin", "lib"} {
+		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && st.IsDir() {
+			roots = append(roots, filepath.Join(dir, sub))
+		}
+	}
+	if len(roots) == 0 {
+		roots = []string{dir}
+	}
+	var out []*Binary
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			rel, _ := filepath.Rel(dir, p)
+			rel = filepath.ToSlash(rel)
+			b, err := readPath(p, rel, IsLlamaFile(rel))
+			if errors.Is(err, ErrNotELF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, b)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading bundle %s: %w", dir, err)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// ImageSource says where an image comes from.
+type ImageSource struct {
+	// Ref is a registry reference, read with the default keychain.
+	Ref string
+	// Archive is a `docker save` tarball or an OCI image layout directory.
+	Archive string
+}
+
+// ReadImage reads an image's environment and the ELF files of its flattened filesystem
+// (whiteouts applied). llama.cpp's files (see IsLlamaFile) are decoded; the others are read
+// for their libraries and kernels only if they are small, and skipped otherwise.
+func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
+	img, label, err := openImage(ctx, src)
+	if err != nil {
+		return Input{}, err
+	}
+	in := Input{Name: label, Env: map[string]string{}}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return in, fmt.Errorf("reading the config of %s: %w", label, err)
+	}
+	for _, kv := range cfg.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		in.Env[k] = v
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		if err := ctx.Err(); err != nil {
+			return in, err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return in, fmt.Errorf("reading the layers of %s: %w", label, err)
+		}
+		if h.Typeflag != tar.TypeReg || h.Size < 64 || !IsLlamaFile(h.Name) {
+			continue
+		}
+		var head [4]byte
+		if _, err := io.ReadFull(tr, head[:]); err != nil {
+			return in, fmt.Errorf("reading %s in %s: %w", h.Name, label, err)
+		}
+		if !IsELF(head[:]) {
+			continue
+		}
+		data := make([]byte, h.Size)
+		copy(data, head[:])
+		if _, err := io.ReadFull(tr, data[4:]); err != nil {
+			return in, fmt.Errorf("reading %s in %s: %w", h.Name, label, err)
+		}
+		b, err := ReadBinary("/"+strings.TrimPrefix(path.Clean(h.Name), "/"), bytes.NewReader(data))
+		if err != nil {
+			return in, err
+		}
+		in.Binaries = append(in.Binaries, b)
+	}
+	return in, nil
+}
+
+func openImage(ctx context.Context, src ImageSource) (v1.Image, string, error) {
+	switch {
+	case src.Ref != "" && src.Archive != "":
+		return nil, "", errors.New("give an image reference or an archive, not both")
+	case src.Ref != "":
+		ref, err := name.ParseReference(src.Ref)
+		if err != nil {
+			return nil, "", fmt.Errorf("parsing image reference %q: %w", src.Ref, err)
+		}
+		img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
+			remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+		if err != nil {
+			return nil, "", fmt.Errorf("fetching image %s: %w", src.Ref, err)
+		}
+		return img, src.Ref, nil
+	case src.Archive != "":
+		st, err := os.Stat(src.Archive)
+		if err != nil {
+			return nil, "", fmt.Errorf("opening image archive: %w", err)
+		}
+		if st.IsDir() {
+			idx, err := layout.ImageIndexFromPath(src.Archive)
+			if err != nil {
+				return nil, "", fmt.Errorf("reading OCI layout %s: %w", src.Archive, err)
+			}
+			im, err := idx.IndexManifest()
+			if err != nil {
+				return nil, "", fmt.Errorf("reading OCI layout %s: %w", src.Archive, err)
+			}
+			for _, m := range im.Manifests {
+				if m.MediaType.IsImage() {
+					img, err := idx.Image(m.Digest)
+					if err != nil {
+						return nil, "", fmt.Errorf("reading image %s from %s: %w", m.Digest, src.Archive, err)
+					}
+					return img, src.Archive, nil
+				}
+			}
+			return nil, "", fmt.Errorf("OCI layout %s holds no image manifest", src.Archive)
+		}
+		img, err := tarball.ImageFromPath(src.Archive, nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("reading image archive %s (want `docker save` output or an OCI layout directory): %w", src.Archive, err)
+		}
+		return img, src.Archive, nil
+	}
+	return nil, "", errors.New("no image given")
+}
