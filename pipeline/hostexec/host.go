@@ -252,7 +252,11 @@ func prepareSource(ctx context.Context, s *state) error {
 	}
 	// Only a repository whose top is src counts, not one src happens to sit inside.
 	isGit := command{dir: src, env: append(s.env, "GIT_CEILING_DIRECTORIES="+filepath.Dir(src)), args: []string{"git", "-C", src, "rev-parse", "--git-dir"}}
-	if _, err := isGit.output(ctx); err == nil {
+	// An empty repository (git init, nothing committed) holds no commit to check out: its
+	// files are the source, as in a plain directory.
+	hasCommits := command{dir: src, env: isGit.env, args: []string{"git", "-C", src, "rev-parse", "--verify", "-q", "HEAD^{commit}"}}
+	_, gitErr := isGit.output(ctx)
+	if _, err := hasCommits.output(ctx); gitErr == nil && err == nil {
 		if out, err := (command{env: s.env, args: []string{"git", "-C", src, "cat-file", "-e", commit + "^{commit}"}}).output(ctx); err != nil {
 			return fmt.Errorf("source %s does not have the plan's commit %s (fetch it into the repository): %s", src, commit, oneLine(out))
 		}

@@ -1,0 +1,569 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/pipeline"
+)
+
+// Labels llbuild adds beside the plan's runtime labels.
+const (
+	LabelPlanHash = "io.llbuild.plan-hash"
+	LabelVersion  = "io.llbuild.version"
+)
+
+// Platform is what runtime images are built for.
+var Platform = v1.Platform{OS: "linux", Architecture: "amd64"}
+
+// PlanOf reads the resolved plan recorded in an artifact directory's provenance.
+func PlanOf(a *artifacts.Artifacts) (*pipeline.Plan, error) {
+	var p pipeline.Plan
+	if err := json.Unmarshal(a.Provenance.Plan, &p); err != nil {
+		return nil, fmt.Errorf("%s: reading the plan from %s: %w", a.Dir, artifacts.ProvenanceFile, err)
+	}
+	if p.Hash != a.Manifest.PlanHash {
+		return nil, fmt.Errorf("%s: the plan in %s has hash %s, the artifacts say %s", a.Dir, artifacts.ProvenanceFile, p.Hash, a.Manifest.PlanHash)
+	}
+	return &p, nil
+}
+
+// Assemble builds the runtime image: base, plus one layer holding the artifacts'
+// executables and libraries at the plan's AppDir, plus the plan's entrypoint, environment,
+// labels and healthcheck. The result depends only on the base and the artifacts' bytes.
+func Assemble(base v1.Image, a *artifacts.Artifacts) (v1.Image, error) {
+	p, err := PlanOf(a)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := sourceDateEpoch(p)
+	if err != nil {
+		return nil, err
+	}
+	mt, err := base.MediaType()
+	if err != nil {
+		return nil, fmt.Errorf("reading the base image: %w", err)
+	}
+	layerType := types.OCILayer
+	if mt == types.DockerManifestSchema2 {
+		layerType = types.DockerLayer
+	}
+	tarBytes, err := layerTar(a, p.Runtime.AppDir, epoch)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(tarBytes)), nil
+	}, tarball.WithMediaType(layerType), tarball.WithCompressionLevel(6))
+	if err != nil {
+		return nil, err
+	}
+	created := v1.Time{Time: epoch}
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer:     layer,
+		MediaType: layerType,
+		History: v1.History{
+			Created:   created,
+			CreatedBy: fmt.Sprintf("llbuild server --target %s (plan %s)", p.Target, p.ShortHash()),
+			Comment:   "llama-server and its libraries",
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg := cf.Config.DeepCopy()
+	cfg.Env = mergeEnv(cfg.Env, p.Runtime.Env)
+	cfg.Entrypoint = append([]string(nil), p.Runtime.Entrypoint...)
+	cfg.Cmd = nil
+	cfg.WorkingDir = p.Runtime.AppDir
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	for k, v := range p.Runtime.Labels {
+		cfg.Labels[k] = v
+	}
+	cfg.Labels[LabelPlanHash] = p.Hash
+	prov := a.Provenance.Builder
+	cfg.Labels[LabelVersion] = prov.Version
+	if len(p.Runtime.Healthcheck) > 0 {
+		cfg.Healthcheck = &v1.HealthConfig{
+			Test:        append([]string(nil), p.Runtime.Healthcheck...),
+			Interval:    30 * time.Second,
+			Timeout:     5 * time.Second,
+			StartPeriod: 60 * time.Second,
+			Retries:     3,
+		}
+	}
+	if port := p.Runtime.Env["LLAMA_ARG_PORT"]; port != "" {
+		if cfg.ExposedPorts == nil {
+			cfg.ExposedPorts = map[string]struct{}{}
+		}
+		cfg.ExposedPorts[port+"/tcp"] = struct{}{}
+	}
+	if img, err = mutate.Config(img, *cfg); err != nil {
+		return nil, err
+	}
+	if img, err = mutate.CreatedAt(img, created); err != nil {
+		return nil, err
+	}
+	anns := map[string]string{
+		"org.opencontainers.image.base.name": p.Images.Runtime.Ref,
+		"org.opencontainers.image.created":   p.Runtime.Labels["org.opencontainers.image.created"],
+		"org.opencontainers.image.revision":  p.Source.Commit,
+		"org.opencontainers.image.source":    p.Source.URL,
+		"io.llbuild.plan-hash":               p.Hash,
+	}
+	if d, err := base.Digest(); err == nil {
+		anns["org.opencontainers.image.base.digest"] = d.String()
+	}
+	if mt != types.DockerManifestSchema2 { // Docker manifests carry no annotations
+		img = mutate.Annotations(img, anns).(v1.Image)
+	}
+	// Serve the manifest as the bytes it serialises to: mutate's in-memory descriptors can
+	// differ from them in empty fields, which validation rightly flags.
+	return materialize(img)
+}
+
+func sourceDateEpoch(p *pipeline.Plan) (time.Time, error) {
+	s := p.Env["SOURCE_DATE_EPOCH"]
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 || fmt.Sprint(n) != s {
+		return time.Time{}, fmt.Errorf("plan %s: SOURCE_DATE_EPOCH %q is not a non-negative integer", p.ShortHash(), s)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+// mergeEnv overrides base's KEY=VALUE entries with env, keeping base's order and adding
+// new keys in sorted order.
+func mergeEnv(base []string, env map[string]string) []string {
+	var out []string
+	done := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := env[k]; ok {
+			out = append(out, k+"="+v)
+			done[k] = true
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, kv := range pipeline.SortedEnv(env) {
+		k, _, _ := strings.Cut(kv, "=")
+		if !done[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// layerTar is the one tar writer: sorted entries, parent directories first, fixed modes,
+// uid/gid 0 with no names, every time the epoch.
+func layerTar(a *artifacts.Artifacts, appDir string, epoch time.Time) ([]byte, error) {
+	dir := strings.Trim(path.Clean("/"+appDir), "/")
+	if dir == "" {
+		return nil, fmt.Errorf("runtime app dir %q is the root", appDir)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := func(h *tar.Header) *tar.Header {
+		h.ModTime, h.AccessTime, h.ChangeTime = epoch, time.Time{}, time.Time{}
+		h.Format = tar.FormatPAX
+		if len(h.Name) < 100 && len(h.Linkname) < 100 {
+			h.Format = tar.FormatUSTAR
+		}
+		return h
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		if err := tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i+1], "/") + "/", Mode: 0o755})); err != nil {
+			return nil, err
+		}
+	}
+	files := append([]artifacts.File(nil), a.Manifest.Files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, f := range files {
+		if f.Kind != artifacts.KindExecutable && f.Kind != artifacts.KindLibrary {
+			continue
+		}
+		if strings.Contains(f.Path, "/") {
+			return nil, fmt.Errorf("artifact %s is in a subdirectory; runtime images hold a flat app directory", f.Path)
+		}
+		name := dir + "/" + f.Path
+		if f.Link != "" {
+			if err := tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: f.Link, Mode: 0o777})); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := os.ReadFile(a.Path(f))
+		if err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(b)), Mode: 0o755})); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// LoadBase loads the runtime base image that want names. spec overrides where it comes from:
+// "" (the registry of want.Ref), "oci-layout:DIR", "oci-archive:FILE" (a tar of an OCI
+// layout) or another image reference (a mirror). Whatever the source, the image must have
+// want's digest, as an image or as the index it is picked from for Platform.
+func LoadBase(ctx context.Context, spec string, want pipeline.Image, opts ...remote.Option) (v1.Image, error) {
+	if want.Digest == "" && spec == "" {
+		return nil, fmt.Errorf("runtime base %s has no digest: pin it, or pass --base runtime=...", want.Ref)
+	}
+	switch {
+	case strings.HasPrefix(spec, "oci-layout:"):
+		return fromLayout(strings.TrimPrefix(spec, "oci-layout:"), want)
+	case strings.HasPrefix(spec, "oci-archive:"):
+		tmp, err := os.MkdirTemp("", "llbuild-oci-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		file := strings.TrimPrefix(spec, "oci-archive:")
+		if err := untar(file, tmp); err != nil {
+			return nil, fmt.Errorf("reading OCI archive %s: %w", file, err)
+		}
+		img, err := fromLayout(tmp, want)
+		if err != nil {
+			return nil, err
+		}
+		// Read everything now: the layout's directory goes away on return.
+		return materialize(img)
+	}
+	ref := spec
+	if ref == "" {
+		ref = want.Repository + "@" + want.Digest
+	} else if want.Digest != "" && !strings.Contains(ref, "@") {
+		ref += "@" + want.Digest
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("runtime base %q: %w", ref, err)
+	}
+	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithPlatform(Platform), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	img, err := remote.Image(r, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pulling runtime base %s: %w (offline? pass --base runtime=oci-archive:FILE)", redact(ref), err)
+	}
+	return img, nil
+}
+
+func fromLayout(dir string, want pipeline.Image) (v1.Image, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading OCI layout %s: %w", dir, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var available []string
+	for _, d := range m.Manifests {
+		available = append(available, d.Digest.String())
+		if want.Digest != "" && d.Digest.String() != want.Digest {
+			continue
+		}
+		if want.Digest == "" && len(m.Manifests) != 1 {
+			return nil, fmt.Errorf("OCI layout %s holds %d images and the plan pins no digest to pick one", dir, len(m.Manifests))
+		}
+		switch {
+		case d.MediaType.IsImage():
+			return idx.Image(d.Digest)
+		case d.MediaType.IsIndex():
+			child, err := idx.ImageIndex(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			return pickPlatform(child)
+		}
+	}
+	return nil, fmt.Errorf("OCI layout %s does not hold the plan's runtime base %s (it holds %s)", dir, want.Digest, strings.Join(available, ", "))
+}
+
+func pickPlatform(idx v1.ImageIndex) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.Satisfies(Platform) {
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("the base image index has no %s/%s image", Platform.OS, Platform.Architecture)
+}
+
+// materialize copies img into memory so it outlives the files it was read from.
+func materialize(img v1.Image) (v1.Image, error) {
+	m := &memImage{blobs: map[v1.Hash][]byte{}}
+	var err error
+	if m.manifest, err = img.RawManifest(); err != nil {
+		return nil, err
+	}
+	if m.config, err = img.RawConfigFile(); err != nil {
+		return nil, err
+	}
+	if m.mediaType, err = img.MediaType(); err != nil {
+		return nil, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return nil, err
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		m.blobs[d] = b
+	}
+	return partial.CompressedToImage(m)
+}
+
+// memImage is an image held in memory, byte for byte as it was read.
+type memImage struct {
+	manifest, config []byte
+	mediaType        types.MediaType
+	blobs            map[v1.Hash][]byte
+}
+
+func (m *memImage) RawConfigFile() ([]byte, error)      { return m.config, nil }
+func (m *memImage) MediaType() (types.MediaType, error) { return m.mediaType, nil }
+func (m *memImage) RawManifest() ([]byte, error)        { return m.manifest, nil }
+func (m *memImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	b, ok := m.blobs[h]
+	if !ok {
+		return nil, fmt.Errorf("blob %s not found", h)
+	}
+	mf, err := v1.ParseManifest(bytes.NewReader(m.manifest))
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range mf.Layers {
+		if l.Digest == h {
+			return &memLayer{desc: l, b: b}, nil
+		}
+	}
+	return nil, fmt.Errorf("blob %s is not a layer", h)
+}
+
+type memLayer struct {
+	desc v1.Descriptor
+	b    []byte
+}
+
+func (l *memLayer) Digest() (v1.Hash, error)            { return l.desc.Digest, nil }
+func (l *memLayer) Size() (int64, error)                { return l.desc.Size, nil }
+func (l *memLayer) MediaType() (types.MediaType, error) { return l.desc.MediaType, nil }
+func (l *memLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.b)), nil
+}
+
+func untar(file, dst string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		clean := path.Clean(h.Name)
+		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("entry %q leaves the archive", h.Name)
+		}
+		target := filepath.Join(dst, filepath.FromSlash(clean))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.Create(target)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(out, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// WriteOCI writes img to dst: an OCI layout when dst ends in a slash or is an existing
+// directory, otherwise an OCI archive (a tar of an OCI layout, as skopeo's oci-archive: and
+// docker load read). The archive is written to a temporary file and renamed into place.
+func WriteOCI(dst string, img v1.Image, ref string) error {
+	anns := map[string]string{}
+	if ref != "" {
+		anns["org.opencontainers.image.ref.name"] = ref
+	}
+	if fi, err := os.Stat(dst); strings.HasSuffix(dst, "/") || (err == nil && fi.IsDir()) {
+		p, err := layout.Write(dst, empty.Index)
+		if err != nil {
+			return err
+		}
+		return p.AppendImage(img, layout.WithAnnotations(anns))
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".llbuild-oci-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	p, err := layout.Write(tmp, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(anns)); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), ".llbuild-oci-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := tarDir(tmp, f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), dst)
+}
+
+// tarDir writes dir as a deterministic tar: sorted, epoch zero times, uid/gid 0.
+func tarDir(dir string, w io.Writer) error {
+	var names []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	tw := tar.NewWriter(w)
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Name: n, Mode: 0o644, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if fi.IsDir() {
+			h.Typeflag, h.Name, h.Mode = tar.TypeDir, n+"/", 0o755
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			continue
+		}
+		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// Push writes img to every ref; the blobs go up once and later refs only add tags.
+func Push(ctx context.Context, img v1.Image, refs []string, opts ...remote.Option) error {
+	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	for _, r := range refs {
+		ref, err := name.ParseReference(r)
+		if err != nil {
+			return fmt.Errorf("--push %q: %w", redact(r), err)
+		}
+		if err := remote.Write(ref, img, opts...); err != nil {
+			return fmt.Errorf("pushing %s: %w", redact(r), err)
+		}
+	}
+	return nil
+}
+
+// redact drops credentials from a URL-like reference.
+func redact(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if at := strings.Index(rest, "@"); at >= 0 && !strings.Contains(rest[:at], "/") {
+			return s[:i+3] + "REDACTED@" + rest[at+1:]
+		}
+	}
+	return s
+}
