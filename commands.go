@@ -10,6 +10,5 @@ func commands() []*cli.Command {
 		recipesCommand(),
 		planCommand(),
 		preflightCommand(),
-		serverCommand(),
 	}
 }
