@@ -121,6 +121,9 @@ func Ensure(ctx context.Context, dir string) (Binary, error) {
 	if err := os.Rename(tmp, root); err != nil {
 		return Binary{}, fmt.Errorf("moving sysroot into place: %w", err)
 	}
+	// The package lists and .debs are no longer needed; packages.txt in
+	// the sysroot records what was extracted.
+	os.RemoveAll(filepath.Join(dir, "apt"))
 	return load(ctx, root)
 }
 
