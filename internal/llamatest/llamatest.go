@@ -26,6 +26,12 @@ var (
 
 // Server returns the cached sid llama-server, downloading it on first use.
 // When it cannot be had, the test fails if CI=true and is skipped otherwise.
+//
+// Code that launches llama-server itself, such as the serving shim, runs
+// Binary.Path as if it were an installed llama-server:
+//
+//	bin := llamatest.Server(t)
+//	cmd := exec.Command(bin.Path, "-m", model, "--port", port)
 func Server(t testing.TB) Binary {
 	t.Helper()
 	once.Do(func() {
@@ -72,6 +78,10 @@ type Instance struct {
 // extraArgs appended, waits until GET /health answers 200 and stops the
 // server when the test ends. Its output goes to a log file whose tail is
 // reported if it does not come up.
+//
+//	model := llamatest.TinyModel(t, gguf.DefaultTiny())
+//	srv := llamatest.Start(t, model, "-c", "512", "-t", "2")
+//	resp, err := http.Post(srv.URL+"/completion", "application/json", body)
 func Start(t testing.TB, modelPath string, extraArgs ...string) *Instance {
 	t.Helper()
 	b := Server(t)
