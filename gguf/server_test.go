@@ -89,6 +89,27 @@ func TestRealServerRunsTinyModel(t *testing.T) {
 					t.Errorf("detokenize(tokenize(%q)) = %q", text, detok.Content)
 				}
 			}
+			var chat struct {
+				Choices []struct {
+					Message struct {
+						Content string `json:"content"`
+					} `json:"message"`
+					Logprobs struct {
+						Content []struct {
+							Logprob     float64 `json:"logprob"`
+							TopLogprobs []any   `json:"top_logprobs"`
+						} `json:"content"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+			}
+			post(t, srv.URL+"/v1/chat/completions", map[string]any{
+				"messages":   []map[string]string{{"role": "user", "content": "hello"}},
+				"max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 3,
+			}, &chat)
+			if len(chat.Choices) != 1 || chat.Choices[0].Message.Content == "" || len(chat.Choices[0].Logprobs.Content) != 4 || len(chat.Choices[0].Logprobs.Content[0].TopLogprobs) != 3 {
+				t.Errorf("/v1/chat/completions = %+v, want one choice with text and 4 tokens of 3 top logprobs (the chat template renders)", chat)
+			}
+
 			var pieces struct {
 				Tokens []struct {
 					ID    int `json:"id"`
