@@ -340,7 +340,10 @@ func kernelVerdict(b *Binary, archs string, idx int, g targets.GPU, driverCUDA s
 		return v
 	}
 	v.Reason = fmt.Sprintf("no kernel for compute capability %s among %s: CUDA error 209 (no kernel image is available for execution on the device)", dev, archs)
-	v.Fix = "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + " (ggml turns 12X into 12Xa, which runs only on 12.X)"
+	v.Fix = "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM())
+	if dev.Major == 12 {
+		v.Fix += " (ggml turns 12X into 12Xa, which runs only on compute capability 12.X)"
+	}
 	return v
 }
 
