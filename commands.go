@@ -10,5 +10,6 @@ func commands() []*cli.Command {
 		recipesCommand(),
 		planCommand(),
 		preflightCommand(),
+		serverCommand(),
 	}
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/daggerexec"
+	"github.com/llbuild/llbuild/pipeline/hostexec"
+	"github.com/llbuild/llbuild/pipeline/image"
+)
+
+func serverCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "server",
+		Usage: "build llama-server for one or more targets: artifacts, and optionally a runtime image",
+		Description: "Resolves each target's plan (see llbuild plan) and carries it out with the dagger executor\n" +
+			"(an engine runs the plan's devel image) or the host executor (this machine's compilers).\n" +
+			"Artifacts land in OUT/<target>/<plan hash>/ with artifacts.json and provenance.json.\n" +
+			"stdout: one line per target, the artifact directory, or the image digest with --image-out/--push.\n" +
+			"Exit status: 0 all built, 1 a build failed, 2 usage.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
+			targetFileFlag,
+			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine) or host (this machine)"},
+			&cli.StringFlag{Name: "source", Usage: "llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)"},
+			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
+			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
+			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://)"},
+			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built at once"},
+			floatingFlag,
+			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
+			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
+			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("server takes no arguments, got %q", c.Args().Slice())
+			}
+			var names []string
+			for _, t := range c.StringSlice("target") {
+				for _, n := range strings.Split(t, ",") {
+					if n = strings.TrimSpace(n); n != "" {
+						names = append(names, n)
+					}
+				}
+			}
+			if c.String("target-file") != "" {
+				names = append(names, "")
+			}
+			if len(names) == 0 {
+				return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
+			}
+			bases, err := parseBases(c.StringSlice("base"))
+			if err != nil {
+				return err
+			}
+			imaging := c.String("image-out") != "" || len(c.StringSlice("push")) > 0
+			if imaging && len(names) > 1 {
+				return usagef("--image-out and --push take one target, got %d", len(names))
+			}
+			if c.Int("jobs") < 1 {
+				return usagef("--jobs must be at least 1")
+			}
+			var plans []*pipeline.Plan
+			var errs []error
+			for _, n := range names {
+				file := ""
+				if n == "" {
+					file = c.String("target-file")
+				}
+				p, err := resolvePlan(n, file, "server", c.Bool("allow-floating"))
+				if err != nil {
+					var ue usageError
+					if errors.As(err, &ue) {
+						return err
+					}
+					errs = append(errs, err)
+					continue
+				}
+				plans = append(plans, p)
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			series, err := patches.Series()
+			if err != nil {
+				return err
+			}
+			out, err := filepath.Abs(c.String("out"))
+			if err != nil {
+				return err
+			}
+			if src := c.String("source"); src != "" && !c.IsSet("out") {
+				if abs, _ := filepath.Abs(src); isWithin(out, abs) {
+					return usagef("the default --out %s is inside the source %s: pass --out", out, abs)
+				}
+			}
+			log := loggerOf(c)
+			builder := pipeline.Builder{Version: version, Executor: c.String("executor")}
+			var ex pipeline.Executor
+			switch c.String("executor") {
+			case "host":
+				if c.String("engine") != "" {
+					return usagef("--engine is for --executor dagger")
+				}
+				if bases["devel"] != "" {
+					return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
+				}
+				if c.String("source") == "" {
+					return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
+				}
+				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
+				if err != nil {
+					return err
+				}
+			case "dagger":
+				ex, err = newDaggerExecutor(c, series, builder, bases)
+				if err != nil {
+					return err
+				}
+			default:
+				return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+			}
+
+			results := pipeline.BuildAll(c.Context, ex, plans, out, c.Int("jobs"))
+			stdout := stdoutOf(c)
+			for _, r := range results {
+				if r.Err != nil {
+					errs = append(errs, r.Err)
+					continue
+				}
+				if !imaging {
+					fmt.Fprintln(stdout, r.Dir)
+					continue
+				}
+				digest, err := buildImage(c, r, bases["runtime"])
+				if err != nil {
+					errs = append(errs, fmt.Errorf("target %s: image: %w", r.Plan.Target, err))
+					continue
+				}
+				fmt.Fprintln(stdout, digest)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// parseBases reads --base ROLE=REF entries.
+func parseBases(entries []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, e := range entries {
+		role, ref, ok := strings.Cut(e, "=")
+		if !ok || ref == "" || (role != "devel" && role != "runtime") {
+			return nil, usagef("--base %q: want devel=REF or runtime=REF (REF: an image reference, oci-archive:PATH or oci-layout:PATH)", e)
+		}
+		if _, dup := m[role]; dup {
+			return nil, usagef("--base %s is given twice", role)
+		}
+		m[role] = ref
+	}
+	return m, nil
+}
+
+func isWithin(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(os.PathSeparator))
+}
+
+func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builder, bases map[string]string) (pipeline.Executor, error) {
+	ex, err := daggerexec.New(daggerexec.Options{
+		Source:    c.String("source"),
+		Engine:    c.String("engine"),
+		Devel:     bases["devel"],
+		Series:    series,
+		Builder:   b,
+		Logger:    loggerOf(c),
+		LogOutput: stderrOf(c),
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-c.Context.Done()
+		ex.Close()
+	}()
+	return ex, nil
+}
+
+// buildImage assembles the runtime image from r's artifacts, writes and pushes it as asked,
+// and returns its digest.
+func buildImage(c *cli.Context, r pipeline.Result, base string) (string, error) {
+	a, err := artifacts.Open(r.Dir)
+	if err != nil {
+		return "", err
+	}
+	p, err := image.PlanOf(a)
+	if err != nil {
+		return "", err
+	}
+	baseImg, err := image.LoadBase(c.Context, base, p.Images.Runtime)
+	if err != nil {
+		return "", err
+	}
+	img, err := image.Assemble(baseImg, a)
+	if err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	if f := c.String("image-out"); f != "" {
+		if err := image.WriteOCI(f, img, "llama-server:"+p.Target); err != nil {
+			return "", fmt.Errorf("writing %s: %w", f, err)
+		}
+	}
+	if err := image.Push(c.Context, img, c.StringSlice("push")); err != nil {
+		return "", err
+	}
+	return digest.String(), nil
+}

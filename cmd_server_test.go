@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServerRefusesBadUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no target", []string{"server"}, "no target given"},
+		{"unknown executor", []string{"server", "-t", "cpu-v3", "--executor", "podman"}, "--executor must be dagger or host"},
+		{"host without a source", []string{"server", "-t", "cpu-v3", "--executor", "host"}, "needs --source"},
+		{"an image for two targets", []string{"server", "-t", "cpu-v3,h200", "--image-out", "x.tar"}, "take one target"},
+		{"a malformed --base", []string{"server", "-t", "cpu-v3", "--base", "builder=x"}, "want devel=REF or runtime=REF"},
+		{"--engine with host", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "/", "--out", "/tmp/x", "--engine", "tcp://x:1"}, "--engine is for --executor dagger"},
+		{"the default --out inside the source", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "."}, "is inside the source"},
+		{"an unknown target", []string{"server", "-t", "cpu-v9"}, "unknown target"},
+		{"no jobs", []string{"server", "-t", "cpu-v3", "--jobs", "0"}, "--jobs must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, tt.args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, no stdout, stderr with %q", code, out, stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestServerFailsFastWithoutEngine(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("DAGGER_SESSION_PORT", "")
+	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "")
+	code, out, stderr := runCLI(t, "server", "-t", "cpu-v3", "--out", t.TempDir())
+	if code != exitFailed || out != "" || !strings.Contains(stderr, "no Dagger engine reachable") || !strings.Contains(stderr, "--executor host") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the missing engine and the host executor", code, out, stderr)
+	}
+}
+
+// The built-in patch series against a tree it was not written for (the test fixture): the
+// build stops at the first patch, names it and the file, and writes nothing.
+func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
+	for _, tool := range []string{"git", "cmake", "ninja", "g++"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found", tool)
+		}
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir())
+	if code != exitFailed || stdout != "" {
+		t.Fatalf("exit %d stdout %q, want exit 1 and no stdout; stderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"patch 0001-ggml-cuda-link-driver-interface.patch does not apply", "ggml/src/ggml-cuda/CMakeLists.txt"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
+		t.Errorf("a failed build wrote %v", m)
+	}
+}

@@ -1,0 +1,422 @@
+package daggerexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	"dagger.io/dagger"
+	"dagger.io/dagger/engineconn"
+
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+)
+
+// Paths inside the build container.
+const (
+	srcDir     = "/src"
+	buildDir   = "/build"
+	patchDir   = "/patches"
+	ccacheDir  = "/ccache"
+	aptCache   = "/var/cache/apt"
+	aptLists   = "/var/lib/apt/lists"
+	tailLines  = 20
+	platform   = dagger.Platform("linux/amd64")
+	runnerHost = "_EXPERIMENTAL_DAGGER_RUNNER_HOST"
+)
+
+// Options configure the Dagger executor.
+type Options struct {
+	// Source overrides where the source comes from: a local plain directory or git
+	// repository/mirror. Empty: the engine fetches the plan's URL at the plan's commit.
+	Source string
+	// Engine is a runner host URL (tcp://, docker-container://, kube-pod://) handed to the
+	// dagger CLI; empty uses the CLI's default (an engine it starts with docker).
+	Engine string
+	// Devel overrides where the devel image comes from: an image reference (a mirror),
+	// oci-archive:PATH or oci-layout:PATH (a directory the engine imports as a tarball is not
+	// supported: pass an archive).
+	Devel   string
+	Series  []patches.Patch
+	Builder pipeline.Builder
+	Logger  *slog.Logger
+	// LogOutput receives the engine's progress; nil discards it.
+	LogOutput io.Writer
+
+	// conn replaces the engine connection (tests: a recording fake).
+	conn engineconn.EngineConn
+}
+
+// Executor builds plans on one Dagger engine connection, shared by concurrent builds.
+type Executor struct {
+	opts Options
+
+	mu     sync.Mutex
+	client *dagger.Client
+}
+
+var _ pipeline.Executor = (*Executor)(nil)
+
+// New returns a Dagger executor. It fails fast, before any build, when no engine can be
+// reached: no session, no dagger CLI, or no way for the CLI to start an engine.
+func New(opts Options) (*Executor, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Builder.Executor == "" {
+		opts.Builder.Executor = "dagger"
+	}
+	if opts.Source != "" {
+		abs, err := filepath.Abs(opts.Source)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("source %s is not a directory", opts.Source)
+		}
+		opts.Source = abs
+	}
+	if opts.conn == nil {
+		if err := checkEngine(opts.Engine); err != nil {
+			return nil, err
+		}
+	}
+	return &Executor{opts: opts}, nil
+}
+
+// ErrNoEngine is returned (wrapped) when no Dagger engine is reachable.
+var ErrNoEngine = errors.New("no Dagger engine reachable")
+
+func checkEngine(engine string) error {
+	if os.Getenv("DAGGER_SESSION_PORT") != "" {
+		return nil
+	}
+	if bin := os.Getenv("_EXPERIMENTAL_DAGGER_CLI_BIN"); bin != "" {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%w: _EXPERIMENTAL_DAGGER_CLI_BIN=%s is not an executable", ErrNoEngine, bin)
+		}
+	} else if _, err := exec.LookPath("dagger"); err != nil {
+		return fmt.Errorf("%w: the dagger CLI is not on PATH and no session is open (DAGGER_SESSION_PORT); install the dagger CLI (v0.21.8), run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine)
+	}
+	if engine != "" || os.Getenv(runnerHost) != "" {
+		return nil
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		return fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
+	}
+	return nil
+}
+
+func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client != nil {
+		return e.client, nil
+	}
+	var opts []dagger.ClientOpt
+	if e.opts.conn != nil {
+		opts = append(opts, dagger.WithConn(e.opts.conn))
+	}
+	if e.opts.Engine != "" {
+		opts = append(opts, dagger.WithRunnerHost(e.opts.Engine))
+	}
+	if e.opts.LogOutput != nil {
+		opts = append(opts, dagger.WithLogOutput(e.opts.LogOutput))
+	}
+	c, err := dagger.Connect(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting: %v", ErrNoEngine, err)
+	}
+	e.client = c
+	return c, nil
+}
+
+// Close ends the engine session.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client == nil {
+		return nil
+	}
+	err := e.client.Close()
+	e.client = nil
+	return err
+}
+
+// state is what the steps share: the container being defined and where outputs go.
+type state struct {
+	plan     *pipeline.Plan
+	opts     Options
+	dag      *dagger.Client
+	ctr      *dagger.Container
+	export   string
+	out      string
+	artifact string
+	// patchExecs maps a patch exec's command line to the patch, to name it in errors.
+	patchExecs map[string]string
+}
+
+func steps() []pipeline.Step[*state] {
+	return []pipeline.Step[*state]{
+		pipeline.StepFunc("devel image", develImage),
+		pipeline.StepFunc("apt packages", aptPackages),
+		pipeline.StepFunc("source", source),
+		pipeline.StepFunc("patches", applyPatches),
+		pipeline.StepFunc("configure", configure),
+		pipeline.StepFunc("build", build),
+		pipeline.StepFunc("export", export),
+		pipeline.StepFunc("write artifacts", writeArtifacts),
+	}
+}
+
+// Build defines the plan's container on the engine, runs it, exports the outputs and writes
+// the artifacts under out.
+func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (string, error) {
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	c, err := e.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	// One export directory per plan, named so that the engine's calls are the same each run.
+	exportDir := filepath.Join(out, ".export-"+p.Target+"-"+p.ShortHash())
+	if err := os.RemoveAll(exportDir); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(exportDir, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(exportDir)
+	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
+	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
+	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
+	if err := pipeline.RunSteps(ctx, pipeline.LoggedAll(log, steps()), s); err != nil {
+		return "", fmt.Errorf("target %s: %w", p.Target, err)
+	}
+	return s.artifact, nil
+}
+
+func develImage(_ context.Context, s *state) error {
+	p := s.plan
+	ctr := s.dag.Container(dagger.ContainerOpts{Platform: platform})
+	switch d := s.opts.Devel; {
+	case strings.HasPrefix(d, "oci-archive:"):
+		ctr = ctr.Import(s.dag.Host().File(strings.TrimPrefix(d, "oci-archive:")))
+	case strings.HasPrefix(d, "oci-layout:"):
+		return fmt.Errorf("--base devel=%s: the engine imports OCI archives, not layouts; pass oci-archive:FILE (tar the layout)", d)
+	case d != "":
+		ref := d
+		if p.Images.Devel.Digest != "" && !strings.Contains(ref, "@") {
+			ref += "@" + p.Images.Devel.Digest
+		}
+		ctr = ctr.From(ref)
+	default:
+		ctr = ctr.From(p.Images.Devel.Ref)
+	}
+	for _, kv := range pipeline.SortedEnv(p.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		ctr = ctr.WithEnvVariable(k, strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir))
+	}
+	s.ctr = ctr.
+		WithEnvVariable("CCACHE_DIR", ccacheDir).
+		WithEnvVariable("DEBIAN_FRONTEND", "noninteractive")
+	return nil
+}
+
+func aptPackages(_ context.Context, s *state) error {
+	if len(s.plan.Apt) == 0 {
+		return nil
+	}
+	// One cache per devel image, locked: apt does not share its cache between processes.
+	key := "llbuild-apt-" + strings.TrimPrefix(s.plan.Images.Devel.Digest, "sha256:")
+	if len(key) > len("llbuild-apt-")+16 {
+		key = key[:len("llbuild-apt-")+16]
+	}
+	locked := dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeLocked}
+	script := "rm -f /etc/apt/apt.conf.d/docker-clean && " +
+		"echo 'Binary::apt::APT::Keep-Downloaded-Packages \"true\";' > /etc/apt/apt.conf.d/keep-cache && " +
+		"apt-get update -q && apt-get install -y -q --no-install-recommends " + strings.Join(s.plan.Apt, " ")
+	s.ctr = s.ctr.
+		WithMountedCache(aptCache, s.dag.CacheVolume(key+"-cache"), locked).
+		WithMountedCache(aptLists, s.dag.CacheVolume(key+"-lists"), locked).
+		WithExec([]string{"bash", "-c", script})
+	return nil
+}
+
+func source(ctx context.Context, s *state) error {
+	p := s.plan
+	src, commit := p.Source, p.Source.Commit
+	if p.Vendor != nil {
+		src, commit = *p.Vendor, p.Vendor.Commit
+	}
+	var dir *dagger.Directory
+	switch {
+	case s.opts.Source == "":
+		dir = s.dag.Git(src.URL).Commit(commit).Tree()
+	case isGitRepo(ctx, s.opts.Source):
+		dir = s.dag.Host().Directory(s.opts.Source).AsGit().Commit(commit).Tree()
+	default:
+		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's", "source", s.opts.Source, "commit", commit)
+		dir = s.dag.Host().Directory(s.opts.Source, dagger.HostDirectoryOpts{Exclude: []string{".git"}})
+	}
+	s.ctr = s.ctr.WithDirectory(srcDir, dir).WithWorkdir(srcDir)
+	return nil
+}
+
+// isGitRepo reports whether dir is the top of a git repository with at least one commit.
+func isGitRepo(ctx context.Context, dir string) bool {
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+	cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+	if cmd.Run() != nil {
+		return false
+	}
+	top, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--absolute-git-dir").Output()
+	if err != nil {
+		return false
+	}
+	g := strings.TrimSpace(string(top))
+	return g == dir || g == filepath.Join(dir, ".git")
+}
+
+func applyPatches(_ context.Context, s *state) error {
+	byName := map[string]patches.Patch{}
+	for _, p := range s.opts.Series {
+		byName[p.Name] = p
+	}
+	// One exec per patch, each checked before it is applied: an exec error then names the
+	// patch. A failed exec leaves nothing behind: the container's state is discarded.
+	for _, pp := range s.plan.Patches {
+		p, ok := byName[pp.Name]
+		if !ok {
+			return fmt.Errorf("patch %s is in the plan but not in the series given to the executor", pp.Name)
+		}
+		if p.SHA256 != pp.SHA256 {
+			return fmt.Errorf("patch %s has sha256 %s, the plan pins %s", pp.Name, p.SHA256, pp.SHA256)
+		}
+		file := patchDir + "/" + p.Name
+		args := []string{"sh", "-c", `git apply --check --whitespace=nowarn "$1" && git apply --whitespace=nowarn "$1"`, "apply", file}
+		s.patchExecs[strings.Join(args, "\x00")] = p.Name
+		s.ctr = s.ctr.WithNewFile(file, string(p.Data)).WithExec(args)
+	}
+	return nil
+}
+
+func withEnvScript(p *pipeline.Plan, args []string) []string {
+	if p.EnvScript == "" {
+		return args
+	}
+	return append([]string{"bash", "-c", `. "$0" >/dev/null && exec "$@"`, p.EnvScript}, args...)
+}
+
+func configure(_ context.Context, s *state) error {
+	args := []string{"cmake", "-S", srcDir, "-B", buildDir}
+	for _, a := range s.plan.Configure {
+		args = append(args, strings.ReplaceAll(a, pipeline.SourceDirToken, srcDir))
+	}
+	// ccache handles concurrent use itself: the volume is shared between builds.
+	s.ctr = s.ctr.
+		WithMountedCache(ccacheDir, s.dag.CacheVolume("llbuild-ccache"), dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeShared}).
+		WithExec(withEnvScript(s.plan, args))
+	return nil
+}
+
+func build(_ context.Context, s *state) error {
+	args := append([]string{"cmake", "--build", buildDir, "--target"}, s.plan.BuildTargets...)
+	s.ctr = s.ctr.WithExec(withEnvScript(s.plan, args))
+	return nil
+}
+
+func export(ctx context.Context, s *state) error {
+	var include []string
+	for _, o := range s.plan.Outputs {
+		include = append(include, o.Glob)
+	}
+	outputs := s.dag.Directory().WithDirectory("/", s.ctr.Directory(buildDir), dagger.DirectoryWithDirectoryOpts{Include: include})
+	if _, err := outputs.Export(ctx, s.export); err != nil {
+		return s.engineError(err)
+	}
+	return nil
+}
+
+func writeArtifacts(_ context.Context, s *state) error {
+	dir, err := pipeline.WriteArtifacts(s.plan, s.export, s.out, s.opts.Builder)
+	if err != nil {
+		return err
+	}
+	s.artifact = dir
+	return nil
+}
+
+// PatchError is a patch that did not apply in the engine.
+type PatchError struct {
+	Patch string
+	Hunks []string
+	Tail  string
+}
+
+func (e *PatchError) Error() string {
+	what := "it does not apply"
+	if len(e.Hunks) > 0 {
+		what = "hunk at " + strings.Join(e.Hunks, ", hunk at ") + " does not apply"
+	}
+	return fmt.Sprintf("patch %s does not apply: %s; git apply said:\n%s", e.Patch, what, e.Tail)
+}
+
+// ExecError is a command that failed in the engine, with the tail of its output.
+type ExecError struct {
+	Cmd      []string
+	ExitCode int
+	Tail     string
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(the engine's full log: rerun with --progress or see the Dagger trace)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
+}
+
+var hunkFailed = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)
+
+// engineError turns the engine's exec errors into llbuild's: the failed command, its exit
+// code and the last lines of its output; a patch exec becomes a PatchError.
+func (s *state) engineError(err error) error {
+	var ee *dagger.ExecError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("engine: %w", err)
+	}
+	out := strings.TrimRight(ee.Stdout, "\n")
+	if ee.Stderr != "" {
+		if out != "" {
+			out += "\n"
+		}
+		out += strings.TrimRight(ee.Stderr, "\n")
+	}
+	tail := lastLines(out, tailLines)
+	if name, ok := s.patchExecs[strings.Join(ee.Cmd, "\x00")]; ok {
+		var hunks []string
+		for _, m := range hunkFailed.FindAllStringSubmatch(ee.Stderr, -1) {
+			hunks = append(hunks, m[1]+":"+m[2])
+		}
+		return &PatchError{Patch: name, Hunks: hunks, Tail: tail}
+	}
+	return &ExecError{Cmd: ee.Cmd, ExitCode: ee.ExitCode, Tail: tail}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
