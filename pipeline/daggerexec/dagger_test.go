@@ -52,7 +52,7 @@ func golden(t *testing.T, name string, got []string) {
 }
 
 func series(t *testing.T) []patches.Patch {
-	return fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-comment.patch")
+	return fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
 }
 
 func newExecutor(t *testing.T, f *fakeEngine, opts Options) *Executor {
@@ -137,7 +137,7 @@ func TestQueriesCarryTheEssentials(t *testing.T) {
 	}
 	// Patches go in series order, each as its own exec.
 	i1 := strings.Index(all, "0001-server-greeting.patch")
-	i2 := strings.Index(all, "0002-ggml-cpu-comment.patch")
+	i2 := strings.Index(all, "0002-ggml-cpu-build-info.patch")
 	if i1 < 0 || i2 < 0 {
 		t.Errorf("patches missing from the queries")
 	}
@@ -170,7 +170,7 @@ func TestPatchExecErrorNamesPatchAndHunk(t *testing.T) {
 	f.failExport = map[string]any{
 		"_type":    "EXEC_ERROR",
 		"exitCode": 1,
-		"cmd":      []string{"sh", "-c", `git apply --check --whitespace=nowarn "$1" && git apply --whitespace=nowarn "$1"`, "apply", "/patches/0002-ggml-cpu-comment.patch"},
+		"cmd":      []string{"sh", "-c", `git apply --check --whitespace=nowarn "$1" && git apply --whitespace=nowarn "$1"`, "apply", "/patches/0002-ggml-cpu-build-info.patch"},
 		"stdout":   "",
 		"stderr":   "error: patch failed: ggml/src/ggml-cpu/ggml-cpu.c:1\nerror: ggml/src/ggml-cpu/ggml-cpu.c: patch does not apply\n",
 	}
@@ -179,7 +179,7 @@ func TestPatchExecErrorNamesPatchAndHunk(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("Build() = %v, want a PatchError", err)
 	}
-	if pe.Patch != "0002-ggml-cpu-comment.patch" || strings.Join(pe.Hunks, ",") != "ggml/src/ggml-cpu/ggml-cpu.c:1" {
+	if pe.Patch != "0002-ggml-cpu-build-info.patch" || strings.Join(pe.Hunks, ",") != "ggml/src/ggml-cpu/ggml-cpu.c:1" {
 		t.Errorf("PatchError = %s at %v", pe.Patch, pe.Hunks)
 	}
 	if _, err := os.Stat(filepath.Join(out, p.Target)); !os.IsNotExist(err) {

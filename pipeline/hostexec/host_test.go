@@ -96,7 +96,7 @@ func TestPlanFlagsReachTheCompiler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := fixture.Recipe(t, "", rpathOrigin)
-			series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-comment.patch")
+			series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
 			var p *pipeline.Plan
 			if tt.target == nil {
 				p = fixture.Plan(t, "cpu-v3", r, series)
@@ -135,6 +135,9 @@ func TestPlanFlagsReachTheCompiler(t *testing.T) {
 			}
 			// __DATE__/__TIME__ follow SOURCE_DATE_EPOCH; __FILE__ follows -ffile-prefix-map.
 			wantDate := time.Unix(fixture.Epoch, 0).UTC().Format("Jan _2 2006 15:04:05")
+			if !strings.Contains(info, "patched: 0002\n") {
+				t.Errorf("--build-info does not show patch 0002:\n%s", info)
+			}
 			if want := "built: " + wantDate; !strings.Contains(info, want) {
 				t.Errorf("--build-info: want %q in\n%s", want, info)
 			}
