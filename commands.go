@@ -10,6 +10,8 @@ func commands() []*cli.Command {
 		recipesCommand(),
 		planCommand(),
 		preflightCommand(),
+		bundleCommand(),
+		verifyCommand(),
 		serverCommand(),
 	}
 }

@@ -1,0 +1,688 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// serverKnobs are the llama-server settings a bundle records (../shared/notes/build-facts.md:
+// a run's identity). A nil pointer leaves the argument out, so llama-server's default applies.
+type serverKnobs struct {
+	CtxSize, BatchSize, UBatchSize, Threads, ThreadsDraft, Poll, GPULayers, GPULayersDraft, Parallel *int
+	DraftNMax, DraftNMin                                                                           *int
+	// DraftPMin is kept as text so that the manifest records exactly what was given.
+	DraftPMin string
+	// CacheRAM and CtxCheckpoints are always recorded: a valid run reuses no prompt cache.
+	CacheRAM, CtxCheckpoints int
+}
+
+// bundleInput is everything a bundle is made from.
+type bundleInput struct {
+	Target    *targets.Target
+	Artifacts string
+	Model     string
+	Draft     string
+	Knobs     serverKnobs
+	// ExtraArgs are appended to llama-server's arguments as given (--server-arg).
+	ExtraArgs []string
+	// Env is added to the target's runtime environment (--env).
+	Env map[string]string
+}
+
+// bundleOutput says where and how a bundle is written.
+type bundleOutput struct {
+	// Dir is the bundle directory; empty when only Archive is wanted.
+	Dir string
+	// Archive, if set, is a .tar.zst or .tar.gz file to pack the bundle into.
+	Archive string
+	// Force replaces an existing Dir or Archive.
+	Force bool
+	// Link tries a hard link, then a reflink, before copying each file.
+	Link bool
+	// Epoch is the mtime of every archive entry.
+	Epoch time.Time
+	// Progress, if set, receives a progress line now and then (a terminal).
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// bundleFile is one file to place in the bundle.
+type bundleFile struct {
+	From string // source path
+	manifest.File
+	// Want is the sha256 the source should have (from artifacts.json), if known.
+	Want string
+}
+
+// bundlePlan is a checked bundle: its manifest without the digests, and where every file
+// comes from.
+type bundlePlan struct {
+	Manifest *manifest.Manifest
+	Files    []bundleFile
+}
+
+// planBundle checks the inputs and decides the bundle's layout and manifest, writing
+// nothing. Every failure names the file and the reason; all are reported together.
+func planBundle(in bundleInput) (*bundlePlan, error) {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	t := in.Target
+	m := &manifest.Manifest{
+		SchemaVersion: manifest.SchemaVersion,
+		Entrypoint:    manifest.DefaultEntrypoint(),
+		Target:        manifestTarget(t),
+		Contract:      manifest.DefaultContract(),
+	}
+	p := &bundlePlan{Manifest: m}
+
+	// The server: artifacts built for this target.
+	if in.Artifacts == "" {
+		fail("no server artifacts given: use --artifacts DIR (the output of llbuild server)")
+	} else if a, err := artifacts.Open(in.Artifacts); err != nil {
+		fail("artifacts %s: %w", in.Artifacts, err)
+	} else if a.Manifest.Target != t.Name {
+		fail("artifacts %s were built for target %s, not %s", in.Artifacts, a.Manifest.Target, t.Name)
+	} else {
+		files, loader, err := serverFiles(a)
+		if err != nil {
+			fail("artifacts %s: %w", in.Artifacts, err)
+		}
+		p.Files = append(p.Files, files...)
+		m.Server.Loader = loader
+		m.Build = manifestBuild(a.Provenance)
+	}
+	m.Server.Executable = manifest.BinDir + "/llama-server"
+	m.Server.LibraryPath = []string{manifest.LibDir}
+
+	// The models.
+	var model, draft gguf.Facts
+	modelPath := manifest.ModelsDir + "/" + filepath.Base(in.Model)
+	if in.Model == "" {
+		fail("no model given: use --model FILE.gguf")
+	} else if facts, err := readModel(in.Model); err != nil {
+		fail("model %s: %w", in.Model, err)
+	} else {
+		model = facts
+		m.Models.Model = manifest.Model{Path: modelPath, GGUF: facts}
+		p.Files = append(p.Files, bundleFile{From: in.Model, File: manifest.File{Path: modelPath, Kind: manifest.KindModel}})
+	}
+	if in.Draft != "" {
+		draftPath := manifest.ModelsDir + "/" + filepath.Base(in.Draft)
+		facts, err := readModel(in.Draft)
+		switch {
+		case err != nil:
+			fail("draft %s: %w", in.Draft, err)
+		case draftPath == modelPath:
+			fail("draft %s: has the same file name as the model; rename one", in.Draft)
+		default:
+			draft = facts
+			m.Models.Draft = &manifest.Model{Path: draftPath, GGUF: facts}
+			p.Files = append(p.Files, bundleFile{From: in.Draft, File: manifest.File{Path: draftPath, Kind: manifest.KindDraft}})
+			if model.Architecture != "" {
+				if err := manifest.DraftFits(model, draft); err != nil {
+					fail("draft %s does not fit model %s: %w", in.Draft, in.Model, err)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	m.Server.Args = serverArgs(m.Models, in.Knobs, in.ExtraArgs)
+	m.Server.Env = map[string]string{}
+	for k, v := range t.Runtime.Env {
+		m.Server.Env[k] = v
+	}
+	for k, v := range in.Env {
+		m.Server.Env[k] = v
+	}
+	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Path < p.Files[j].Path })
+	for i, f := range p.Files {
+		if i > 0 && p.Files[i-1].Path == f.Path {
+			return nil, fmt.Errorf("%s and %s would both be %s in the bundle", p.Files[i-1].From, f.From, f.Path)
+		}
+	}
+	// Check the manifest as it will be, with placeholder digests.
+	check := *m
+	for _, f := range p.Files {
+		mf := f.File
+		if mf.Link == "" {
+			mf.SHA256 = strings.Repeat("0", 64)
+		}
+		check.Files = append(check.Files, mf)
+	}
+	if err := check.Validate(); err != nil {
+		return nil, fmt.Errorf("the bundle's manifest would be invalid: %w", err)
+	}
+	return p, nil
+}
+
+func readModel(p string) (gguf.Facts, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return gguf.Facts{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return gguf.Facts{}, errors.New("not a regular file")
+	}
+	f, err := gguf.Open(p)
+	if err != nil {
+		return gguf.Facts{}, err
+	}
+	facts := f.Facts()
+	if facts.Architecture == "" {
+		return facts, errors.New("general.architecture is missing")
+	}
+	return facts, nil
+}
+
+// serverFiles lays the artifacts out as bin/ (executables) and lib/ (libraries). A dynamic
+// loader among the libraries (a build that ships its own C library) becomes the bundle's
+// loader: running llama-server through the host's loader with a foreign libc would fail.
+func serverFiles(a *artifacts.Artifacts) ([]bundleFile, string, error) {
+	var files []bundleFile
+	var loader string
+	var server bool
+	seen := map[string]string{}
+	for _, f := range a.Manifest.Files {
+		base := path.Base(f.Path)
+		var dst string
+		switch f.Kind {
+		case artifacts.KindExecutable:
+			dst = manifest.BinDir + "/" + base
+			server = server || base == "llama-server"
+		case artifacts.KindLibrary:
+			dst = manifest.LibDir + "/" + base
+			if isLoader(base) && f.Link == "" {
+				if loader != "" {
+					return nil, "", fmt.Errorf("two dynamic loaders, %s and %s", loader, dst)
+				}
+				loader = dst
+			}
+		default:
+			return nil, "", fmt.Errorf("%s is a %s; a bundle takes the server recipe's executables and libraries", f.Path, f.Kind)
+		}
+		if prev, ok := seen[dst]; ok {
+			return nil, "", fmt.Errorf("%s and %s would both be %s", prev, f.Path, dst)
+		}
+		seen[dst] = f.Path
+		files = append(files, bundleFile{
+			From: a.Path(f),
+			File: manifest.File{Path: dst, Kind: f.Kind, Link: f.Link},
+			Want: f.SHA256,
+		})
+	}
+	if !server {
+		return nil, "", errors.New("no llama-server executable among the artifacts")
+	}
+	return files, loader, nil
+}
+
+func isLoader(base string) bool {
+	return strings.HasPrefix(base, "ld-linux") && strings.Contains(base, ".so") || strings.HasPrefix(base, "ld-musl-")
+}
+
+// serverArgs renders llama-server's arguments in a fixed order.
+func serverArgs(models manifest.Models, k serverKnobs, extra []string) []string {
+	args := []string{"--model", models.Model.Path}
+	num := func(flag string, v *int) {
+		if v != nil {
+			args = append(args, flag, strconv.Itoa(*v))
+		}
+	}
+	if d := models.Draft; d != nil {
+		// An MTP draft (an "<arch>-assistant" model) runs as draft-mtp; any other draft
+		// with the same vocabulary runs as a classic draft model.
+		specType := "draft-simple"
+		if d.GGUF.DraftFor != "" {
+			specType = "draft-mtp"
+		}
+		args = append(args, "--model-draft", d.Path, "--spec-type", specType)
+		num("--spec-draft-n-max", k.DraftNMax)
+		num("--spec-draft-n-min", k.DraftNMin)
+		if k.DraftPMin != "" {
+			args = append(args, "--spec-draft-p-min", k.DraftPMin)
+		}
+		num("--spec-draft-threads", k.ThreadsDraft)
+		num("--n-gpu-layers-draft", k.GPULayersDraft)
+	}
+	num("--ctx-size", k.CtxSize)
+	num("--batch-size", k.BatchSize)
+	num("--ubatch-size", k.UBatchSize)
+	num("--threads", k.Threads)
+	num("--poll", k.Poll)
+	num("--n-gpu-layers", k.GPULayers)
+	num("--parallel", k.Parallel)
+	args = append(args, "--cache-ram", strconv.Itoa(k.CacheRAM), "--ctx-checkpoints", strconv.Itoa(k.CtxCheckpoints))
+	return append(args, extra...)
+}
+
+func manifestTarget(t *targets.Target) manifest.Target {
+	mt := manifest.Target{Name: t.Name, Backend: string(t.Build.Backend)}
+	h := t.Host
+	mt.Host.CPU.Model = h.CPU.Model
+	mt.Host.CPU.Features = []string{}
+	for _, f := range h.CPU.Features {
+		mt.Host.CPU.Features = append(mt.Host.CPU.Features, string(f))
+	}
+	for _, g := range h.GPUs {
+		mt.Host.GPUs = append(mt.Host.GPUs, manifest.GPU{
+			Vendor: string(g.Vendor), Name: g.Name, PCIID: g.PCIID,
+			ComputeCapability: g.ComputeCapability, Brand: g.Brand, SYCLDevice: g.SYCLDevice,
+		})
+	}
+	mt.Host.Driver = manifest.Driver{Version: h.Driver.Version, CUDA: h.Driver.CUDA}
+	return mt
+}
+
+func manifestBuild(p artifacts.Provenance) manifest.Build {
+	b := manifest.Build{
+		PlanHash: p.PlanHash,
+		Source:   manifest.Source{URL: p.Materials.Source.URL, Commit: p.Materials.Source.Commit},
+		Patches:  []manifest.Patch{},
+		Images:   []manifest.Image{},
+		Builder:  manifest.Builder{Name: p.Builder.Name, Version: p.Builder.Version, Executor: p.Builder.Executor},
+	}
+	if v := p.Materials.Vendor; v != nil {
+		b.Vendor = &manifest.Source{URL: v.URL, Commit: v.Commit}
+	}
+	for _, pt := range p.Materials.Patches {
+		b.Patches = append(b.Patches, manifest.Patch{Name: pt.Name, SHA256: pt.SHA256})
+	}
+	for _, im := range p.Materials.Images {
+		b.Images = append(b.Images, manifest.Image{Role: im.Role, Ref: im.Ref, Digest: im.Digest})
+	}
+	return b
+}
+
+// writeBundle assembles the planned bundle in a temporary directory beside its destination
+// and renames it into place; if anything fails, nothing is left behind. It returns the
+// finished manifest.
+func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifest.Manifest, error) {
+	if out.Dir == "" && out.Archive == "" {
+		return nil, usagef("no output: give -o DIR, --archive FILE or both")
+	}
+	if out.Log == nil {
+		out.Log = slog.New(slog.DiscardHandler)
+	}
+	var dest, archive string
+	var err error
+	if out.Dir != "" {
+		if dest, err = checkDest(out.Dir, out.Force, p, true); err != nil {
+			return nil, err
+		}
+	}
+	if out.Archive != "" {
+		if archive, err = checkDest(out.Archive, out.Force, p, false); err != nil {
+			return nil, err
+		}
+		if _, err := archiveCompression(archive); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	parent := filepath.Dir(dest)
+	if dest == "" {
+		parent = filepath.Dir(archive)
+	}
+	tmp, err := os.MkdirTemp(parent, ".llbuild-bundle-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a temporary directory in %s: %w", parent, err)
+	}
+	defer os.RemoveAll(tmp) // after a successful rename there is nothing left to remove
+	// MkdirTemp makes 0700; a bundle is meant to be read by others.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+
+	m := *p.Manifest
+	files, err := placeFiles(ctx, tmp, p.Files, out)
+	if err != nil {
+		return nil, err
+	}
+	m.Files = files
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("bundle manifest: %w", err)
+	}
+	b, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(tmp, manifest.FileName), b, 0o644); err != nil {
+		return nil, err
+	}
+	if err := syncTree(tmp); err != nil {
+		return nil, err
+	}
+	if archive != "" {
+		if err := writeArchive(ctx, tmp, &m, archive, out.Epoch); err != nil {
+			return nil, err
+		}
+	}
+	if dest != "" {
+		if err := replaceDir(tmp, dest); err != nil {
+			if archive != "" {
+				os.Remove(archive)
+			}
+			return nil, err
+		}
+		syncPath(parent)
+	}
+	return &m, nil
+}
+
+// checkDest refuses an existing destination unless force, refuses to replace anything but
+// a directory (or a file, for an archive), and refuses when an input lies inside it.
+func checkDest(p string, force bool, plan *bundlePlan, dir bool) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	parent := filepath.Dir(abs)
+	if fi, err := os.Stat(parent); err != nil {
+		return "", fmt.Errorf("output %s: parent directory: %w", p, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("output %s: %s is not a directory", p, parent)
+	}
+	fi, err := os.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return abs, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("output %s: %w", p, err)
+	}
+	if !force {
+		return "", usagef("output %s exists; use --force to replace it", p)
+	}
+	if dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("output %s exists and is a %s; --force replaces only a %s", p, fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range plan.Files {
+		src, err := filepath.Abs(f.From)
+		if err == nil {
+			if r, err := filepath.EvalSymlinks(src); err == nil {
+				src = r
+			}
+		}
+		if src == real || strings.HasPrefix(src, real+string(filepath.Separator)) {
+			return "", fmt.Errorf("output %s holds an input, %s; --force would delete it", p, f.From)
+		}
+	}
+	return abs, nil
+}
+
+// replaceDir renames tmp to dest; an existing dest is moved aside first and removed once
+// tmp is in place (rename(2) does not replace a non-empty directory).
+func replaceDir(tmp, dest string) error {
+	if _, err := os.Lstat(dest); err == nil {
+		old, err := os.MkdirTemp(filepath.Dir(dest), ".llbuild-old-")
+		if err != nil {
+			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+		}
+		aside := filepath.Join(old, "bundle")
+		if err := os.Rename(dest, aside); err != nil {
+			os.Remove(old)
+			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+		}
+		if err := os.Rename(tmp, dest); err != nil {
+			_ = os.Rename(aside, dest)
+			os.Remove(old)
+			return fmt.Errorf("moving the bundle into %s: %w", dest, err)
+		}
+		return os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("moving the bundle into %s: %w", dest, err)
+	}
+	return nil
+}
+
+// placeFiles copies (or links) every file into root, hashing each in the same pass, in
+// parallel; results are in input order.
+func placeFiles(ctx context.Context, root string, files []bundleFile, out bundleOutput) ([]manifest.File, error) {
+	result := make([]manifest.File, len(files))
+	var total int64
+	for _, f := range files {
+		if f.Link == "" {
+			if fi, err := os.Stat(f.From); err == nil {
+				total += fi.Size()
+			}
+		}
+	}
+	var done atomic.Int64
+	stopProgress := startProgress(out.Progress, total, &done)
+	defer stopProgress()
+	for _, d := range []string{manifest.BinDir, manifest.LibDir, manifest.ModelsDir} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(min(runtime.GOMAXPROCS(0), 4))
+	for i, f := range files {
+		g.Go(func() error {
+			mf, how, err := placeFile(gctx, root, f, out.Link, &done)
+			if err != nil {
+				return fmt.Errorf("%s (from %s): %w", f.Path, f.From, err)
+			}
+			out.Log.Debug("placed", "path", f.Path, "how", how, "size", mf.Size)
+			result[i] = mf
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+func fileMode(f manifest.File, loader bool) os.FileMode {
+	if f.Kind == manifest.KindExecutable || loader {
+		return 0o755
+	}
+	return 0o644
+}
+
+// placeFile puts one file into the bundle and returns its manifest entry and how it got
+// there (link, reflink, copy).
+func placeFile(ctx context.Context, root string, f bundleFile, link bool, done *atomic.Int64) (manifest.File, string, error) {
+	mf := f.File
+	dst := filepath.Join(root, filepath.FromSlash(f.Path))
+	if f.Link != "" {
+		return mf, "symlink", os.Symlink(f.Link, dst)
+	}
+	src, err := os.Open(f.From)
+	if err != nil {
+		return mf, "", err
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return mf, "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return mf, "", errors.New("not a regular file")
+	}
+	mode := fileMode(mf, isLoader(path.Base(f.Path)) && f.Kind == manifest.KindLibrary)
+	how := "copy"
+	var w io.Writer
+	var out *os.File
+	if link && os.Link(f.From, dst) == nil {
+		how = "hard link"
+	} else {
+		if out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode); err != nil {
+			return mf, "", err
+		}
+		defer out.Close()
+		if link && unix.IoctlFileClone(int(out.Fd()), int(src.Fd())) == nil {
+			how = "reflink"
+		} else {
+			w = out
+		}
+	}
+	n, sum, err := manifest.CopyAndHash(w, &ctxReader{ctx: ctx, r: src, done: done})
+	if err != nil {
+		return mf, "", err
+	}
+	if out != nil {
+		if err := out.Sync(); err != nil {
+			return mf, "", err
+		}
+		if err := out.Close(); err != nil {
+			return mf, "", err
+		}
+	}
+	if f.Want != "" && sum != f.Want {
+		return mf, "", fmt.Errorf("sha256 %s, artifacts.json says %s: the artifacts changed while bundling", sum, f.Want)
+	}
+	mf.Size, mf.SHA256 = n, sum
+	return mf, how, nil
+}
+
+// ctxReader stops a copy when ctx is done and counts progress.
+type ctxReader struct {
+	ctx  context.Context
+	r    io.Reader
+	done *atomic.Int64
+}
+
+func (r *ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := r.r.Read(p)
+	r.done.Add(int64(n))
+	return n, err
+}
+
+// startProgress prints a progress line to w twice a second until stopped.
+func startProgress(w io.Writer, total int64, done *atomic.Int64) func() {
+	if w == nil || total == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	print := func() {
+		d := done.Load()
+		secs := time.Since(start).Seconds()
+		rate := 0.0
+		if secs > 0 {
+			rate = float64(d) / secs / 1e6
+		}
+		const width = 30
+		filled := int(float64(width) * float64(d) / float64(total))
+		filled = min(max(filled, 0), width)
+		fmt.Fprintf(w, "\rbundling [%s%s] %5.1f%% %.0f/%.0f MB %.0f MB/s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+			100*float64(d)/float64(total), float64(d)/1e6, float64(total)/1e6, rate)
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				print()
+				fmt.Fprintln(w)
+				return
+			case <-t.C:
+				print()
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+// isTerminal says whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func writeFileSync(name string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// syncTree fsyncs the directories under root (files were synced as they were written), so
+// the rename that follows cannot expose entries that are not on disk.
+func syncTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return syncPath(p)
+	})
+}
+
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible
+// output records. Unset means the Unix epoch; a malformed value is an error.
+func sourceDateEpoch(getenv func(string) string) (time.Time, error) {
+	s := getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > 1<<33 {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q is not a non-negative integer number of seconds", s)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

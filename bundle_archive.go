@@ -1,0 +1,192 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// archiveCompression returns the compression an archive name asks for: "zst" or "gz".
+func archiveCompression(name string) (string, error) {
+	switch {
+	case strings.HasSuffix(name, ".tar.zst"), strings.HasSuffix(name, ".tzst"):
+		return "zst", nil
+	case strings.HasSuffix(name, ".tar.gz"), strings.HasSuffix(name, ".tgz"):
+		return "gz", nil
+	}
+	return "", fmt.Errorf("archive %s: name it .tar.zst or .tar.gz", name)
+}
+
+// compressor wraps w in the archive's compression. Neither format records a name or a
+// time, and the zstd encoder runs with a fixed concurrency, so output depends on input only.
+func compressor(w io.Writer, kind string) (io.WriteCloser, error) {
+	if kind == "gz" {
+		return gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	}
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+}
+
+// decompressor undoes compressor.
+func decompressor(r io.Reader, kind string) (io.ReadCloser, error) {
+	if kind == "gz" {
+		return gzip.NewReader(r)
+	}
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	return d.IOReadCloser(), nil
+}
+
+// archiveEntry is one entry of a bundle archive.
+type archiveEntry struct {
+	name string
+	mode int64
+	file manifest.File
+	dir  bool
+}
+
+// archiveEntries lists a bundle's entries in name order: its directories, manifest.json
+// and every file of the manifest. Modes are fixed: 0755 for directories, executables and
+// the loader, 0777 for links, 0644 for everything else.
+func archiveEntries(m *manifest.Manifest) []archiveEntry {
+	dirs := map[string]bool{}
+	entries := []archiveEntry{{name: manifest.FileName, mode: 0o644}}
+	for _, f := range m.Files {
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+		mode := int64(fileMode(f, f.Path == m.Server.Loader))
+		if f.Link != "" {
+			mode = 0o777
+		}
+		entries = append(entries, archiveEntry{name: f.Path, mode: mode, file: f})
+	}
+	for d := range dirs {
+		entries = append(entries, archiveEntry{name: d + "/", mode: 0o755, dir: true})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	return entries
+}
+
+// writeArchive packs the bundle at root, described by m, into a deterministic tar: sorted
+// entries, fixed modes, uid/gid 0 with no owner names, every mtime epoch. It writes a
+// temporary file beside name and renames it into place.
+func writeArchive(ctx context.Context, root string, m *manifest.Manifest, name string, epoch time.Time) (err error) {
+	kind, err := archiveCompression(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".llbuild-archive-")
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	defer func() {
+		tmp.Close()
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	cw, err := compressor(bw, kind)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(cw)
+	for _, e := range archiveEntries(m) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Uid, Gid, Uname and Gname stay zero and empty. The format is ustar unless a long
+		// name or a size over 8 GiB needs PAX records, which then carry no times because
+		// epoch has whole seconds.
+		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: epoch}
+		switch {
+		case e.dir:
+			h.Typeflag = tar.TypeDir
+		case e.file.Link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.file.Link
+		default:
+			h.Typeflag = tar.TypeReg
+		}
+		var src *os.File
+		if h.Typeflag == tar.TypeReg {
+			if src, err = os.Open(filepath.Join(root, filepath.FromSlash(e.name))); err != nil {
+				return err
+			}
+			fi, err := src.Stat()
+			if err != nil {
+				src.Close()
+				return err
+			}
+			h.Size = fi.Size()
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			if src != nil {
+				src.Close()
+			}
+			return fmt.Errorf("archive %s: %s: %w", name, e.name, err)
+		}
+		if src != nil {
+			_, err := io.CopyBuffer(tw, onlyReader{src}, make([]byte, 1<<20))
+			src.Close()
+			if err != nil {
+				return fmt.Errorf("archive %s: %s: %w", name, e.name, err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	if err := cw.Close(); err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return fmt.Errorf("archive %s: %w", name, err)
+	}
+	return nil
+}
+
+// onlyReader hides *os.File's WriterTo so that CopyBuffer uses its large buffer.
+type onlyReader struct{ io.Reader }
+
+// verifyArchive checks a bundle archive by streaming it once; it extracts nothing.
+func verifyArchive(name string) ([]manifest.Problem, error) {
+	kind, err := archiveCompression(name)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
+	if err != nil {
+		return []manifest.Problem{{Message: fmt.Sprintf("archive %s: %v", name, err)}}, nil
+	}
+	defer r.Close()
+	return manifest.VerifyTar(r), nil
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// intKnobs maps bundle flags to llama-server knobs that are left out unless given.
+var intKnobs = []struct {
+	flag  string
+	usage string
+	field func(*serverKnobs) **int
+}{
+	{"ctx-size", "llama-server --ctx-size `N`", func(k *serverKnobs) **int { return &k.CtxSize }},
+	{"batch-size", "llama-server --batch-size `N`", func(k *serverKnobs) **int { return &k.BatchSize }},
+	{"ubatch-size", "llama-server --ubatch-size `N`", func(k *serverKnobs) **int { return &k.UBatchSize }},
+	{"threads", "llama-server --threads `N`", func(k *serverKnobs) **int { return &k.Threads }},
+	{"poll", "llama-server --poll `N` (0-100)", func(k *serverKnobs) **int { return &k.Poll }},
+	{"n-gpu-layers", "llama-server --n-gpu-layers `N`", func(k *serverKnobs) **int { return &k.GPULayers }},
+	{"parallel", "llama-server --parallel `N` (slots)", func(k *serverKnobs) **int { return &k.Parallel }},
+	{"spec-draft-n-max", "most tokens to draft, --spec-draft-n-max `N` (needs --draft)", func(k *serverKnobs) **int { return &k.DraftNMax }},
+	{"spec-draft-n-min", "fewest tokens to draft, --spec-draft-n-min `N` (needs --draft)", func(k *serverKnobs) **int { return &k.DraftNMin }},
+	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *serverKnobs) **int { return &k.ThreadsDraft }},
+	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *serverKnobs) **int { return &k.GPULayersDraft }},
+}
+
+func bundleCommand() *cli.Command {
+	flags := []cli.Flag{
+		targetFlag, targetFileFlag,
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
+		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
+		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild server's output) built for the target"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
+		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
+		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "`KEY=VALUE` added to llama-server's environment, after the target's (repeat)"},
+		&cli.StringFlag{Name: "spec-draft-p-min", Usage: "least draft probability, --spec-draft-p-min `P` (needs --draft)"},
+		&cli.IntFlag{Name: "cache-ram", Value: 0, Usage: "llama-server --cache-ram `MiB` (0: no prompt cache reuse across requests)"},
+		&cli.IntFlag{Name: "ctx-checkpoints", Value: 0, Usage: "llama-server --ctx-checkpoints `N`"},
+		&cli.BoolFlag{Name: "link", Usage: "hard-link or reflink files instead of copying them where the filesystem allows (the inputs must then stay unchanged)"},
+		&cli.BoolFlag{Name: "force", Usage: "replace an existing output directory or archive"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar"},
+	}
+	for _, k := range intKnobs {
+		flags = append(flags, &cli.IntFlag{Name: k.flag, Usage: k.usage})
+	}
+	return &cli.Command{
+		Name:  "bundle",
+		Usage: "assemble a submission bundle: server, libraries, models and a manifest, served by llbuild serve",
+		Description: "Lays out bin/ (llama-server), lib/ (its libraries), models/ (model and draft) and manifest.json,\n" +
+			"which records the target, the build's provenance, every file's size and sha256, the models'\n" +
+			"GGUF facts, llama-server's exact arguments and environment, and the API the entrypoint\n" +
+			"(llbuild serve .) serves. Inputs are checked before anything is written; the bundle is\n" +
+			"assembled beside -o and renamed into place. The same inputs give the same manifest bytes.\n" +
+			"Prints the bundle's manifest sha256 on stdout.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("bundle takes no arguments, got %q", c.Args().Slice())
+			}
+			t, err := loadTarget(c.String("target"), c.String("target-file"))
+			if err != nil {
+				return err
+			}
+			in := bundleInput{
+				Target:    t,
+				Artifacts: c.String("artifacts"),
+				Model:     c.String("model"),
+				Draft:     c.String("draft"),
+				ExtraArgs: c.StringSlice("server-arg"),
+				Env:       map[string]string{},
+			}
+			if in.Model == "" {
+				return usagef("no model given: use --model FILE.gguf")
+			}
+			if in.Artifacts == "" {
+				return usagef("no server given: use --artifacts DIR (the output of llbuild server for this target)")
+			}
+			for _, kv := range c.StringSlice("env") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("--env %q: want KEY=VALUE", kv)
+				}
+				in.Env[k] = v
+			}
+			for _, k := range intKnobs {
+				if c.IsSet(k.flag) {
+					v := c.Int(k.flag)
+					*k.field(&in.Knobs) = &v
+				}
+			}
+			in.Knobs.DraftPMin = c.String("spec-draft-p-min")
+			in.Knobs.CacheRAM = c.Int("cache-ram")
+			in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
+			if in.Draft == "" {
+				for _, f := range []string{"spec-draft-n-max", "spec-draft-n-min", "spec-draft-p-min", "spec-draft-threads", "n-gpu-layers-draft"} {
+					if c.IsSet(f) {
+						return usagef("--%s needs --draft", f)
+					}
+				}
+			}
+			out := bundleOutput{
+				Dir:     c.String("output"),
+				Archive: c.String("archive"),
+				Force:   c.Bool("force"),
+				Link:    c.Bool("link"),
+				Log:     loggerOf(c),
+			}
+			if out.Dir == "" && out.Archive == "" {
+				return usagef("no output: give -o DIR, --archive FILE or both")
+			}
+			if out.Archive != "" {
+				if _, err := archiveCompression(out.Archive); err != nil {
+					return usageError{err}
+				}
+			}
+			if out.Epoch, err = sourceDateEpoch(os.Getenv); err != nil {
+				return usageError{err}
+			}
+			if stderr := stderrOf(c); !c.Bool("quiet") && isTerminal(stderr) {
+				out.Progress = stderr
+			}
+			plan, err := planBundle(in)
+			if err != nil {
+				return err
+			}
+			m, err := writeBundle(c.Context, plan, out)
+			if err != nil {
+				return err
+			}
+			b, err := m.Encode()
+			if err != nil {
+				return err
+			}
+			where := out.Dir
+			if where == "" {
+				where = out.Archive
+			}
+			loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
+			_, err = fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where)
+			return err
+		},
+	}
+}
+
+func verifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "check a bundle directory or archive against its manifest",
+		ArgsUsage: "DIR|ARCHIVE",
+		Description: "Checks the manifest's schema and version, every file's size and sha256 (naming any tampered\n" +
+			"file), that no path escapes the bundle (absolute paths, .., links leading out, devices), that\n" +
+			"the GGUF headers parse and match the manifest, and that llama-server's arguments name only\n" +
+			"files inside the bundle. An archive (.tar.zst, .tar.gz) is streamed once; nothing is\n" +
+			"extracted. Prints one line per problem (or JSON with --json). Exit 0 when the bundle is\n" +
+			"sound, 1 when it is not, 2 on a usage error.",
+		Flags: []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("verify takes one DIR or ARCHIVE")
+			}
+			target := c.Args().First()
+			fi, err := os.Stat(target)
+			if err != nil {
+				return usageError{err}
+			}
+			var problems []manifest.Problem
+			if fi.IsDir() {
+				problems = manifest.Verify(target)
+			} else if problems, err = verifyArchive(target); err != nil {
+				return err
+			}
+			out := stdoutOf(c)
+			if c.Bool("json") {
+				if problems == nil {
+					problems = []manifest.Problem{}
+				}
+				b, err := json.MarshalIndent(struct {
+					Path     string             `json:"path"`
+					OK       bool               `json:"ok"`
+					Problems []manifest.Problem `json:"problems"`
+				}{target, len(problems) == 0, problems}, "", "  ")
+				if err != nil {
+					return err
+				}
+				if _, err := out.Write(append(b, '\n')); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range problems {
+					fmt.Fprintln(out, p.String())
+				}
+			}
+			if len(problems) > 0 {
+				return cli.Exit(fmt.Sprintf("%s: %d problem(s)", target, len(problems)), exitFailed)
+			}
+			if !c.Bool("json") {
+				fmt.Fprintf(out, "%s: ok\n", target)
+			}
+			return nil
+		},
+	}
+}

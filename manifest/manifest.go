@@ -1,0 +1,478 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/llbuild/llbuild/gguf"
+)
+
+// SchemaVersion is the version of manifest.json this package reads and writes.
+const SchemaVersion = 1
+
+// FileName is the manifest's name at the root of a bundle.
+const FileName = "manifest.json"
+
+// MaxSize bounds a manifest.json: decoding reads no more.
+const MaxSize = 16 << 20
+
+// Kinds of files a bundle holds.
+const (
+	KindExecutable = "executable"
+	KindLibrary    = "library"
+	KindModel      = "model"
+	KindDraft      = "draft"
+)
+
+// Directories of a bundle.
+const (
+	BinDir    = "bin"
+	LibDir    = "lib"
+	ModelsDir = "models"
+)
+
+// Manifest is manifest.json: everything a bundle holds and how it runs. It is a lock file:
+// digests of every file, no host facts of the machine that made it, no wall time.
+type Manifest struct {
+	// SchemaVersion is SchemaVersion.
+	SchemaVersion int `json:"schemaVersion"`
+	// Entrypoint is the command that serves the bundle, run from its root.
+	Entrypoint []string `json:"entrypoint"`
+	// Target is the host the bundle's server was built for.
+	Target Target `json:"target"`
+	// Build is the provenance of the server binary and libraries.
+	Build Build `json:"build"`
+	// Models are the model and the optional draft, with their GGUF facts.
+	Models Models `json:"models"`
+	// Server says how llama-server is started.
+	Server Server `json:"server"`
+	// Contract is the API the entrypoint serves.
+	Contract Contract `json:"contract"`
+	// Files lists every file of the bundle but manifest.json, in path order.
+	Files []File `json:"files"`
+}
+
+// Target names the target and carries its host description (the same fields as the
+// targets package's Host), so that preflight can check a bundle against a machine.
+type Target struct {
+	Name    string `json:"name"`
+	Backend string `json:"backend"`
+	Host    Host   `json:"host"`
+}
+
+// Host mirrors targets.Host field for field in JSON.
+type Host struct {
+	CPU    CPU    `json:"cpu"`
+	GPUs   []GPU  `json:"gpus,omitempty"`
+	Driver Driver `json:"driver,omitzero"`
+}
+
+// CPU mirrors targets.CPU.
+type CPU struct {
+	Model    string   `json:"model,omitempty"`
+	Features []string `json:"features"`
+}
+
+// GPU mirrors targets.GPU.
+type GPU struct {
+	Vendor            string `json:"vendor"`
+	Name              string `json:"name,omitempty"`
+	PCIID             string `json:"pciID,omitempty"`
+	ComputeCapability string `json:"computeCapability,omitempty"`
+	Brand             string `json:"brand,omitempty"`
+	SYCLDevice        string `json:"syclDevice,omitempty"`
+}
+
+// Driver mirrors targets.Driver.
+type Driver struct {
+	Version string `json:"version,omitempty"`
+	CUDA    string `json:"cuda,omitempty"`
+}
+
+// Build is the provenance of the server files, taken from the artifacts' provenance.json.
+type Build struct {
+	// PlanHash is the hash of the plan the artifacts were built from.
+	PlanHash string  `json:"planHash"`
+	Source   Source  `json:"source"`
+	Vendor   *Source `json:"vendor,omitempty"`
+	Patches  []Patch `json:"patches"`
+	Images   []Image `json:"images"`
+	Builder  Builder `json:"builder"`
+}
+
+// Source is a git source at a full commit (llama.cpp).
+type Source struct {
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
+}
+
+// Patch is one applied patch and its digest.
+type Patch struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Image is a base image by role (devel, runtime).
+type Image struct {
+	Role   string `json:"role"`
+	Ref    string `json:"ref"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// Builder names the program that built the server and how.
+type Builder struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Executor string `json:"executor"`
+}
+
+// Models are the bundle's model and optional draft.
+type Models struct {
+	Model Model  `json:"model"`
+	Draft *Model `json:"draft,omitempty"`
+}
+
+// Model is a GGUF file of the bundle and the facts read from its header.
+type Model struct {
+	// Path is the file's path in the bundle (models/NAME.gguf).
+	Path string     `json:"path"`
+	GGUF gguf.Facts `json:"gguf"`
+}
+
+// Server says how llama-server starts. Paths are relative to the bundle's root, which is
+// llama-server's working directory; Launch turns them into a command.
+type Server struct {
+	// Executable is llama-server (bin/llama-server).
+	Executable string `json:"executable"`
+	// Loader, when set, is a dynamic loader shipped in the bundle (lib/ld-linux-x86-64.so.2)
+	// that runs Executable, so that the bundle's own C library is used instead of the
+	// host's. The server's libraries then come from LibraryPath through the loader's
+	// --library-path.
+	Loader string `json:"loader,omitempty"`
+	// LibraryPath lists the bundle directories the server's shared libraries are found in:
+	// LD_LIBRARY_PATH, or the loader's --library-path.
+	LibraryPath []string `json:"libraryPath"`
+	// Args are llama-server's arguments, without --host and --port (the entrypoint picks
+	// them). File arguments are paths relative to the bundle's root.
+	Args []string `json:"args"`
+	// Env is added to llama-server's environment (GGML_SYCL_ENABLE_VMM=0 ...).
+	Env map[string]string `json:"env"`
+}
+
+// Contract describes the API the entrypoint serves in front of llama-server.
+type Contract struct {
+	// Version is the contract's version.
+	Version int `json:"version"`
+	// Endpoints are "METHOD /path" in the order the shim documents them.
+	Endpoints []string `json:"endpoints"`
+	// MaxLogprobs is the largest legacy logprobs and chat top_logprobs accepted.
+	MaxLogprobs int `json:"maxLogprobs"`
+	// Echo says whether /v1/completions honours echo with prompt logprobs.
+	Echo bool `json:"echo"`
+	// Streaming says whether stream: true is served.
+	Streaming bool `json:"streaming"`
+}
+
+// DefaultContract is the contract the shim (package shim) serves.
+func DefaultContract() Contract {
+	return Contract{
+		Version: 1,
+		Endpoints: []string{
+			"GET /health",
+			"GET /v1/models",
+			"POST /v1/completions",
+			"POST /v1/chat/completions",
+			"POST /tokenize",
+			"POST /detokenize",
+			"GET /tokenizer_info",
+		},
+		MaxLogprobs: 20,
+		Echo:        true,
+		Streaming:   true,
+	}
+}
+
+// DefaultEntrypoint is the command recorded as a bundle's entrypoint.
+func DefaultEntrypoint() []string { return []string{"llbuild", "serve", "."} }
+
+// File is one file of the bundle. A symbolic link (lib/libllama.so.0 -> libllama.so.0.7.0)
+// has Link set and no size or digest; it points at a sibling file of the bundle.
+type File struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"`
+}
+
+// Decode reads a manifest strictly: unknown fields, trailing data and input over MaxSize
+// are errors. It does not validate; Load and Parse do.
+func Decode(r io.Reader) (*Manifest, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the manifest object")
+	}
+	return &m, nil
+}
+
+// Parse decodes and validates a manifest.
+func Parse(b []byte) (*Manifest, error) {
+	m, err := Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Encode renders m as manifest.json: indented JSON with every object's keys sorted and a
+// trailing newline, so that the same manifest always gives the same bytes.
+func (m *Manifest) Encode() ([]byte, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// Structs marshal in field order; a generic value marshals objects with sorted keys.
+	// UseNumber keeps numbers as written.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// File returns the entry for path.
+func (m *Manifest) File(p string) (File, bool) {
+	i := sort.Search(len(m.Files), func(i int) bool { return m.Files[i].Path >= p })
+	if i < len(m.Files) && m.Files[i].Path == p {
+		return m.Files[i], true
+	}
+	for _, f := range m.Files { // unsorted (invalid) manifests
+		if f.Path == p {
+			return f, true
+		}
+	}
+	return File{}, false
+}
+
+// FieldError is a validation error at a field path of manifest.json.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Validate checks m without touching any file and reports every problem together
+// (errors.Join of *FieldError). It never changes m.
+func (m *Manifest) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if m.SchemaVersion != SchemaVersion {
+		bad("schemaVersion", "is %d, this llbuild reads %d", m.SchemaVersion, SchemaVersion)
+	}
+	if len(m.Entrypoint) == 0 {
+		bad("entrypoint", "is empty")
+	}
+	if m.Target.Name == "" {
+		bad("target.name", "is empty")
+	}
+	if m.Target.Backend == "" {
+		bad("target.backend", "is empty")
+	}
+	b := m.Build
+	if len(b.PlanHash) < 12 || !isHex(b.PlanHash) {
+		bad("build.planHash", "%q is not a hex plan hash", b.PlanHash)
+	}
+	if !isHexLen(b.Source.Commit, 40) {
+		bad("build.source.commit", "%q is not a full 40-hex git commit", b.Source.Commit)
+	}
+	if b.Vendor != nil && !isHexLen(b.Vendor.Commit, 40) {
+		bad("build.vendor.commit", "%q is not a full 40-hex git commit", b.Vendor.Commit)
+	}
+	for i, p := range b.Patches {
+		if !isHexLen(p.SHA256, 64) {
+			bad(fmt.Sprintf("build.patches[%d].sha256", i), "%q is not a sha256", p.SHA256)
+		}
+	}
+
+	kinds := map[string]string{}
+	for i, f := range m.Files {
+		field := fmt.Sprintf("files[%d]", i)
+		if err := CheckPath(f.Path); err != nil {
+			bad(field+".path", "%v", err)
+			continue
+		}
+		if i > 0 && m.Files[i-1].Path >= f.Path {
+			bad(field+".path", "%s is out of order or listed twice (files are sorted by path)", f.Path)
+		}
+		kinds[f.Path] = f.Kind
+		switch f.Kind {
+		case KindExecutable, KindLibrary, KindModel, KindDraft:
+		default:
+			bad(field+".kind", "%q is not one of executable, library, model, draft", f.Kind)
+		}
+		if f.Link != "" {
+			if f.Link != path.Base(f.Link) || f.Link == "." || f.Link == ".." {
+				bad(field+".link", "%q is not the name of a sibling file", f.Link)
+			}
+			if f.Size != 0 || f.SHA256 != "" {
+				bad(field, "a link has no size or sha256")
+			}
+			continue
+		}
+		if f.Size < 0 {
+			bad(field+".size", "is negative")
+		}
+		if !isHexLen(f.SHA256, 64) {
+			bad(field+".sha256", "%q is not a sha256", f.SHA256)
+		}
+	}
+	for i, f := range m.Files {
+		if f.Link == "" || CheckPath(f.Path) != nil {
+			continue
+		}
+		target := path.Join(path.Dir(f.Path), f.Link)
+		if _, ok := kinds[target]; !ok {
+			bad(fmt.Sprintf("files[%d].link", i), "%s points at %s, which is not listed", f.Path, target)
+		}
+	}
+	needFile := func(field, p string, kind string) {
+		if p == "" {
+			bad(field, "is empty")
+			return
+		}
+		if err := CheckPath(p); err != nil {
+			bad(field, "%v", err)
+			return
+		}
+		k, ok := kinds[p]
+		switch {
+		case !ok:
+			bad(field, "%s is not listed in files", p)
+		case k != kind:
+			bad(field, "%s is listed as %s, want %s", p, k, kind)
+		}
+	}
+	needFile("models.model.path", m.Models.Model.Path, KindModel)
+	if d := m.Models.Draft; d != nil {
+		needFile("models.draft.path", d.Path, KindDraft)
+		if err := DraftFits(m.Models.Model.GGUF, d.GGUF); err != nil {
+			bad("models.draft", "%v", err)
+		}
+	}
+	s := m.Server
+	needFile("server.executable", s.Executable, KindExecutable)
+	if s.Loader != "" {
+		needFile("server.loader", s.Loader, KindLibrary)
+	}
+	for i, d := range s.LibraryPath {
+		if err := CheckPath(d); err != nil {
+			bad(fmt.Sprintf("server.libraryPath[%d]", i), "%v", err)
+		}
+	}
+	for _, e := range checkArgs(s.Args, kinds) {
+		bad("server.args", "%s", e)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("server.env", "%q is not an environment variable name", k)
+		}
+		if k == "LD_LIBRARY_PATH" || k == "LD_PRELOAD" || k == "LD_AUDIT" {
+			bad("server.env."+k, "is not allowed: libraries come from server.libraryPath, inside the bundle")
+		}
+	}
+	c := m.Contract
+	if c.Version < 1 {
+		bad("contract.version", "is %d, want 1 or more", c.Version)
+	}
+	if len(c.Endpoints) == 0 {
+		bad("contract.endpoints", "is empty")
+	}
+	return errors.Join(errs...)
+}
+
+// CheckPath accepts a clean, relative, slash-separated path inside a bundle that is not
+// manifest.json.
+func CheckPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%q is absolute", p)
+	case strings.ContainsAny(p, "\\\x00"):
+		return fmt.Errorf("%q contains a backslash or NUL", p)
+	case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+		return fmt.Errorf("%q escapes the bundle", p)
+	case path.Clean(p) != p || p == ".":
+		return fmt.Errorf("%q is not a clean path", p)
+	case p == FileName:
+		return fmt.Errorf("%q is the manifest itself", p)
+	}
+	return nil
+}
+
+// DraftFits reports why a draft cannot draft for a model: a different vocabulary (size,
+// tokens or tokenizer), or an MTP draft made for another architecture or hidden size.
+func DraftFits(model, draft gguf.Facts) error {
+	var errs []error
+	if model.VocabSize != draft.VocabSize {
+		errs = append(errs, fmt.Errorf("vocabulary of %d tokens, the model has %d", draft.VocabSize, model.VocabSize))
+	} else if model.VocabSHA256 != "" && draft.VocabSHA256 != "" && model.VocabSHA256 != draft.VocabSHA256 {
+		errs = append(errs, fmt.Errorf("vocabulary tokens differ from the model's (token list sha256 %.12s, model %.12s)", draft.VocabSHA256, model.VocabSHA256))
+	}
+	if model.TokenizerModel != draft.TokenizerModel {
+		errs = append(errs, fmt.Errorf("tokenizer %q, the model's is %q", draft.TokenizerModel, model.TokenizerModel))
+	}
+	if draft.DraftFor != "" {
+		if draft.DraftFor != model.Architecture {
+			errs = append(errs, fmt.Errorf("an MTP draft for %s (architecture %s), the model is %s", draft.DraftFor, draft.Architecture, model.Architecture))
+		}
+		if draft.EmbeddingLengthOut != 0 && model.EmbeddingLength != 0 && draft.EmbeddingLengthOut != model.EmbeddingLength {
+			errs = append(errs, fmt.Errorf("an MTP draft for a hidden size of %d, the model's is %d", draft.EmbeddingLengthOut, model.EmbeddingLength))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isHexLen(s string, n int) bool { return len(s) == n && isHex(s) }
