@@ -85,3 +85,21 @@ func TestPlanTextNamesNotReproducible(t *testing.T) {
 		t.Errorf("exit %d, output lacks NOT REPRODUCIBLE:\n%s", code, out)
 	}
 }
+
+func TestTargetDetectWritesAUsableTargetFile(t *testing.T) {
+	path := t.TempDir() + "/here.yaml"
+	code, _, stderr := runCLI(t, "target", "detect", "--name", "here", "-o", path)
+	if code != 0 {
+		t.Fatalf("target detect: exit %d: %s", code, stderr)
+	}
+	code, out, stderr := runCLI(t, "plan", "--target-file", path, "--json")
+	if strings.Contains(stderr, "needs editing") {
+		t.Skipf("this host's detected target needs hand edits (%s), so it cannot be planned as is", stderr)
+	}
+	if code != 0 {
+		t.Fatalf("plan --target-file: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, `"target": "here"`) || !strings.Contains(out, "-DGGML_NATIVE=OFF") {
+		t.Errorf("plan of detected target:\n%s", out)
+	}
+}

@@ -169,3 +169,42 @@ func TestISAFromFeatures(t *testing.T) {
 		t.Error("GGML_AVX512 on with only AVX512F")
 	}
 }
+
+func TestFromHost(t *testing.T) {
+	v3 := CPU{Features: []Feature{SSE42, AVX, AVX2, FMA, F16C, BMI1, BMI2}}
+	tests := []struct {
+		name        string
+		host        Host
+		wantBackend Backend
+		wantToolkit string
+		wantArch    string
+		wantWarn    bool
+	}{
+		{"590 driver gets CUDA 13.1.1 and its one arch", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "12.0"}}, Driver: Driver{Version: "590.44.01", CUDA: "13.1"}}, BackendCUDA, "13.1.1", "120", false},
+		{"580 driver gets CUDA 13.0.2", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "9.0"}}, Driver: Driver{Version: "580.159.04", CUDA: "13.0"}}, BackendCUDA, "13.0.2", "90", false},
+		{"610 driver still gets the newest pinned image", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "8.6"}}, Driver: Driver{CUDA: "13.3"}}, BackendCUDA, "13.1.1", "86", false},
+		{"CUDA 12 driver has no pinned image", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "8.6"}}, Driver: Driver{CUDA: "12.4"}}, BackendCUDA, "", "86", true},
+		{"B70 is a SYCL host", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorIntel, PCIID: "8086:e223"}}}, BackendSYCL, "", "", true},
+		{"no GPU is CPU only", Host{CPU: v3}, BackendCPU, "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, warns := FromHost("box", tt.host)
+			if tg.Build.Backend != tt.wantBackend || (len(warns) > 0) != tt.wantWarn {
+				t.Fatalf("FromHost() backend %s warnings %v, want %s (warnings %v)", tg.Build.Backend, warns, tt.wantBackend, tt.wantWarn)
+			}
+			if tt.wantBackend == BackendCUDA && (tg.Build.CUDA.Toolkit != tt.wantToolkit || tg.Build.CUDA.Architectures[0] != tt.wantArch) {
+				t.Errorf("cuda = %+v, want toolkit %s arch %s", tg.Build.CUDA, tt.wantToolkit, tt.wantArch)
+			}
+			if tg.Build.ISA["GGML_AVX512"] || !tg.Build.ISA["GGML_AVX2"] {
+				t.Errorf("isa = %v", tg.Build.ISA)
+			}
+			if !tt.wantWarn {
+				data, _ := tg.Marshal()
+				if _, err := Parse("detected.yaml", data); err != nil {
+					t.Errorf("detected target does not load: %v", err)
+				}
+			}
+		})
+	}
+}
