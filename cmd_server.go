@@ -131,6 +131,11 @@ func serverCommand() *cli.Command {
 			}
 
 			results := pipeline.BuildAll(c.Context, ex, plans, out, c.Int("jobs"))
+			if cl, ok := ex.(interface{ Close() error }); ok {
+				if err := cl.Close(); err != nil {
+					log.Warn("closing the engine session", "err", err)
+				}
+			}
 			stdout := stdoutOf(c)
 			for _, r := range results {
 				if r.Err != nil {
@@ -187,10 +192,6 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		<-c.Context.Done()
-		ex.Close()
-	}()
 	return ex, nil
 }
 

@@ -151,6 +151,10 @@ func Write(out string, in Input) (dir string, err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+	// MkdirTemp makes the directory private; artifacts are for others to read.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
 
 	m := Manifest{SchemaVersion: SchemaVersion, Target: in.Target, PlanHash: in.PlanHash}
 	seen := map[string]bool{}

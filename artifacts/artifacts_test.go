@@ -78,6 +78,9 @@ func TestWriteThenOpenVerifies(t *testing.T) {
 	if a.Provenance.Materials.Source.Commit != strings.Repeat("a", 40) || a.Provenance.Builder.Executor != "host" {
 		t.Errorf("provenance = %+v", a.Provenance)
 	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("artifact directory mode = %v (%v), want 0755", fi.Mode(), err)
+	}
 	fi, err := os.Stat(a.Path(a.Files(KindExecutable)[0]))
 	if err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("llama-server mode = %v (%v), want 0755", fi.Mode(), err)
