@@ -1,0 +1,38 @@
+package manifest
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to the strict decoder and the validator: they never
+// panic, and whatever parses encodes to bytes that parse to the same encoding.
+func FuzzParse(f *testing.F) {
+	m, _ := sample(f)
+	good, _ := m.Encode()
+	f.Add(good)
+	f.Add([]byte(`{"schemaVersion": 1}`))
+	f.Add([]byte(`{"schemaVersion": 1, "files": [{"path": "../x", "kind": "model", "size": -1}]}`))
+	f.Add([]byte(`{"server": {"args": ["--model"]}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		_ = m.Validate()
+		_, _ = m.Launch("/nonexistent/bundle")
+		enc, err := m.Encode()
+		if err != nil {
+			t.Fatalf("Encode() of a decoded manifest: %v", err)
+		}
+		m2, err := Decode(bytes.NewReader(enc))
+		if err != nil {
+			t.Fatalf("Decode(Encode()) = %v", err)
+		}
+		enc2, _ := m2.Encode()
+		if !bytes.Equal(enc, enc2) {
+			t.Fatalf("Encode is not stable:\n%s\n%s", enc, enc2)
+		}
+	})
+}
