@@ -13,5 +13,6 @@ func commands() []*cli.Command {
 		bundleCommand(),
 		verifyCommand(),
 		serverCommand(),
+		publishCommand(),
 	}
 }

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/hostexec"
+	"github.com/llbuild/llbuild/pipeline/image"
+	"github.com/llbuild/llbuild/publish"
+)
+
+func publishCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "publish",
+		Usage: "build each target's server image (or reuse it) and push it with tags that say what is inside",
+		Description: `For each target: if the registry already holds the plan-hash tag (the first --tag-template's)
+with this plan's image, nothing is built or pushed, its digest is reported and the other tags are
+pointed at it where they point elsewhere. Otherwise the artifacts in OUT/<target>/<plan hash>/ are
+reused if present and verified, or built with the executor, and the runtime image is pushed under
+every tag, the plan-hash tag last.
+
+Default tags (Go text/template over publish.TagData; --tag-template replaces the list):
+  {{.Target}}-{{.ShortCommit}}-{{.ShortHash}}   olares-one-1425386fd-<plan hash 12>
+  {{.Target}}-{{.Flavor}}                       olares-one-cuda13.1-sm120, b70-sycl-bmg-g31, cpu-v3-cpu
+  {{.Target}}                                   olares-one (moves to each new publish)
+Fields: Target Recipe Backend Commit ShortCommit PlanHash ShortHash CUDA CUDAToolkit SM SYCLDevice
+Flavor Version. Every tag is checked against the OCI grammar before anything is built.
+
+Credentials: the Docker config ($DOCKER_CONFIG/config.json and its credential helpers), or
+LLBUILD_REGISTRY_USER and LLBUILD_REGISTRY_PASSWORD, used for the --registry host only. They never
+appear in output or errors.
+
+stdout: one image digest per published target, in input order (--target names first, then
+--target-file files). --digest-file gets "target<TAB>repo@digest" lines, written atomically.
+Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad tag template).`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
+			&cli.StringSliceFlag{Name: "target-file", Usage: "target `FILE` (repeatable), published after the --target names"},
+			&cli.StringFlag{Name: "registry", Usage: "repository `HOST[:PORT]/REPO` that receives the images, e.g. ghcr.io/OWNER/llama-server"},
+			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
+			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine) or host (this machine), for targets that need building"},
+			&cli.StringFlag{Name: "source", Usage: "llama.cpp source `DIR` (required for host)"},
+			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`; artifacts already there for a plan are reused"},
+			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR`"},
+			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL`"},
+			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built and pushed at once"},
+			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` (devel or runtime; REF an image reference, oci-archive:PATH or oci-layout:PATH)"},
+			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`"},
+			floatingFlag,
+		},
+		Action: func(c *cli.Context) error {
+			creds, err := publish.CredentialsFromEnv(os.Getenv, "")
+			if err != nil {
+				return usageError{err}
+			}
+			red := publish.NewRedactor(creds)
+			err = runPublish(c, creds)
+			var ue usageError
+			if errors.As(err, &ue) {
+				return usageError{red.Error(ue.err)}
+			}
+			return red.Error(err)
+		},
+	}
+}
+
+func runPublish(c *cli.Context, creds *publish.Credentials) error {
+	if c.NArg() > 0 {
+		return usagef("publish takes no arguments, got %q", c.Args().Slice())
+	}
+	repo, err := publish.ParseRegistry(c.String("registry"))
+	if err != nil {
+		return usageError{err}
+	}
+	if creds != nil {
+		creds.Host = repo.RegistryStr()
+	}
+	tmpl, err := publish.ParseTemplates(c.StringSlice("tag-template"))
+	if err != nil {
+		return usageError{err}
+	}
+	type source struct{ name, file string }
+	var srcs []source
+	seen := map[string]bool{}
+	for _, t := range c.StringSlice("target") {
+		for _, n := range strings.Split(t, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				srcs = append(srcs, source{name: n})
+			}
+		}
+	}
+	for _, f := range c.StringSlice("target-file") {
+		srcs = append(srcs, source{file: f})
+	}
+	if len(srcs) == 0 {
+		return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
+	}
+	bases, err := parseBases(c.StringSlice("base"))
+	if err != nil {
+		return err
+	}
+	if c.Int("jobs") < 1 {
+		return usagef("--jobs must be at least 1")
+	}
+	switch c.String("executor") {
+	case "host":
+		if c.String("engine") != "" {
+			return usagef("--engine is for --executor dagger")
+		}
+		if bases["devel"] != "" {
+			return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
+		}
+		if c.String("source") == "" {
+			return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
+		}
+	case "dagger":
+	default:
+		return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+	}
+	out, err := filepath.Abs(c.String("out"))
+	if err != nil {
+		return err
+	}
+
+	var plans []*pipeline.Plan
+	var errs []error
+	for _, s := range srcs {
+		p, err := resolvePlan(s.name, s.file, "server", c.Bool("allow-floating"))
+		if err != nil {
+			var ue usageError
+			if errors.As(err, &ue) {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if seen[p.Target] {
+			return usagef("target %s is given twice", p.Target)
+		}
+		seen[p.Target] = true
+		plans = append(plans, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Every tag is checked before anything is built or contacted.
+	tags, err := tmpl.RenderAll(plans, version)
+	if err != nil {
+		return usageError{err}
+	}
+	log := loggerOf(c)
+	for i, p := range plans {
+		if !p.Reproducible {
+			log.Warn("the plan is not reproducible: its plan-hash tag does not pin the base image's content", "target", p.Target, "warnings", strings.Join(p.Warnings, "; "))
+		}
+		log.Info("publishing", "target", p.Target, "plan", p.ShortHash(), "repository", repo.Name(), "tags", strings.Join(tags[i], ","))
+	}
+
+	ropts := []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(creds)), remote.WithPlatform(image.Platform)}
+	results, err := publish.Publish(c.Context, plans, publish.Options{
+		Repository: repo,
+		Templates:  tmpl,
+		Version:    version,
+		Remote:     ropts,
+		Jobs:       c.Int("jobs"),
+		Logger:     log,
+	}, func(ctx context.Context, need []*pipeline.Plan) []publish.Built {
+		return publishImages(c, need, out, bases, ropts)
+	})
+	if err != nil {
+		return err
+	}
+	stdout := stdoutOf(c)
+	for _, r := range results {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+			continue
+		}
+		if r.Existing {
+			log.Info("already published", "target", r.Target, "ref", r.Ref, "moved", strings.Join(r.Moved, ","))
+		}
+		fmt.Fprintln(stdout, r.Digest)
+	}
+	if f := c.String("digest-file"); f != "" {
+		if err := publish.WriteFileAtomic(f, publish.DigestLines(results)); err != nil {
+			errs = append(errs, fmt.Errorf("writing --digest-file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// publishImages makes the runtime image of each plan: from the artifacts already in out when
+// they verify, otherwise from a build. The executor is only started when something needs
+// building.
+func publishImages(c *cli.Context, plans []*pipeline.Plan, out string, bases map[string]string, ropts []remote.Option) []publish.Built {
+	ctx := c.Context
+	log := loggerOf(c)
+	built := make([]publish.Built, len(plans))
+	dirs := make([]string, len(plans))
+	var need []*pipeline.Plan
+	var needAt []int
+	for i, p := range plans {
+		dir := artifacts.Dir(out, p.Target, p.Hash)
+		a, err := artifacts.Open(dir)
+		switch {
+		case err == nil && a.Manifest.PlanHash == p.Hash:
+			log.Info("reusing artifacts", "target", p.Target, "dir", dir)
+			dirs[i] = dir
+			continue
+		case err == nil:
+			log.Warn("artifacts are for another plan; rebuilding", "dir", dir, "have", a.Manifest.PlanHash, "want", p.Hash)
+		case !errors.Is(err, os.ErrNotExist):
+			log.Warn("artifacts do not verify; rebuilding", "dir", dir, "err", err)
+		}
+		need = append(need, p)
+		needAt = append(needAt, i)
+	}
+	if len(need) > 0 {
+		ex, err := publishExecutor(c, bases)
+		if err != nil {
+			for _, i := range needAt {
+				built[i].Err = err
+			}
+		} else {
+			for k, r := range pipeline.BuildAll(ctx, ex, need, out, c.Int("jobs")) {
+				dirs[needAt[k]], built[needAt[k]].Err = r.Dir, r.Err
+			}
+		}
+	}
+	for i, p := range plans {
+		if built[i].Err != nil {
+			continue
+		}
+		built[i].Image, built[i].Err = imageFrom(ctx, dirs[i], bases["runtime"], p, ropts)
+	}
+	return built
+}
+
+func imageFrom(ctx context.Context, dir, base string, want *pipeline.Plan, ropts []remote.Option) (v1.Image, error) {
+	a, err := artifacts.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := image.PlanOf(a)
+	if err != nil {
+		return nil, err
+	}
+	if p.Hash != want.Hash {
+		return nil, fmt.Errorf("%s holds plan %s, want %s", dir, p.ShortHash(), want.ShortHash())
+	}
+	b, err := image.LoadBase(ctx, base, p.Images.Runtime, ropts...)
+	if err != nil {
+		return nil, err
+	}
+	img, err := image.Assemble(b, a)
+	if err != nil {
+		return nil, fmt.Errorf("assembling the image: %w", err)
+	}
+	return img, nil
+}
+
+func publishExecutor(c *cli.Context, bases map[string]string) (pipeline.Executor, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	b := pipeline.Builder{Version: version, Executor: c.String("executor")}
+	if c.String("executor") == "host" {
+		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c)})
+	}
+	return newDaggerExecutor(c, series, b, bases)
+}
