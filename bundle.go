@@ -32,7 +32,7 @@ import (
 // a run's identity). A nil pointer leaves the argument out, so llama-server's default applies.
 type serverKnobs struct {
 	CtxSize, BatchSize, UBatchSize, Threads, ThreadsDraft, Poll, GPULayers, GPULayersDraft, Parallel *int
-	DraftNMax, DraftNMin                                                                           *int
+	DraftNMax, DraftNMin                                                                             *int
 	// DraftPMin is kept as text so that the manifest records exactly what was given.
 	DraftPMin string
 	// CacheRAM and CtxCheckpoints are always recorded: a valid run reuses no prompt cache.

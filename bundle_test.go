@@ -1,0 +1,543 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// bundleInputs are the files a test bundles: tiny models from the gguf writer and an
+// artifact directory written by the artifacts package from real ELF files of this system
+// (/bin/true stands in for llama-server where it is not run; libz is a real library).
+type bundleInputs struct {
+	Dir, Artifacts, Model, Draft, OtherVocab, MTPOtherArch, NotGGUF, Truncated string
+}
+
+const testPlanHash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func writeTestArtifacts(t testing.TB, out, target string, files []artifacts.InputFile) string {
+	t.Helper()
+	dir, err := artifacts.Write(out, artifacts.Input{
+		Target:   target,
+		PlanHash: testPlanHash,
+		Files:    files,
+		Provenance: artifacts.Provenance{
+			Materials: artifacts.Materials{
+				Source:  artifacts.Source{URL: "https://github.com/ggml-org/llama.cpp", Commit: "1425386fd996511e1f3295e7366c38289a92a271"},
+				Patches: []artifacts.Patch{{Name: "0001-test.patch", SHA256: strings.Repeat("e", 64)}},
+				Images: []artifacts.Image{
+					{Role: "devel", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("a", 64), Digest: "sha256:" + strings.Repeat("a", 64)},
+					{Role: "runtime", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("b", 64), Digest: "sha256:" + strings.Repeat("b", 64)},
+				},
+			},
+			Plan:    json.RawMessage(`{}`),
+			Builder: artifacts.Builder{Name: "llbuild", Version: "test", Executor: "host"},
+		},
+	})
+	if err != nil {
+		t.Fatalf("writing artifacts: %v", err)
+	}
+	return dir
+}
+
+func systemLib(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib64/libz.so.1"} {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+	}
+	t.Skip("no libz.so.1 on this system to stand in for a server library")
+	return ""
+}
+
+func newBundleInputs(t testing.TB) bundleInputs {
+	t.Helper()
+	dir := t.TempDir()
+	in := bundleInputs{Dir: dir}
+	lib := systemLib(t)
+	libLink := filepath.Join(dir, "libz.so.1")
+	if err := os.Symlink(filepath.Base(lib), libLink); err != nil {
+		t.Fatal(err)
+	}
+	in.Artifacts = writeTestArtifacts(t, filepath.Join(dir, "artifacts"), "cpu-v3", []artifacts.InputFile{
+		{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+		{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
+		{Path: "bin/libz.so.1", From: libLink, Kind: artifacts.KindLibrary},
+	})
+	write := func(name string, o gguf.TinyOptions) string {
+		p := filepath.Join(dir, name)
+		if err := gguf.WriteTinyLlamaFile(p, o); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in.Model = write("tiny.gguf", gguf.DefaultTiny())
+	in.Draft = write("tiny-draft.gguf", gguf.DraftTiny())
+	in.OtherVocab = write("other-vocab.gguf", gguf.OtherVocabTiny())
+	// An MTP draft for another architecture: the draft's vocabulary with a
+	// gemma4-assistant architecture.
+	b, err := gguf.TinyLlama(gguf.DraftTiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Set("general.architecture", gguf.String("gemma4-assistant"))
+	in.MTPOtherArch = filepath.Join(dir, "gemma4-assistant.gguf")
+	f, err := os.Create(in.MTPOtherArch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	in.NotGGUF = filepath.Join(dir, "not.gguf")
+	os.WriteFile(in.NotGGUF, []byte("this is not a model\n"), 0o644)
+	whole, _ := os.ReadFile(in.Model)
+	in.Truncated = filepath.Join(dir, "truncated.gguf")
+	os.WriteFile(in.Truncated, whole[:len(whole)/2], 0o644)
+	return in
+}
+
+func (in bundleInputs) args(extra ...string) []string {
+	return append([]string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "--quiet"}, extra...)
+}
+
+// entries lists what is under dir, for "nothing was left behind" checks.
+func entries(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range des {
+		names = append(names, d.Name())
+	}
+	return names
+}
+
+func TestBundleIsDeterministicAndVerifies(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	var manifests [][]byte
+	for i, name := range []string{"a", "b"} {
+		dir := filepath.Join(out, name)
+		args := in.args("--draft", in.Draft, "-o", dir, "--archive", filepath.Join(out, name+".tar.zst"),
+			"--ctx-size", "1024", "--batch-size", "1024", "--ubatch-size", "1024", "--threads", "8", "--poll", "100",
+			"--spec-draft-n-max", "7", "--spec-draft-n-min", "2", "--spec-draft-p-min", "0.12", "--spec-draft-threads", "32",
+			"--env", "GGML_SYCL_ENABLE_VMM=0")
+		if i == 1 {
+			args = append(args, "--link")
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("bundle exit %d: %s", code, stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(b); !strings.HasPrefix(stdout, bytesHex(sum[:])) {
+			t.Errorf("stdout %q does not start with the manifest's sha256 %x", stdout, sum)
+		}
+		manifests = append(manifests, b)
+		if code, stdout, stderr := runCLI(t, "verify", dir); code != 0 {
+			t.Errorf("verify %s: exit %d\n%s%s", dir, code, stdout, stderr)
+		}
+		if code, stdout, stderr := runCLI(t, "verify", filepath.Join(out, name+".tar.zst")); code != 0 {
+			t.Errorf("verify archive: exit %d\n%s%s", code, stdout, stderr)
+		}
+	}
+	if !bytes.Equal(manifests[0], manifests[1]) {
+		t.Errorf("two bundles of the same inputs have different manifests:\n%s\n%s", manifests[0], manifests[1])
+	}
+	a, _ := os.ReadFile(filepath.Join(out, "a.tar.zst"))
+	b, _ := os.ReadFile(filepath.Join(out, "b.tar.zst"))
+	if !bytes.Equal(a, b) {
+		t.Error("two archives of the same inputs differ")
+	}
+
+	m, err := manifest.Load(filepath.Join(out, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgs := []string{"--model", "models/tiny.gguf", "--model-draft", "models/tiny-draft.gguf", "--spec-type", "draft-simple",
+		"--spec-draft-n-max", "7", "--spec-draft-n-min", "2", "--spec-draft-p-min", "0.12", "--spec-draft-threads", "32",
+		"--ctx-size", "1024", "--batch-size", "1024", "--ubatch-size", "1024", "--threads", "8", "--poll", "100",
+		"--cache-ram", "0", "--ctx-checkpoints", "0"}
+	if got := strings.Join(m.Server.Args, " "); got != strings.Join(wantArgs, " ") {
+		t.Errorf("server args = %s\nwant %s", got, strings.Join(wantArgs, " "))
+	}
+	if m.Server.Env["GGML_SYCL_ENABLE_VMM"] != "0" || m.Target.Name != "cpu-v3" || m.Build.PlanHash != testPlanHash ||
+		m.Build.Source.Commit != "1425386fd996511e1f3295e7366c38289a92a271" || len(m.Build.Patches) != 1 || len(m.Build.Images) != 2 {
+		t.Errorf("manifest lacks env, target or provenance: %+v %+v", m.Server.Env, m.Build)
+	}
+	if m.Models.Draft == nil || m.Models.Draft.GGUF.VocabSize != m.Models.Model.GGUF.VocabSize || m.Models.Model.GGUF.Architecture != "llama" {
+		t.Errorf("models = %+v", m.Models)
+	}
+	if len(m.Target.Host.CPU.Features) == 0 {
+		t.Error("target host features missing")
+	}
+	var kinds []string
+	for _, f := range m.Files {
+		kinds = append(kinds, f.Path+":"+f.Kind)
+	}
+	lib := filepath.Base(systemLib(t))
+	want := []string{"bin/llama-server:executable", "lib/libz.so.1:library", "lib/" + lib + ":library", "models/tiny-draft.gguf:draft", "models/tiny.gguf:model"}
+	if strings.Join(kinds, " ") != strings.Join(want, " ") {
+		t.Errorf("files = %v, want %v", kinds, want)
+	}
+	if fi, err := os.Stat(filepath.Join(out, "a", "bin", "llama-server")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("bin/llama-server is not executable: %v %v", fi.Mode(), err)
+	}
+	// Only the bundles and archives are left: no temporary directories.
+	if got := strings.Join(entries(t, out), " "); got != "a a.tar.zst b b.tar.zst" {
+		t.Errorf("output directory holds %s", got)
+	}
+}
+
+func bytesHex(b []byte) string {
+	const digits = "0123456789abcdef"
+	s := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		s = append(s, digits[c>>4], digits[c&15])
+	}
+	return string(s)
+}
+
+func TestArchiveIsDeterministicWithFixedModesOwnersAndTimes(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	t.Setenv("SOURCE_DATE_EPOCH", "1784810751")
+	for _, name := range []string{"x.tar.gz", "y.tar.gz"} {
+		if code, _, stderr := runCLI(t, in.args("--archive", filepath.Join(out, name))...); code != 0 {
+			t.Fatalf("bundle exit %d: %s", code, stderr)
+		}
+	}
+	x, _ := os.ReadFile(filepath.Join(out, "x.tar.gz"))
+	y, _ := os.ReadFile(filepath.Join(out, "y.tar.gz"))
+	if !bytes.Equal(x, y) {
+		t.Fatal("two .tar.gz archives of the same inputs differ")
+	}
+	if got := strings.Join(entries(t, out), " "); got != "x.tar.gz y.tar.gz" {
+		t.Errorf("an archive-only bundle left %s", got)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zr.Name != "" || !zr.ModTime.IsZero() {
+		t.Errorf("gzip header records name %q time %v", zr.Name, zr.ModTime)
+	}
+	tr := tar.NewReader(zr)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+		if h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" || h.ModTime.Unix() != 1784810751 {
+			t.Errorf("%s: uid %d gid %d %q %q mtime %v", h.Name, h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime)
+		}
+		wantMode := int64(0o644)
+		switch {
+		case h.Typeflag == tar.TypeDir || h.Name == "bin/llama-server":
+			wantMode = 0o755
+		case h.Typeflag == tar.TypeSymlink:
+			wantMode = 0o777
+		}
+		if h.Mode != wantMode {
+			t.Errorf("%s: mode %o, want %o", h.Name, h.Mode, wantMode)
+		}
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			t.Errorf("entries not sorted: %s before %s", names[i-1], names[i])
+		}
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "yesterday")
+	if code, _, stderr := runCLI(t, in.args("--archive", filepath.Join(out, "z.tar.gz"))...); code != 2 || !strings.Contains(stderr, "SOURCE_DATE_EPOCH") {
+		t.Errorf("malformed SOURCE_DATE_EPOCH: exit %d %s, want 2 naming it", code, stderr)
+	}
+}
+
+func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
+	in := newBundleInputs(t)
+	wrongTarget := writeTestArtifacts(t, filepath.Join(in.Dir, "other"), "h200", []artifacts.InputFile{
+		{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+	})
+	noServer := writeTestArtifacts(t, filepath.Join(in.Dir, "noserver"), "cpu-v3", []artifacts.InputFile{
+		{Path: "bin/llama-cli", From: "/bin/true", Kind: artifacts.KindExecutable},
+	})
+	tampered := writeTestArtifacts(t, filepath.Join(in.Dir, "tampered"), "cpu-v3", []artifacts.InputFile{
+		{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+	})
+	os.WriteFile(filepath.Join(tampered, "bin/llama-server"), []byte("#!/bin/sh\n"), 0o755)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"non-GGUF model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.NotGGUF}, 1, []string{in.NotGGUF, "not a GGUF file"}},
+		{"truncated model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Truncated}, 1, []string{in.Truncated, "truncated"}},
+		{"missing model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", filepath.Join(in.Dir, "nope.gguf")}, 1, []string{"nope.gguf", "no such file"}},
+		{"draft of another vocabulary", in.args("--draft", in.OtherVocab), 1, []string{in.OtherVocab, "does not fit", "vocabulary of"}},
+		{"MTP draft of another architecture", in.args("--draft", in.MTPOtherArch), 1, []string{in.MTPOtherArch, "an MTP draft for gemma4", "the model is llama"}},
+		{"artifacts of another target", []string{"bundle", "--target", "cpu-v3", "--artifacts", wrongTarget, "--model", in.Model}, 1, []string{wrongTarget, "built for target h200, not cpu-v3"}},
+		{"artifacts without llama-server", []string{"bundle", "--target", "cpu-v3", "--artifacts", noServer, "--model", in.Model}, 1, []string{"no llama-server executable"}},
+		{"tampered artifacts", []string{"bundle", "--target", "cpu-v3", "--artifacts", tampered, "--model", in.Model}, 1, []string{"bin/llama-server has size"}},
+		{"server arg outside the bundle", in.args("--server-arg", "--lora", "--server-arg", "/tmp/x.gguf"), 1, []string{"--lora", "absolute"}},
+		{"draft knob without a draft", in.args("--spec-draft-n-max", "7"), 2, []string{"--spec-draft-n-max needs --draft"}},
+		{"no target", []string{"bundle", "--artifacts", in.Artifacts, "--model", in.Model}, 2, []string{"no target given"}},
+		{"bad archive name", in.args("--archive", filepath.Join(in.Dir, "x.zip")), 2, []string{".tar.zst or .tar.gz"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			args := append(append([]string(nil), tt.args...), "-o", filepath.Join(out, "bundle"))
+			code, _, stderr := runCLI(t, args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if e := entries(t, out); len(e) != 0 {
+				t.Errorf("a refused bundle left %v behind", e)
+			}
+		})
+	}
+}
+
+func TestBundleMTPDraftRunsAsDraftMTP(t *testing.T) {
+	in := newBundleInputs(t)
+	b, err := gguf.TinyLlama(gguf.DraftTiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Set("general.architecture", gguf.String("llama-assistant"))
+	p := filepath.Join(in.Dir, "llama-assistant.gguf")
+	f, _ := os.Create(p)
+	b.WriteTo(f)
+	f.Close()
+	out := filepath.Join(t.TempDir(), "b")
+	if code, _, stderr := runCLI(t, in.args("--draft", p, "-o", out)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m, err := manifest.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.Server.Args, " "); !strings.Contains(got, "--model-draft models/llama-assistant.gguf --spec-type draft-mtp") {
+		t.Errorf("args = %s, want the MTP draft run as draft-mtp", got)
+	}
+}
+
+func TestBundleOutputIsReplacedOnlyWithForce(t *testing.T) {
+	in := newBundleInputs(t)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "bundle")
+	neighbour := filepath.Join(parent, "keep.txt")
+	os.WriteFile(neighbour, []byte("keep"), 0o644)
+	os.Mkdir(out, 0o755)
+	os.WriteFile(filepath.Join(out, "old-file"), []byte("old"), 0o644)
+
+	code, _, stderr := runCLI(t, in.args("-o", out)...)
+	if code != 2 || !strings.Contains(stderr, "exists; use --force") {
+		t.Errorf("existing output without --force: exit %d %s, want 2 and a hint", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "old-file")); err != nil {
+		t.Errorf("refused bundle touched the existing output: %v", err)
+	}
+	if code, _, stderr := runCLI(t, in.args("-o", out, "--force")...); code != 0 {
+		t.Fatalf("--force: exit %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "old-file")); err == nil {
+		t.Error("--force kept a file of the old output")
+	}
+	if b, err := os.ReadFile(neighbour); err != nil || string(b) != "keep" {
+		t.Errorf("--force touched a file beside the output: %q %v", b, err)
+	}
+	if got := strings.Join(entries(t, parent), " "); got != "bundle keep.txt" {
+		t.Errorf("parent holds %s after --force", got)
+	}
+	if ps := manifest.Verify(out); len(ps) != 0 {
+		t.Errorf("replaced bundle does not verify: %v", ps)
+	}
+	// An output that holds an input is never replaced.
+	code, _, stderr = runCLI(t, in.args("-o", in.Dir, "--force")...)
+	if code != 1 || !strings.Contains(stderr, "holds an input") {
+		t.Errorf("--force over the inputs' directory: exit %d %s", code, stderr)
+	}
+	if _, err := os.Stat(in.Model); err != nil {
+		t.Errorf("input removed: %v", err)
+	}
+}
+
+func TestBundleUnwritableDestinationLeavesNothing(t *testing.T) {
+	in := newBundleInputs(t)
+	parent := t.TempDir()
+	t.Run("parent is a file", func(t *testing.T) {
+		file := filepath.Join(parent, "file")
+		os.WriteFile(file, nil, 0o644)
+		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(file, "bundle"))...)
+		if code != 1 || !strings.Contains(stderr, "not a directory") {
+			t.Errorf("exit %d %s, want 1 and not a directory", code, stderr)
+		}
+	})
+	t.Run("read-only directory", func(t *testing.T) {
+		ro := filepath.Join(parent, "ro")
+		os.Mkdir(ro, 0o555)
+		if os.Geteuid() == 0 {
+			// root ignores mode bits: a read-only bind mount is the real thing.
+			if err := exec.Command("mount", "--bind", ro, ro).Run(); err != nil {
+				t.Skipf("running as root and cannot bind-mount to make %s read-only: %v", ro, err)
+			}
+			t.Cleanup(func() { exec.Command("umount", ro).Run() })
+			if err := exec.Command("mount", "-o", "remount,bind,ro", ro).Run(); err != nil {
+				t.Skipf("cannot remount %s read-only: %v", ro, err)
+			}
+		}
+		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(ro, "bundle"))...)
+		if code != 1 || !strings.Contains(stderr, "read-only file system") && !strings.Contains(stderr, "permission denied") {
+			t.Errorf("exit %d %s, want 1 and a read-only error", code, stderr)
+		}
+		if e := entries(t, ro); len(e) != 0 {
+			t.Errorf("left %v in a read-only directory", e)
+		}
+	})
+	t.Run("full filesystem", func(t *testing.T) {
+		full := filepath.Join(parent, "full")
+		os.Mkdir(full, 0o755)
+		if os.Geteuid() != 0 {
+			t.Skip("mounting a small tmpfs to fill needs root")
+		}
+		if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", full).Run(); err != nil {
+			t.Skipf("cannot mount a small tmpfs: %v", err)
+		}
+		t.Cleanup(func() { exec.Command("umount", full).Run() })
+		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(full, "bundle"))...)
+		if code != 1 || !strings.Contains(stderr, "no space left") {
+			t.Errorf("exit %d %s, want 1 and no space left", code, stderr)
+		}
+		if e := entries(t, full); len(e) != 0 {
+			t.Errorf("left %v on a full filesystem", e)
+		}
+	})
+}
+
+func TestBundleCancelledLeavesNothing(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, append([]string{"llbuild"}, in.args("-o", filepath.Join(out, "b"))...), strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("cancelled bundle: exit %d %s", code, stderr.String())
+	}
+	if e := entries(t, out); len(e) != 0 {
+		t.Errorf("a cancelled bundle left %v", e)
+	}
+}
+
+func TestVerifyCommand(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	dir := filepath.Join(out, "b")
+	if code, _, stderr := runCLI(t, in.args("--draft", in.Draft, "-o", dir, "--archive", filepath.Join(out, "b.tar.gz"))...); code != 0 {
+		t.Fatalf("bundle: %s", stderr)
+	}
+	code, stdout, _ := runCLI(t, "verify", "--json", dir)
+	var res struct {
+		OK       bool
+		Problems []manifest.Problem
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil || !res.OK || len(res.Problems) != 0 {
+		t.Errorf("verify --json sound bundle: exit %d %v %s", code, err, stdout)
+	}
+	// Tamper with the draft: verify names it, one line per problem, exit 1.
+	p := filepath.Join(dir, "models/tiny-draft.gguf")
+	os.Chmod(p, 0o644)
+	b, _ := os.ReadFile(p)
+	b[len(b)-1] ^= 1
+	os.WriteFile(p, b, 0o644)
+	code, stdout, _ = runCLI(t, "verify", dir)
+	if code != 1 || !strings.HasPrefix(stdout, "models/tiny-draft.gguf: sha256") || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("verify tampered: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "verify", "--json", dir)
+	if err := json.Unmarshal([]byte(stdout), &res); code != 1 || err != nil || res.OK || len(res.Problems) != 1 || res.Problems[0].Path != "models/tiny-draft.gguf" {
+		t.Errorf("verify --json tampered: exit %d %v %s", code, err, stdout)
+	}
+	if code, stdout, stderr := runCLI(t, "verify", filepath.Join(out, "b.tar.gz")); code != 0 {
+		t.Errorf("verify archive: exit %d %s %s", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "verify"); code != 2 {
+		t.Errorf("verify without argument: exit %d, want 2", code)
+	}
+	if code, _, _ := runCLI(t, "verify", filepath.Join(out, "missing")); code != 2 {
+		t.Errorf("verify of a missing path: exit %d, want 2", code)
+	}
+}
+
+func TestVerifyArchiveRefusesTraversalWithoutWriting(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "../../../../tmp/llbuild-evil", Typeflag: tar.TypeReg, Size: 4, Mode: 0o644, ModTime: time.Unix(0, 0)})
+	tw.Write([]byte("evil"))
+	tw.Close()
+	zw.Close()
+	archive := filepath.Join(dir, "evil.tar.gz")
+	os.WriteFile(archive, buf.Bytes(), 0o644)
+	code, stdout, _ := runCLI(t, "verify", archive)
+	if code != 1 || !strings.Contains(stdout, "escapes the bundle") || !strings.Contains(stdout, "manifest.json: is missing") {
+		t.Errorf("verify traversal archive: exit %d\n%s", code, stdout)
+	}
+	if _, err := os.Stat("/tmp/llbuild-evil"); err == nil {
+		t.Error("verify wrote the traversal entry")
+	}
+	if got := strings.Join(entries(t, dir), " "); got != "evil.tar.gz" {
+		t.Errorf("verify wrote %s", got)
+	}
+}
+
+func TestSourceDateEpoch(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"1784810751", 1784810751, false},
+		{"-1", 0, true},
+		{"1.5", 0, true},
+		{"soon", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := sourceDateEpoch(func(string) string { return tt.in })
+		if (err != nil) != tt.wantErr || err == nil && got.Unix() != tt.want {
+			t.Errorf("sourceDateEpoch(%q) = %v, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
