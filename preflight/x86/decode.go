@@ -177,8 +177,7 @@ func init() {
 	set(0x80, 0x8f, immZ)
 	set(0xa0, 0xa2, immNone)
 	t[0xa4] = fModRM | immB
-	t[0xa6] = fInvalid
-	t[0xa7] = fInvalid
+	// 0F A6 and 0F A7 are VIA PadLock (xsha, xcrypt, xstore, montmul): ModRM forms.
 	set(0xa8, 0xaa, immNone)
 	t[0xac] = fModRM | immB
 	t[0xba] = fModRM | immB
@@ -324,11 +323,17 @@ prefixes:
 	}
 	if info&fModRM != 0 {
 		n, ok := modrmLen(code[i:])
+		if in.Map == Map0F && in.Op >= 0x20 && in.Op <= 0x23 && len(code) > i {
+			n, ok = 1, true // mov to/from control and debug registers ignores ModRM.mod
+		}
 		if !ok {
 			return in, ErrTruncated
 		}
 		in.ModRM, in.HasModRM = code[i], true
 		i += n
+		if in.Map == Map1Byte && undefinedGroupForm(op, in.ModRM) {
+			return in, ErrInvalid
+		}
 	}
 	switch info & immMask {
 	case immB:
@@ -378,6 +383,25 @@ prefixes:
 	in.Len = uint8(i)
 	in.Ext = classifyLegacy(&in)
 	return in, nil
+}
+
+// undefinedGroupForm reports one-byte opcodes whose ModRM selects an undefined form (#UD):
+// such bytes in .text are data, and rejecting them resynchronises the way objdump does.
+func undefinedGroupForm(op, modrm uint8) bool {
+	reg, mod := (modrm>>3)&7, modrm>>6
+	switch op {
+	case 0x8d: // lea needs a memory operand
+		return mod == 3
+	case 0x8f: // pop r/m is /0 (other /r with a small map field are not XOP either)
+		return reg != 0
+	case 0xc6, 0xc7: // mov r/m, imm is /0; xabort and xbegin are C6 F8 and C7 F8
+		return reg != 0 && modrm != 0xf8
+	case 0xfe: // inc and dec only
+		return reg > 1
+	case 0xff:
+		return reg == 7
+	}
+	return false
 }
 
 // vexImm reports whether a VEX/EVEX opcode in map m carries an imm8.

@@ -99,6 +99,22 @@ func decodeFile(t *testing.T, path string) map[uint64]ourInst {
 	return got
 }
 
+var lonePrefix = regexp.MustCompile(`^((rex(\.[WRXB]+)?|data16|addr32|lock|rep[nz]*|[cdefgs]s)\s*)+$`)
+
+// objdumpData reports lines where objdump shows bytes that do not form an instruction.
+func objdumpData(o objdumpInst) bool {
+	if strings.Contains(o.text, "(bad)") || strings.HasPrefix(o.text, ".byte") || lonePrefix.MatchString(strings.TrimSpace(o.text)) {
+		return true
+	}
+	// A REX prefix before VEX or EVEX makes the instruction #UD; objdump decodes it anyway.
+	if strings.HasPrefix(o.text, "rex") {
+		if c := firstOpcodeByte(o.bytes); c == 0xc4 || c == 0xc5 || c == 0x62 {
+			return true
+		}
+	}
+	return false
+}
+
 // firstOpcodeByte returns the first byte after legacy and REX prefixes.
 func firstOpcodeByte(b []byte) byte {
 	for _, c := range b {
@@ -142,8 +158,13 @@ func mnemonicOracle(o objdumpInst) (Ext, bool) {
 	switch {
 	case strings.HasPrefix(mn, "vfmadd") || strings.HasPrefix(mn, "vfmsub") ||
 		strings.HasPrefix(mn, "vfnmadd") || strings.HasPrefix(mn, "vfnmsub"):
-		if vex {
+		// FMA3 mnemonics carry an operand order (132, 213, 231); AMD's FMA4 ones do not.
+		fma3 := strings.Contains(mn, "132") || strings.Contains(mn, "213") || strings.Contains(mn, "231")
+		switch {
+		case vex && fma3:
 			return FMA, true
+		case vex:
+			return FMA4, true
 		}
 	case mn == "vcvtph2ps" || mn == "vcvtps2ph":
 		if vex {
@@ -223,6 +244,14 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 			break
 		}
 	}
+	// LLBUILD_ORACLE_EXTRA adds more files (colon-separated) to hold against objdump.
+	isExtra := map[string]bool{}
+	if extra := os.Getenv("LLBUILD_ORACLE_EXTRA"); extra != "" {
+		for _, p := range strings.Split(extra, ":") {
+			libs = append(libs, p)
+			isExtra[p] = true
+		}
+	}
 	if testing.Short() {
 		libs = libs[:2]
 	}
@@ -234,9 +263,38 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 			if len(want) < 1000 {
 				t.Fatalf("objdump listed %d instructions, want a real library", len(want))
 			}
-			var boundaryMiss, avx512Miss, mnMiss, checked, mnChecked, unclassified int
+			var boundaryMiss, avx512Miss, mnMiss, checked, mnChecked, unclassified, skipped int
+			// After bytes objdump shows as data ("(bad)", ".byte", a lone REX prefix) the two
+			// resynchronise at different places: compare again from the second consecutive
+			// boundary both share.
+			desync, shared := false, 0
 			for _, o := range want {
 				g, ok := got[o.addr]
+				if objdumpData(o) {
+					desync, shared = true, 0
+					skipped++
+					continue
+				}
+				if desync {
+					if ok && g.err == nil && int(g.in.Len) == len(o.bytes) {
+						shared++
+					} else {
+						shared = 0
+					}
+					if shared < 2 {
+						skipped++
+						continue
+					}
+					desync = false
+				}
+				// objdump folds fwait (9B) into the x87 instruction after it; it is an
+				// instruction of its own.
+				if ok && g.err == nil && g.in.Len == 1 && len(o.bytes) > 1 && o.bytes[0] == 0x9b {
+					if n, ok2 := got[o.addr+1]; ok2 && n.err == nil && int(n.in.Len) == len(o.bytes)-1 {
+						checked++
+						continue
+					}
+				}
 				if !ok || g.err != nil {
 					boundaryMiss++
 					if boundaryMiss <= 5 {
@@ -274,11 +332,12 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 					}
 				}
 			}
-			if len(got) != len(want) {
-				t.Errorf("decoded %d instructions, objdump %d", len(got), len(want))
+			// Hand-written assembly (OpenSSL's, in the extra files) keeps tables in .text.
+			if !isExtra[path] && checked < len(want)*99/100 {
+				t.Errorf("compared %d of objdump's %d instructions, want at least 99%%", checked, len(want))
 			}
-			t.Logf("%s: %d instructions compared, %d boundary mismatches, %d AVX-512 disagreements, %d/%d mnemonic disagreements, %d unclassified",
-				lib, checked, boundaryMiss, avx512Miss, mnMiss, mnChecked, unclassified)
+			t.Logf("%s: %d instructions compared, %d boundary mismatches, %d AVX-512 disagreements, %d/%d mnemonic disagreements, %d unclassified, %d skipped around objdump's (bad)",
+				lib, checked, boundaryMiss, avx512Miss, mnMiss, mnChecked, unclassified, skipped)
 		})
 	}
 }
