@@ -181,14 +181,19 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 }
 
 func readModel(p string) (gguf.Facts, error) {
-	fi, err := os.Stat(p)
+	fh, err := os.Open(p)
+	if err != nil {
+		return gguf.Facts{}, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
 	if err != nil {
 		return gguf.Facts{}, err
 	}
 	if !fi.Mode().IsRegular() {
 		return gguf.Facts{}, errors.New("not a regular file")
 	}
-	f, err := gguf.Open(p)
+	f, err := gguf.Read(fh, fi.Size())
 	if err != nil {
 		return gguf.Facts{}, err
 	}

@@ -312,6 +312,7 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 			out := t.TempDir()
 			args := append(append([]string(nil), tt.args...), "-o", filepath.Join(out, "bundle"))
 			code, _, stderr := runCLI(t, args...)
+			t.Logf("exit %d: %s", code, stderr)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
 			}
