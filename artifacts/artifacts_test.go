@@ -203,3 +203,26 @@ func TestWriteRefuses(t *testing.T) {
 		})
 	}
 }
+
+// FuzzOpen feeds arbitrary artifacts.json contents to the reader: it must refuse or accept
+// without panicking, and never accept a path that leaves the directory.
+func FuzzOpen(f *testing.F) {
+	f.Add([]byte(`{"schemaVersion":1,"target":"t","planHash":"h","files":[{"path":"a","kind":"library","size":0,"link":"b"}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"files":[{"path":"../x","kind":"executable","size":1,"sha256":"00"}]}`))
+	f.Add([]byte(`{}`))
+	prov := []byte(`{"schemaVersion":1,"target":"t","planHash":"h","materials":{"source":{"url":"","commit":""},"patches":[],"images":[]},"plan":{},"builder":{"name":"","version":"","executor":""}}`)
+	f.Fuzz(func(t *testing.T, manifest []byte) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, ManifestFile), manifest, 0o644)
+		os.WriteFile(filepath.Join(dir, ProvenanceFile), prov, 0o644)
+		a, err := Open(dir)
+		if err != nil {
+			return
+		}
+		for _, f := range a.Manifest.Files {
+			if checkRel(f.Path) != nil {
+				t.Errorf("Open() accepted path %q", f.Path)
+			}
+		}
+	})
+}
