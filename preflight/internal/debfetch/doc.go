@@ -1,3 +1,3 @@
-// Package debfetch downloads and unpacks Debian packages from unstable for tests that need
-// real binaries nobody here wrote, caching them under ~/.cache/llbuild-test.
+// Package debfetch finds real binaries nobody here wrote for preflight's tests: Debian sid's
+// ggml CPU backends and llama-server, from the sysroot internal/llamatest downloads and caches.
 package debfetch
