@@ -356,7 +356,12 @@ func syclVerdicts(host targets.Host, bins []*Binary) []Verdict {
 		}
 	}
 	for _, b := range bins {
+		if !b.SYCL && len(b.SYCLDevices) == 0 {
+			continue
+		}
 		if len(b.SYCLDevices) == 0 {
+			out = append(out, Verdict{Check: CheckSYCL, Subject: b.Path, Status: Unknown,
+				Reason: "has SYCL device code, but no ahead-of-time device name was found in it"})
 			continue
 		}
 		devs := strings.Join(b.SYCLDevices, " ")

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"strings"
 	"testing"
@@ -110,5 +111,56 @@ func TestImageRequirementVerdicts(t *testing.T) {
 				t.Errorf("fix = %q, want it to name driver branch R610", v.Fix)
 			}
 		})
+	}
+}
+
+func TestSYCLDeviceVerdicts(t *testing.T) {
+	// A generated libggml-sycl.so whose data names its ocloc device the way an AOT build's
+	// options do. Real SYCL binaries were not available here: the string's location in them
+	// is unconfirmed, which is why every data section is searched.
+	data := buildELF([]byte{0xc3}, nil, "libggml-sycl.so", "libsycl.so.8")
+	data = append(data, []byte("spir64_gen -device bmg-g31 ")...) // trailing bytes outside any section
+	lib, err := ReadBinary("lib/libggml-sycl.so", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lib.SYCL || len(lib.SYCLDevices) != 0 {
+		t.Fatalf("bytes outside sections were read as SYCL facts: %+v", lib)
+	}
+	data = buildELFWith([]byte{0xc3}, nil, []testSection{{name: ".rodata", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC,
+		data: []byte("\x00spir64_gen\x00-device bmg-g31 -options -ze-opt-large-register-file\x00")}}, "libggml-sycl.so", "libsycl.so.8")
+	lib, err = ReadBinary("lib/libggml-sycl.so", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lib.SYCL || strings.Join(lib.SYCLDevices, " ") != "bmg-g31" {
+		t.Fatalf("SYCL facts = %v %v, want true [bmg-g31]", lib.SYCL, lib.SYCLDevices)
+	}
+	b70 := targets.Host{GPUs: []targets.GPU{{Vendor: targets.VendorIntel, PCIID: "8086:e223"}}}
+	b580 := targets.Host{GPUs: []targets.GPU{{Vendor: targets.VendorIntel, PCIID: "8086:e20b"}}}
+	unknownGPU := targets.Host{GPUs: []targets.GPU{{Vendor: targets.VendorIntel, PCIID: "8086:ffff"}}}
+	for _, c := range []struct {
+		name string
+		host targets.Host
+		want Status
+	}{
+		{"B70 (bmg-g31)", b70, OK},
+		{"B580 (bmg-g21)", b580, Fail},
+		{"an Intel GPU the table does not know", unknownGPU, Unknown},
+		{"no Intel GPU", targets.Host{}, Unknown},
+	} {
+		r := Check(c.host, c.name, Input{Binaries: []*Binary{lib}})
+		found := false
+		for _, v := range r.Verdicts {
+			if v.Check == CheckSYCL {
+				found = true
+				if v.Status != c.want {
+					t.Errorf("%s: SYCL verdict = %+v, want %s", c.name, v, c.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no SYCL verdict", c.name)
+		}
 	}
 }

@@ -30,7 +30,9 @@ type Binary struct {
 	// Fatbin lists the .nv_fatbin entries; FatbinError says why the listing stopped early.
 	Fatbin      []fatbin.Entry `json:"fatbin,omitempty"`
 	FatbinError string         `json:"fatbinError,omitempty"`
-	// SYCLDevices are ahead-of-time Intel GPU targets named in the file ("bmg-g31").
+	// SYCL is set for a ggml SYCL backend that embeds SPIR-V or ahead-of-time device code;
+	// SYCLDevices are the ahead-of-time Intel GPU targets named in it ("bmg-g31").
+	SYCL        bool     `json:"sycl,omitempty"`
 	SYCLDevices []string `json:"syclDevices,omitempty"`
 }
 
@@ -124,6 +126,7 @@ func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 		}
 		b.Code = code
 	}
+	isSYCL := strings.Contains(path.Base(name), "sycl")
 	for _, s := range f.Sections {
 		switch {
 		case s.Name == ".nv_fatbin" && s.Type != elf.SHT_NOBITS:
@@ -136,10 +139,12 @@ func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 			if err != nil {
 				b.FatbinError = err.Error()
 			}
-		case strings.Contains(s.Name, "CLANG_OFFLOAD") || strings.HasPrefix(s.Name, "__sycl") || s.Name == ".tgtimg" || s.Name == ".sycl_offloading":
-			// SYCL ahead-of-time images record the ocloc options they were built with.
+		case isSYCL && s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_EXECINSTR == 0:
+			// Where an ahead-of-time SYCL build keeps its ocloc options ("-device bmg-g31")
+			// is not confirmed on a real binary: search every data section.
 			if data, err := s.Data(); err == nil {
 				b.SYCLDevices = appendSYCLDevices(b.SYCLDevices, data)
+				b.SYCL = b.SYCL || bytes.Contains(data, []byte("spir64"))
 			}
 		}
 	}

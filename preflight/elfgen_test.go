@@ -19,6 +19,11 @@ type testSection struct {
 // optional .nv_fatbin, and a .dynamic section naming needed libraries and a SONAME. It is
 // what the checks read from real libraries, without a compiler.
 func buildELF(code []byte, fatbinData []byte, soname string, needed ...string) []byte {
+	return buildELFWith(code, fatbinData, nil, soname, needed...)
+}
+
+// buildELFWith is buildELF with extra sections appended.
+func buildELFWith(code []byte, fatbinData []byte, extra []testSection, soname string, needed ...string) []byte {
 	var dynstr bytes.Buffer
 	dynstr.WriteByte(0)
 	addStr := func(s string) uint64 {
@@ -48,6 +53,7 @@ func buildELF(code []byte, fatbinData []byte, soname string, needed ...string) [
 	if fatbinData != nil {
 		secs = append(secs, testSection{name: ".nv_fatbin", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, data: fatbinData})
 	}
+	secs = append(secs, extra...)
 	var shstr bytes.Buffer
 	shstr.WriteByte(0)
 	nameOff := make([]uint32, len(secs)+1)
