@@ -81,6 +81,11 @@ func (f fields) number(name string) (float64, bool, error) {
 	if !ok {
 		return 0, false, nil
 	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		// json.Number would also take a string that holds a number.
+		return 0, false, badRequest(name, "%q must be a number", name)
+	}
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

@@ -27,12 +27,15 @@ type testShim struct {
 	cancel context.CancelFunc
 	done   chan error
 	log    *bytes.Buffer
+
+	stopOnce sync.Once
+	runErr   error
 }
 
 var (
-	sharedOnce sync.Once
-	shared     *testShim
-	sharedErr  error
+	sharedOnce  sync.Once
+	shared      *testShim
+	sharedErr   error
 	modelDir    string
 	sharedModel string
 )
@@ -106,8 +109,10 @@ func startShim(serverPath, model string, opts Options) (*testShim, error) {
 }
 
 func (ts *testShim) stop() {
-	ts.cancel()
-	<-ts.done
+	ts.stopOnce.Do(func() {
+		ts.cancel()
+		ts.runErr = <-ts.done
+	})
 }
 
 type lockedWriter struct {

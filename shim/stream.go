@@ -2,8 +2,8 @@ package shim
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net/http"
 )
 

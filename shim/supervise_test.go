@@ -1,0 +1,177 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/internal/llamatest"
+)
+
+// ownShim starts a shim with its own llama-server, for tests that kill or
+// starve it.
+func ownShim(t *testing.T, opts Options) *testShim {
+	t.Helper()
+	bin := llamatest.Server(t)
+	sharedShim(t) // writes the model
+	ts, err := startShim(bin.Path, sharedModel, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
+	ts := ownShim(t, Options{MinBackoff: 200 * time.Millisecond})
+	old := ts.srv.sup.pid
+	if err := ts.srv.sup.kill(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	saw503 := false
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		st := getStatus(t, ts.URL+"/health")
+		if st == 503 {
+			saw503 = true
+			var out cmplResp
+			if got := ts.post(t, "/v1/completions", map[string]any{"prompt": "a", "max_tokens": 1}, &out); got != 503 || out.Error == nil {
+				t.Errorf("completion while restarting: status %d, error %+v; want 503 with an error object", got, out.Error)
+			}
+		}
+		if st == 200 && saw503 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !saw503 {
+		t.Fatal("never saw 503 after killing llama-server")
+	}
+	if getStatus(t, ts.URL+"/health") != 200 {
+		t.Fatalf("not healthy again within a minute\n%s", ts.log)
+	}
+	if ts.srv.sup.pid == old {
+		t.Errorf("llama-server pid %d unchanged after restart", old)
+	}
+	ch := ts.complete(t, map[string]any{"prompt": "hello", "max_tokens": 2, "logprobs": 1, "echo": true})
+	if len(ch.Choices) != 1 || ch.Choices[0].Logprobs == nil {
+		t.Errorf("completion after restart: %+v", ch)
+	}
+	if log := ts.log.String(); !strings.Contains(log, "llama-server exited; restarting") || !strings.Contains(log, "signal: killed") {
+		t.Errorf("log does not record the exit and its reason:\n%s", log)
+	}
+}
+
+func TestStopEndsLlamaServer(t *testing.T) {
+	ts := ownShim(t, Options{})
+	pid := ts.srv.sup.pid
+	ts.stop()
+	if err := syscall.Kill(pid, 0); err == nil {
+		// A zombie would still answer; /proc says whether it is gone.
+		if b, _ := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat")); len(b) > 0 && !bytes.Contains(b, []byte(") Z")) {
+			t.Errorf("llama-server %d still running after the shim stopped", pid)
+		}
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestSlotWaitTimesOutWith503(t *testing.T) {
+	ts := ownShim(t, Options{SlotWait: 300 * time.Millisecond})
+	u := ts.upstream(t)
+	// Hold every slot, as long-running requests would.
+	var held []int
+	for range u.info.TotalSlots {
+		s, err := u.acquire(context.Background(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, s)
+	}
+	defer func() {
+		for _, s := range held {
+			u.release(s)
+		}
+	}()
+	start := time.Now()
+	var out cmplResp
+	st := ts.post(t, "/v1/completions", map[string]any{"prompt": "a", "max_tokens": 1}, &out)
+	if st != 503 || out.Error == nil {
+		t.Errorf("status %d, error %+v; want 503 with an error object", st, out.Error)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to answer", d)
+	}
+}
+
+// TestClientDisconnectCancelsUpstream starts a long generation, goes away,
+// and checks that llama-server's slot stops processing.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	ts := ownShim(t, Options{})
+	u := ts.upstream(t)
+	for _, stream := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		body, _ := json.Marshal(map[string]any{"prompt": "the", "max_tokens": 100000, "stream": stream, "temperature": 1})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", bytes.NewReader(body))
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("stream %v: status %d: %s", stream, resp.StatusCode, b)
+				}
+			}
+		}()
+		if !waitProcessing(t, u, true, 20*time.Second) {
+			cancel()
+			t.Fatalf("stream %v: llama-server never started processing", stream)
+		}
+		cancel()
+		if !waitProcessing(t, u, false, 20*time.Second) {
+			t.Errorf("stream %v: llama-server still processing 20 s after the client left", stream)
+		}
+	}
+}
+
+// waitProcessing polls llama-server's /slots until some slot's
+// is_processing equals want.
+func waitProcessing(t *testing.T, u *upstream, want bool, limit time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var slots []struct {
+			IsProcessing bool `json:"is_processing"`
+		}
+		if err := u.getJSON(context.Background(), "/slots", &slots); err != nil {
+			t.Fatalf("GET /slots: %v", err)
+		}
+		any := false
+		for _, s := range slots {
+			any = any || s.IsProcessing
+		}
+		if any == want {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
