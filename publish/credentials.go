@@ -124,12 +124,12 @@ func ParseRegistry(s string) (name.Repository, error) {
 	case strings.Contains(s, "@"):
 		return name.Repository{}, errors.New("--registry " + quote(red) + " holds an '@': give HOST[:PORT]/REPO without credentials or digest; credentials come from the Docker config or " + EnvUser + "/" + EnvPassword)
 	}
+	if i := strings.LastIndex(s, "/"); i >= 0 && strings.Contains(s[i+1:], ":") {
+		return name.Repository{}, errors.New("--registry " + quote(red) + " ends in a tag: give the repository only; tags come from --tag-template")
+	}
 	repo, err := name.NewRepository(s)
 	if err != nil {
 		return name.Repository{}, errors.New("--registry " + quote(red) + ": " + (&Redactor{}).Redact(err.Error()))
-	}
-	if last := s[strings.LastIndex(s, "/")+1:]; strings.Contains(last, ":") {
-		return name.Repository{}, errors.New("--registry " + quote(red) + " ends in a tag: give the repository only; tags come from --tag-template")
 	}
 	return repo, nil
 }
