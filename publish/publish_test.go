@@ -363,4 +363,3 @@ func TestWriteDigestFileIsAtomic(t *testing.T) {
 		t.Error("a failed write damaged the previous file")
 	}
 }
-
