@@ -80,7 +80,7 @@ func writeLayout(t *testing.T, img v1.Image) string {
 }
 
 // planFor resolves the fixture recipe for cpu-v3 with its runtime base set to base.
-func planFor(t *testing.T, base v1.Image) *pipeline.Plan {
+func planFor(t *testing.T, base v1.Image, cmake ...string) *pipeline.Plan {
 	t.Helper()
 	tg, err := targets.Load("cpu-v3")
 	if err != nil {
@@ -89,7 +89,7 @@ func planFor(t *testing.T, base v1.Image) *pipeline.Plan {
 	d, _ := base.Digest()
 	tg.Build.Images.Runtime = "example.invalid/testbase:1@" + d.String()
 	series := fixture.Patches(t, "0001-server-greeting.patch")
-	return fixture.PlanFor(t, tg, fixture.Recipe(t, ""), series)
+	return fixture.PlanFor(t, tg, fixture.Recipe(t, "", cmake...), series)
 }
 
 // writeArtifacts writes artifacts shaped like a server build (an executable, a versioned
