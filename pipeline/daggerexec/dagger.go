@@ -1,6 +1,7 @@
 package daggerexec
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -200,6 +201,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 		return "", err
 	}
 	defer os.RemoveAll(exportDir)
+	defer os.Remove(exportDir + "-devel.tar")
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
 	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
@@ -216,7 +218,13 @@ func develImage(_ context.Context, s *state) error {
 	case strings.HasPrefix(d, "oci-archive:"):
 		ctr = ctr.Import(s.dag.Host().File(strings.TrimPrefix(d, "oci-archive:")))
 	case strings.HasPrefix(d, "oci-layout:"):
-		return fmt.Errorf("--base devel=%s: the engine imports OCI archives, not layouts; pass oci-archive:FILE (tar the layout)", d)
+		// The engine imports archives: tar the layout for it. The file must outlive the
+		// build, as the engine reads it when it evaluates the container.
+		f, err := tarLayout(strings.TrimPrefix(d, "oci-layout:"), s.export)
+		if err != nil {
+			return fmt.Errorf("--base devel=%s: %w", d, err)
+		}
+		ctr = ctr.Import(s.dag.Host().File(f))
 	case d != "":
 		ref := d
 		if p.Images.Devel.Digest != "" && !strings.Contains(ref, "@") {
@@ -234,6 +242,57 @@ func develImage(_ context.Context, s *state) error {
 		WithEnvVariable("CCACHE_DIR", ccacheDir).
 		WithEnvVariable("DEBIAN_FRONTEND", "noninteractive")
 	return nil
+}
+
+// tarLayout writes the OCI layout dir as an OCI archive in tmpDir and returns its path.
+func tarLayout(dir, tmpDir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
+		return "", fmt.Errorf("%s is not an OCI layout: %w", dir, err)
+	}
+	name := filepath.Join(filepath.Dir(tmpDir), filepath.Base(tmpDir)+"-devel.tar")
+	f, err := os.Create(name)
+	if err != nil {
+		return "", err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		_, err = io.Copy(tw, in)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
 }
 
 func aptPackages(_ context.Context, s *state) error {

@@ -260,3 +260,42 @@ func TestNewFailsFastWithoutEngine(t *testing.T) {
 		t.Errorf("New() with the CLI and --engine = %v, want nil (the engine is reached on the first build)", err)
 	}
 }
+
+func TestDevelBaseFromLocalFiles(t *testing.T) {
+	layoutDir := t.TempDir()
+	os.WriteFile(filepath.Join(layoutDir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	os.WriteFile(filepath.Join(layoutDir, "index.json"), []byte(`{"schemaVersion":2,"manifests":[]}`), 0o644)
+	tests := []struct {
+		name, base, want string
+	}{
+		{"an OCI archive is imported", "oci-archive:/images/devel.tar", `import(source:"id-`},
+		{"an OCI layout is tarred and imported", "oci-layout:" + layoutDir, `import(source:"id-`},
+		{"a mirror keeps the plan's digest", "mirror.invalid/ubuntu:24.04", `from(address:"mirror.invalid/ubuntu:24.04@sha256:224a1869083a311ef3f13648a154ba79832fbef6364d31493642ca03082da254")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := series(t)
+			p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, strings.Repeat("a", 40)), s)
+			out := t.TempDir()
+			f := newFake(out)
+			if _, err := newExecutor(t, f, Options{Series: s, Devel: tt.base}).Build(context.Background(), p, out); err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(f.recorded(), "\n")
+			if !strings.Contains(all, tt.want) {
+				t.Errorf("no query contains %s:\n%s", tt.want, all)
+			}
+			if strings.Contains(all, `from(address:"ubuntu:24.04@`) {
+				t.Errorf("the plan's devel image is still pulled")
+			}
+			if strings.HasPrefix(tt.base, "oci-") {
+				if !strings.Contains(all, `host{file(path:"`) {
+					t.Errorf("the archive is not read from the host")
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(out, ".export-*")); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
