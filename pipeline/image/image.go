@@ -485,6 +485,10 @@ func WriteOCI(dst string, img v1.Image, ref string) error {
 		f.Close()
 		return err
 	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return err

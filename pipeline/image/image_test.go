@@ -230,6 +230,9 @@ func TestAssemblyIsReproducible(t *testing.T) {
 		}
 		b, _ := os.ReadFile(f)
 		sums[i] = sha256.Sum256(b)
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("archive mode = %v (%v), want 0644", fi.Mode(), err)
+		}
 	}
 	if sums[0] != sums[1] {
 		t.Errorf("two OCI archives of the same image differ")
