@@ -113,7 +113,11 @@ func evidence(b *Binary, exts x86.Ext, max int) []string {
 			}
 			in := ex[round]
 			seen[in.Addr] = true
-			out = append(out, fmt.Sprintf("%s %s+%#x: %s  %s  needs %s", base, in.Section, in.Addr, in.Bytes, in.Encoding, in.Needs))
+			desc := in.Encoding
+			if in.Mnemonic != "" {
+				desc = in.Mnemonic + " (" + in.Encoding + ")"
+			}
+			out = append(out, fmt.Sprintf("%s %s+%#x: %s  %s  needs %s", base, in.Section, in.Addr, in.Bytes, desc, in.Needs))
 		})
 	}
 	return out

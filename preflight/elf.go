@@ -55,9 +55,10 @@ type CodeFacts struct {
 // Instruction is one decoded instruction kept as evidence.
 type Instruction struct {
 	Addr     uint64 `json:"addr"`
-	Bytes    string `json:"bytes"`    // hex
-	Encoding string `json:"encoding"` // e.g. "EVEX.512.66.0F38.W0 50"
-	Needs    string `json:"needs"`    // e.g. "AVX512F+AVX512_VNNI"
+	Bytes    string `json:"bytes"`              // hex
+	Mnemonic string `json:"mnemonic,omitempty"` // e.g. "vpdpbusd", where the decoder names it
+	Encoding string `json:"encoding"`           // e.g. "EVEX.512.66.0F38.W0 50"
+	Needs    string `json:"needs"`              // e.g. "AVX512F+AVX512_VNNI"
 	Section  string `json:"section"`
 }
 
@@ -213,6 +214,7 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 			facts.Examples[e] = append(facts.Examples[e], Instruction{
 				Addr:     smp.Addr,
 				Bytes:    fmt.Sprintf("%x", smp.Code()),
+				Mnemonic: smp.Inst.Name(),
 				Encoding: smp.Inst.String(),
 				Needs:    smp.Inst.Ext.String(),
 				Section:  sec,
