@@ -168,7 +168,7 @@ func lookup(ref name.Tag, p *pipeline.Plan, ropts []remote.Option) (*remote.Desc
 		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("looking up %s: %w", ref, err)
+		return nil, fmt.Errorf("looking up %s: %w%s", ref, err, authHint(err))
 	}
 	if !d.MediaType.IsImage() {
 		return nil, fmt.Errorf("%s is a %s, not an image manifest: not llbuild's, so not overwritten", ref, d.MediaType)
@@ -226,7 +226,16 @@ func push(ctx context.Context, opts Options, p *pipeline.Plan, img v1.Image, tag
 		refs = append(refs, opts.Repository.Tag(t).String())
 	}
 	if err := image.Push(ctx, img, refs, opts.Remote...); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w%s", err, authHint(err))
 	}
 	return d.String(), nil
+}
+
+// authHint says where credentials come from when the registry refused them.
+func authHint(err error) string {
+	var te *transport.Error
+	if errors.As(err, &te) && te.StatusCode == http.StatusUnauthorized {
+		return " (the registry refused the credentials: they come from the Docker config, or " + EnvUser + " and " + EnvPassword + ")"
+	}
+	return ""
 }
