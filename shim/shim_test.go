@@ -81,7 +81,7 @@ func startShim(serverPath, model string, opts Options) (*testShim, error) {
 		return nil, err
 	}
 	opts.ServerPath = serverPath
-	opts.ServerArgs = append([]string{"-m", model, "-c", "8192", "-np", "2", "--no-webui"}, opts.ServerArgs...)
+	opts.ServerArgs = append([]string{"-m", model, "-c", "8192", "-np", "2", "-t", "1", "--no-webui"}, opts.ServerArgs...)
 	opts.Listener = l
 	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -112,6 +112,10 @@ func (u *upstream) do(ctx context.Context, method, path string, body []byte) (*h
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// llama-server closes kept-alive connections after a few requests or
+	// seconds; with this header Go's transport resends a request that
+	// found its reused connection closed before anything was answered.
+	req.Header.Set("X-Idempotency-Key", "shim")
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return nil, upstreamOrCanceled(ctx, err)
