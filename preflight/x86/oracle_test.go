@@ -138,6 +138,43 @@ func objdumpAVX512(o objdumpInst) bool {
 		strings.Contains(o.text, "{evex}") || kreg.MatchString(o.text)
 }
 
+// objdumpVL says whether an EVEX instruction in objdump's listing works on 128- or 256-bit
+// vectors (so needs AVX512VL): xmm or ymm operands and no zmm, no rounding or SAE control, and
+// not a scalar or single-element instruction. ok is false where the text does not tell.
+func objdumpVL(o objdumpInst) (vl, ok bool) {
+	if firstOpcodeByte(o.bytes) != 0x62 {
+		return false, false
+	}
+	mn := mnemonic(o.text)
+	t := o.text
+	switch {
+	case strings.Contains(t, "zmm") || strings.Contains(t, "sae}"):
+		return false, true
+	case !strings.Contains(t, "xmm") && !strings.Contains(t, "ymm"):
+		// Memory and mask operands only: the size suffix tells.
+		switch mn[len(mn)-1] {
+		case 'x', 'y':
+			return true, true
+		case 'z':
+			return false, true
+		}
+		return false, false
+	}
+	scalar := []string{"vmovd", "vmovq", "vmovw", "vpextrb", "vpextrw", "vpextrd", "vpextrq", "vpinsrb", "vpinsrw",
+		"vpinsrd", "vpinsrq", "vextractps", "vinsertps", "vcomiss", "vucomiss", "vcomisd", "vucomisd"}
+	for _, s := range scalar {
+		if mn == s {
+			return false, true
+		}
+	}
+	if !strings.HasPrefix(mn, "vp") && !strings.HasPrefix(mn, "vbroadcast") && (strings.HasSuffix(mn, "ss") || strings.HasSuffix(mn, "sd") || strings.HasSuffix(mn, "sh") ||
+		strings.Contains(mn, "si2s") || strings.Contains(mn, "s2si") || strings.Contains(mn, "s2usi") || strings.Contains(mn, "d2si") ||
+		strings.Contains(mn, "d2usi") || strings.Contains(mn, "cvtss2sd") || strings.Contains(mn, "cvtsd2ss")) {
+		return false, true
+	}
+	return true, true
+}
+
 // sameMnemonic accepts objdump's AT&T operand-size suffixes (vcvtneps2bf16y, popcntq).
 func sameMnemonic(name, objdump string) bool {
 	if name == objdump {
@@ -272,7 +309,7 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 			if len(want) < 1000 {
 				t.Fatalf("objdump listed %d instructions, want a real library", len(want))
 			}
-			var boundaryMiss, avx512Miss, mnMiss, checked, mnChecked, unclassified, skipped, named, nameMiss int
+			var boundaryMiss, avx512Miss, mnMiss, checked, mnChecked, unclassified, skipped, named, nameMiss, vlChecked, vlMiss int
 			// After bytes objdump shows as data ("(bad)", ".byte", a lone REX prefix) the two
 			// resynchronise at different places: compare again from the second consecutive
 			// boundary both share.
@@ -331,6 +368,15 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 						t.Errorf("%#x %x %q: classified %v (%s), objdump AVX-512 = %v", o.addr, o.bytes, o.text, g.in.Ext, g.in, wantE)
 					}
 				}
+				if wantVL, ok := objdumpVL(o); ok && g.in.Ext&AVX512Any != 0 {
+					vlChecked++
+					if gotVL := g.in.Ext&AVX512VL != 0; gotVL != wantVL {
+						vlMiss++
+						if vlMiss <= 10 {
+							t.Errorf("%#x %x %q: AVX512VL = %v (%s), objdump's operands say %v", o.addr, o.bytes, o.text, gotVL, g.in, wantVL)
+						}
+					}
+				}
 				if name := g.in.Name(); name != "" {
 					named++
 					if mn := mnemonic(o.text); !sameMnemonic(name, mn) {
@@ -354,8 +400,8 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 			if !isExtra[path] && checked < len(want)*99/100 {
 				t.Errorf("compared %d of objdump's %d instructions, want at least 99%%", checked, len(want))
 			}
-			t.Logf("%s: %d instructions compared, %d boundary mismatches, %d AVX-512 disagreements, %d/%d mnemonic disagreements, %d/%d name disagreements, %d unclassified, %d skipped around objdump's (bad)",
-				lib, checked, boundaryMiss, avx512Miss, mnMiss, mnChecked, nameMiss, named, unclassified, skipped)
+			t.Logf("%s: %d instructions compared, %d boundary mismatches, %d AVX-512 disagreements, %d/%d mnemonic disagreements, %d/%d name disagreements, %d/%d AVX512VL disagreements, %d unclassified, %d skipped around objdump's (bad)",
+				lib, checked, boundaryMiss, avx512Miss, mnMiss, mnChecked, nameMiss, named, vlMiss, vlChecked, unclassified, skipped)
 		})
 	}
 }
