@@ -9,9 +9,10 @@ import (
 	"sync/atomic"
 )
 
+// Chunks small enough to stay in cache between the reader, the hasher and the writer.
 const (
-	chunkSize = 1 << 20
-	chunks    = 8
+	chunkSize = 256 << 10
+	chunks    = 4
 )
 
 // CopyAndHash reads src once, writing it to dst (nil: nowhere) while hashing it, and returns
