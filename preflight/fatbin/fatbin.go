@@ -20,6 +20,7 @@ const (
 	Cubin Kind = 2
 )
 
+// String names the kind as cuobjdump does (ptx, cubin).
 func (k Kind) String() string {
 	switch k {
 	case PTX:
@@ -194,6 +195,7 @@ func ParseCC(s string) (CC, error) {
 	return CC{n / 10, n % 10}, nil
 }
 
+// String formats the capability as major.minor.
 func (c CC) String() string { return fmt.Sprintf("%d.%d", c.Major, c.Minor) }
 
 // SM returns the architecture number (120 for 12.0).

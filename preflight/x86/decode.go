@@ -16,6 +16,7 @@ const (
 	XOPEnc
 )
 
+// String names the encoding (legacy, VEX, EVEX, XOP).
 func (e Encoding) String() string {
 	switch e {
 	case VEX:
