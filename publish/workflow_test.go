@@ -12,6 +12,7 @@ import (
 	"github.com/rhysd/actionlint"
 	"gopkg.in/yaml.v3"
 
+	"github.com/llbuild/llbuild/publish/publishtest"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -47,12 +48,8 @@ func readWorkflow(t *testing.T) []byte {
 }
 
 func TestPublishWorkflowPassesActionlint(t *testing.T) {
-	if _, err := exec.LookPath("shellcheck"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("shellcheck is not installed (apt-get install shellcheck): the workflow's scripts would go unchecked")
-		}
-		t.Log("shellcheck not installed: linting without it (apt-get install shellcheck)")
-	}
+	// Without shellcheck the run: scripts would go unchecked.
+	publishtest.NeedCommand(t, "shellcheck", "shellcheck")
 	errs, out := lint(t, filepath.Base(workflowPath), readWorkflow(t))
 	if len(errs) != 0 {
 		t.Errorf("actionlint found %d problems in %s:\n%s", len(errs), workflowPath, out)

@@ -101,8 +101,6 @@ type DistributionOptions struct {
 	Wrap func(http.Handler) http.Handler
 }
 
-var installOnce sync.Once
-
 // Distribution starts Debian's docker-registry (distribution 2.x) on 127.0.0.1 with a
 // random port and a temporary storage directory, installing the docker-registry and
 // apache2-utils (htpasswd) packages with apt-get when they are missing. Without them it
@@ -169,32 +167,55 @@ func Distribution(t testing.TB, o DistributionOptions) *Registry {
 	return &Registry{Host: strings.TrimPrefix(srv.URL, "http://"), Counter: c, Log: logPath}
 }
 
-// need finds a program of the registry packages, installing them once if missing.
+// need finds a program of the registry packages, installing them if missing.
 func need(t testing.TB, prog string) string {
+	t.Helper()
+	return NeedCommand(t, prog, "docker-registry", "apache2-utils")
+}
+
+var (
+	installMu    sync.Mutex
+	installTried = map[string]string{}
+)
+
+// NeedCommand returns the path of prog, installing the Debian packages pkgs with apt-get
+// when it is missing (once per test binary; retried, since another test binary may hold
+// dpkg's lock). Without it the test fails when CI=true and is skipped otherwise.
+func NeedCommand(t testing.TB, prog string, pkgs ...string) string {
 	t.Helper()
 	if p, err := exec.LookPath(prog); err == nil {
 		return p
 	}
-	var msg string
-	installOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=120", "docker-registry", "apache2-utils")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg = fmt.Sprintf("apt-get install docker-registry apache2-utils: %v\n%s", err, tail(out, 1500))
+	key := strings.Join(pkgs, " ")
+	installMu.Lock()
+	msg, tried := installTried[key]
+	if !tried {
+		for attempt := 0; attempt < 3; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120"}, pkgs...)...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err == nil {
+				msg = ""
+				break
+			}
+			msg = fmt.Sprintf("apt-get install %s: %v\n%s", key, err, tail(out, 1500))
+			time.Sleep(time.Duration(attempt+1) * 2 * time.Second)
 		}
-	})
+		installTried[key] = msg
+	}
+	installMu.Unlock()
 	if p, err := exec.LookPath(prog); err == nil {
 		return p
 	}
 	if msg == "" {
-		msg = prog + " is not installed (apt-get install docker-registry apache2-utils)"
+		msg = fmt.Sprintf("%s is not installed (apt-get install %s)", prog, key)
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("a real registry is needed: %s", msg)
+		t.Fatalf("%s is needed: %s", prog, msg)
 	}
-	t.Skipf("no real registry: %s", msg)
+	t.Skipf("%s is missing: %s", prog, msg)
 	return ""
 }
 
