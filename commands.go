@@ -12,6 +12,7 @@ func commands() []*cli.Command {
 		preflightCommand(),
 		bundleCommand(),
 		verifyCommand(),
+		serveCommand(),
 		serverCommand(),
 		publishCommand(),
 	}

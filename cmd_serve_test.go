@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/internal/llamatest"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeBundle serves a real bundle (sid's llama-server, a tiny model
+// and a draft) with an API key, scores a prompt with echo through it, and
+// stops it the way SIGTERM does: by cancelling run's context.
+func TestServeBundle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	dir := realServerBundle(t)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := llamatest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"llbuild", "serve", dir, "--addr", addr, "--api-key-file", keyFile}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	base := "http://" + addr
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited %d before it was healthy:\n%s", c, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	post := func(key string, body any) (int, []byte) {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.Bytes()
+	}
+	if st, _ := post("", map[string]any{"prompt": "hi"}); st != 401 {
+		t.Errorf("without the API key: status %d, want 401", st)
+	}
+	st, body := post("s3cret", map[string]any{"prompt": "the quick brown fox", "max_tokens": 1, "logprobs": 1, "echo": true, "temperature": 0})
+	var out struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Logprobs struct {
+				TokenLogprobs []*float64 `json:"token_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &out); st != 200 || err != nil || len(out.Choices) != 1 {
+		t.Fatalf("completion: status %d %v %s", st, err, body)
+	}
+	rows := out.Choices[0].Logprobs.TokenLogprobs
+	if len(rows) < 3 || rows[0] != nil || rows[1] == nil {
+		t.Errorf("echo rows %v, want null then logprobs", rows)
+	}
+	if out.Model != "tiny" {
+		t.Errorf("model %q, want the bundle's model name tiny", out.Model)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("serve exited %d after its context ended, want 0:\n%s", c, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30 s of its context ending")
+	}
+	if !strings.Contains(stderr.String(), "llama-server stopped") {
+		t.Errorf("serve's log does not say llama-server stopped:\n%s", stderr.String())
+	}
+}
+
+func TestServeRefusesATamperedBundle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a real bundle")
+	}
+	dir := realServerBundle(t)
+	model := filepath.Join(dir, "models", "tiny.gguf")
+	f, err := os.OpenFile(model, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("x"))
+	f.Close()
+	var stdout, stderr bytes.Buffer
+	c := run(context.Background(), []string{"llbuild", "serve", dir, "--addr", "127.0.0.1:0"}, strings.NewReader(""), &stdout, &stderr)
+	if c != 1 || !strings.Contains(stderr.String(), "models/tiny.gguf") {
+		t.Errorf("serve of a tampered bundle: exit %d, want 1 naming models/tiny.gguf:\n%s", c, stderr.String())
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o600)
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "a", "b"},
+		{"serve", t.TempDir(), "--addr", "nonsense"},
+		{"serve", t.TempDir(), "--api-key-file", empty},
+		{"serve", filepath.Join(t.TempDir(), "missing")},
+	} {
+		if code, _, stderr := runCLI(t, args...); code != 2 {
+			t.Errorf("llbuild %v: exit %d, want 2 (usage)\n%s", args, code, stderr)
+		}
+	}
+}
