@@ -272,6 +272,10 @@ func kernelVerdicts(host targets.Host, bins []*Binary) []Verdict {
 	gpus := nvidiaGPUs(host)
 	for _, b := range bins {
 		if len(b.Fatbin) == 0 {
+			if b.FatbinError != "" {
+				out = append(out, Verdict{Check: CheckGPUKernels, Subject: b.Path, Status: Unknown,
+					Reason: "could not list the .nv_fatbin section: " + b.FatbinError})
+			}
 			continue
 		}
 		archs := fatbinArchs(b.Fatbin)
@@ -281,7 +285,13 @@ func kernelVerdicts(host targets.Host, bins []*Binary) []Verdict {
 			continue
 		}
 		for i, g := range gpus {
-			out = append(out, kernelVerdict(b, archs, i, g, host.Driver.CUDA))
+			v := kernelVerdict(b, archs, i, g, host.Driver.CUDA)
+			if b.FatbinError != "" && v.Status != OK {
+				// The listing stopped early: a kernel may sit in the part not read.
+				v.Status = Unknown
+				v.Reason += "; the .nv_fatbin listing stopped early (" + b.FatbinError + ")"
+			}
+			out = append(out, v)
 		}
 	}
 	return out

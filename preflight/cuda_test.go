@@ -164,3 +164,38 @@ func TestSYCLDeviceVerdicts(t *testing.T) {
 		}
 	}
 }
+
+func TestDamagedFatbinIsUnknown(t *testing.T) {
+	fb, err := os.ReadFile("fatbin/testdata/realbuild/mixed.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want Status
+	}{
+		{"cut inside the second container: sm_120a was listed", fb[:len(fb)-100], OK},
+		{"cut inside the first container: nothing listed", fb[:40], Unknown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lib, err := ReadBinary("lib/libggml-cuda.so", bytes.NewReader(buildELF([]byte{0xc3}, c.data, "", "libcudart.so.13")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lib.FatbinError == "" {
+				t.Fatal("FatbinError is empty for a truncated section")
+			}
+			r := Check(loadTarget(t, "olares-one"), "olares-one", Input{Binaries: []*Binary{lib}})
+			got := Status("")
+			for _, v := range r.Verdicts {
+				if v.Check == CheckGPUKernels {
+					got = v.Status
+				}
+			}
+			if got != c.want {
+				t.Errorf("kernel verdict = %q, want %q (%+v)", got, c.want, r.Verdicts)
+			}
+		})
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,10 +14,12 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/llbuild/llbuild/preflight/internal/debfetch"
@@ -160,5 +164,28 @@ func TestReadImageErrors(t *testing.T) {
 	cancel()
 	if _, err := ReadFiles(cancelled, []string{"x"}); err == nil {
 		t.Error("ReadFiles(cancelled) = nil error")
+	}
+}
+
+// An image pushed to an in-process registry on the loopback interface is read by reference,
+// the way --image reads one from a real registry.
+func TestReadImageFromRegistry(t *testing.T) {
+	img := testImage(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/llbuild/preflight-test:1"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	in, err := ReadImage(context.Background(), ImageSource{Ref: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Binaries) != 2 || in.Env["CUDA_VERSION"] != "13.3.0" {
+		t.Errorf("ReadImage(%s) = %d binaries, CUDA_VERSION %q; want 2 and 13.3.0", ref, len(in.Binaries), in.Env["CUDA_VERSION"])
 	}
 }
