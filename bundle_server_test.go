@@ -103,12 +103,18 @@ func TestBundledServerRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logBuf bytes.Buffer
+	logPath := filepath.Join(t.TempDir(), "llama-server.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	serverLog := func() string { b, _ := os.ReadFile(logPath); return tailOf(string(b)) }
 	cmd := exec.Command(l.Path, append(l.Args, "--host", "127.0.0.1", "--port", strconv.Itoa(port))...)
 	// A bare environment: nothing from the host's library path may help it start.
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, l.Env...)
 	cmd.Dir = l.Dir
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -136,11 +142,11 @@ func TestBundledServerRuns(t *testing.T) {
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("bundled llama-server exited: %v\n%s", err, tailOf(logBuf.String()))
+			t.Fatalf("bundled llama-server exited: %v\n%s", err, serverLog())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bundled llama-server not healthy after a minute\n%s", tailOf(logBuf.String()))
+			t.Fatalf("bundled llama-server not healthy after a minute\n%s", serverLog())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -158,8 +164,8 @@ func TestBundledServerRuns(t *testing.T) {
 		t.Fatalf("/completion: %d %v %s", resp.StatusCode, err, body)
 	}
 	t.Logf("bundled llama-server completed %q (%d tokens)", got.Content, got.Predicted)
-	if !strings.Contains(logBuf.String(), "tiny-draft.gguf") {
-		t.Errorf("llama-server's log does not mention the draft model:\n%s", tailOf(logBuf.String()))
+	if !strings.Contains(serverLog(), "tiny-draft.gguf") {
+		t.Errorf("llama-server's log does not mention the draft model:\n%s", serverLog())
 	}
 }
 
