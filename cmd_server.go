@@ -56,7 +56,9 @@ func serverCommand() *cli.Command {
 				names = append(names, "")
 			}
 			if len(names) == 0 {
-				return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
+				// The default target runs on any x86-64-v3 machine, so the main job works anywhere.
+				names = []string{defaultTarget}
+				loggerOf(c).Info("no --target given: building the default target", "target", defaultTarget)
 			}
 			bases, err := parseBases(c.StringSlice("base"))
 			if err != nil {
@@ -228,3 +230,6 @@ func buildImage(c *cli.Context, r pipeline.Result, base string) (string, error) 
 	}
 	return digest.String(), nil
 }
+
+// defaultTarget is what `llbuild server` builds when no target is named.
+const defaultTarget = "cpu-v3"

@@ -13,7 +13,6 @@ func TestServerRefusesBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no target", []string{"server"}, "no target given"},
 		{"unknown executor", []string{"server", "-t", "cpu-v3", "--executor", "podman"}, "--executor must be dagger or host"},
 		{"host without a source", []string{"server", "-t", "cpu-v3", "--executor", "host"}, "needs --source"},
 		{"an image for two targets", []string{"server", "-t", "cpu-v3,h200", "--image-out", "x.tar"}, "take one target"},
@@ -30,6 +29,14 @@ func TestServerRefusesBadUsage(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, no stdout, stderr with %q", code, out, stderr, tt.want)
 			}
 		})
+	}
+}
+
+func TestServerWithoutTargetBuildsTheDefault(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, _, stderr := runCLI(t, "server", "--executor", "host", "--source", t.TempDir(), "--out", t.TempDir())
+	if code != exitFailed || !strings.Contains(stderr, "target="+defaultTarget) || !strings.Contains(stderr, "cmake") {
+		t.Errorf("exit %d, stderr %q; want the default target %s attempted and refused for the missing cmake", code, stderr, defaultTarget)
 	}
 }
 
