@@ -68,7 +68,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, upstreamOrCanceled(r.Context(), err))
 			return
 		}
-		out, err := fixChat(data, model, trim)
+		out, err := fixChat(data, model, trim, false)
 		if err != nil {
 			writeError(w, upstreamError("decoding llama-server's chat answer: %v", err))
 			return
@@ -90,7 +90,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		if bytes.Equal(data, []byte("[DONE]")) {
 			break
 		}
-		out, err := fixChat(data, model, trim)
+		out, err := fixChat(data, model, trim, req.IncludeUsage)
 		if err != nil {
 			out = data
 		}
@@ -115,12 +115,18 @@ func jsonInt(n int) []byte {
 	return b
 }
 
-// fixChat names the model and trims each token's top_logprobs to trim
-// entries (trim < 0 leaves them).
-func fixChat(data []byte, model string, trim int) ([]byte, error) {
+// fixChat names the model, trims each token's top_logprobs to trim
+// entries (trim < 0 leaves them) and, when usageNull, adds "usage": null
+// to a chunk without usage.
+func fixChat(data []byte, model string, trim int, usageNull bool) ([]byte, error) {
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
+	}
+	if _, ok := m["usage"]; usageNull && !ok {
+		// With stream_options.include_usage every chunk carries usage,
+		// null until the last.
+		m["usage"] = nil
 	}
 	if _, ok := m["model"]; ok {
 		m["model"] = model

@@ -657,7 +657,7 @@ func TestChatCompletionsLogprobs(t *testing.T) {
 			t.Errorf("object %q model %q", out.Object, out.Model)
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 5, "stream": true, "logprobs": true, "top_logprobs": 2})
+	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 5, "stream": true, "logprobs": true, "top_logprobs": 2, "stream_options": map[string]any{"include_usage": true}})
 	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -670,7 +670,36 @@ func TestChatCompletionsLogprobs(t *testing.T) {
 			events = append(events, d)
 		}
 	}
-	if len(events) < 2 || events[len(events)-1] != "[DONE]" {
+	if len(events) < 3 || events[len(events)-1] != "[DONE]" {
 		t.Fatalf("chat stream events %q, want chunks then [DONE]", events)
+	}
+	for i, e := range events[:len(events)-1] {
+		var c struct {
+			Usage   json.RawMessage `json:"usage"`
+			Choices []struct {
+				Logprobs *struct {
+					Content []struct {
+						TopLogprobs []json.RawMessage `json:"top_logprobs"`
+					} `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(e), &c); err != nil {
+			t.Fatalf("chat chunk %q: %v", e, err)
+		}
+		last := i == len(events)-2
+		if last != (string(c.Usage) != "null") || c.Usage == nil {
+			t.Errorf("chat chunk %d usage %s; want null on every chunk but the last", i, c.Usage)
+		}
+		for _, ch := range c.Choices {
+			if ch.Logprobs == nil {
+				continue
+			}
+			for _, tok := range ch.Logprobs.Content {
+				if len(tok.TopLogprobs) != 2 {
+					t.Errorf("chat chunk %d: %d top_logprobs, want 2", i, len(tok.TopLogprobs))
+				}
+			}
+		}
 	}
 }
