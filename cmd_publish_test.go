@@ -269,3 +269,33 @@ func TestPublishBuildsMissingArtifactsAndPushesNothingWhenTheBuildFails(t *testi
 		t.Errorf("a failed build still wrote %v", w)
 	}
 }
+
+// b70's oneAPI image is given by tag: publishing it needs --allow-floating, and then says
+// that the plan-hash tag does not pin the base.
+func TestPublishFloatingTargetNeedsAllowFloating(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	reg := publishtest.Memory(t, nil)
+	base := publishtest.BaseImage(t)
+	file := publishtest.TargetFile(t, t.TempDir(), publishtest.Target(t, "b70", base, nil))
+	out := t.TempDir()
+	repo := reg.Host + "/llbuild/llama-server"
+	args := []string{"publish", "--target-file", file, "--registry", repo, "--out", out, "--base", "runtime=oci-layout:" + publishtest.WriteLayout(t, base)}
+
+	code, stdout, stderr := runCLI(t, args...)
+	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "--allow-floating") {
+		t.Errorf("without --allow-floating: exit %d stdout %q, want exit 1 naming --allow-floating\n%s", code, stdout, stderr)
+	}
+	p, err := resolvePlan("", file, "server", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishtest.ServerArtifacts(t, out, p)
+	code, stdout, stderr = runCLI(t, append(args, "--allow-floating")...)
+	if code != exitOK || !strings.Contains(stderr, "not reproducible") {
+		t.Fatalf("with --allow-floating: exit %d, want 0 and a warning\n%s", code, stderr)
+	}
+	d, err := remote.Head(mustTag(t, repo+":b70-sycl-bmg-g31"))
+	if err != nil || d.Digest.String() != strings.TrimSpace(stdout) {
+		t.Errorf("b70-sycl-bmg-g31 = %v (%v), want %s", d, err, stdout)
+	}
+}
