@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -37,6 +38,15 @@ func Server(t testing.TB) Binary {
 	once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTime)
 		defer cancel()
+		if path := os.Getenv("LLBUILD_LLAMA_SERVER"); path != "" {
+			// A llama-server built elsewhere (a CUDA build on a GPU machine with no network),
+			// run as it is.
+			onceBin, onceErr = External(ctx, path)
+			if onceErr == nil {
+				t.Logf("llamatest: %s at %s (LLBUILD_LLAMA_SERVER)", onceBin.Version, path)
+			}
+			return
+		}
 		onceBin, onceErr = Ensure(ctx, CacheDir())
 		if onceErr == nil {
 			t.Logf("llamatest: %s from Debian %s llama.cpp-tools %s (cache %s)", onceBin.Version, Suite, onceBin.Packages["llama.cpp-tools"], onceBin.Root)
@@ -194,4 +204,23 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// External describes a llama-server binary that is already on the machine.
+func External(ctx context.Context, path string) (Binary, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Binary{}, err
+	}
+	out, err := exec.CommandContext(ctx, abs, "--version").CombinedOutput()
+	if err != nil {
+		return Binary{}, fmt.Errorf("%s --version: %w: %s", abs, err, out)
+	}
+	version := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "version:") {
+			version = strings.TrimSpace(line)
+		}
+	}
+	return Binary{Path: abs, Argv: []string{abs}, Version: version}, nil
 }
