@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"net/http"
 	"os"
 	"os/exec"
@@ -297,5 +298,27 @@ func TestPublishFloatingTargetNeedsAllowFloating(t *testing.T) {
 	d, err := remote.Head(mustTag(t, repo+":b70-sycl-bmg-g31"))
 	if err != nil || d.Digest.String() != strings.TrimSpace(stdout) {
 		t.Errorf("b70-sycl-bmg-g31 = %v (%v), want %s", d, err, stdout)
+	}
+}
+
+// A registry that quotes the credentials it received in its error body (publishtest's
+// BasicAuth does, as a careless one might): neither the password nor its Basic header reach
+// stderr.
+func TestPublishRedactsCredentialsARegistryEchoes(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	reg := publishtest.Memory(t, publishtest.BasicAuth("bot", "the-right-one"))
+	fx := newPublishFixture(t)
+	t.Setenv(publish.EnvUser, "bot")
+	t.Setenv(publish.EnvPassword, "echoed-Secret-9")
+	code, out, stderr := runCLI(t, fx.args(reg.Host+"/llbuild/llama-server")...)
+	if code != exitFailed || out != "" {
+		t.Fatalf("exit %d stdout %q, want exit 1 and nothing on stdout\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "got bot:"+publish.Redacted) {
+		t.Errorf("stderr does not show the registry's echo, redacted; the test may no longer exercise redaction:\n%s", stderr)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte("bot:echoed-Secret-9"))
+	if strings.Contains(stderr, "echoed-Secret-9") || strings.Contains(stderr, basic) {
+		t.Errorf("stderr leaks the credentials:\n%s", stderr)
 	}
 }
