@@ -26,7 +26,7 @@ type testShim struct {
 	srv    *Server
 	cancel context.CancelFunc
 	done   chan error
-	log    *bytes.Buffer
+	log    *lockedWriter
 
 	stopOnce sync.Once
 	runErr   error
@@ -83,10 +83,10 @@ func startShim(serverPath, model string, opts Options) (*testShim, error) {
 	opts.ServerPath = serverPath
 	opts.ServerArgs = append([]string{"-m", model, "-c", "8192", "-np", "2", "-t", "1", "--no-webui"}, opts.ServerArgs...)
 	opts.Listener = l
-	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &bytes.Buffer{}}
+	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &lockedWriter{w: &bytes.Buffer{}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.cancel = cancel
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: ts.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(ts.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ts.srv = newServer(opts, logger)
 	go func() { ts.done <- runServer(ctx, ts.srv, l) }()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -118,6 +118,12 @@ func (ts *testShim) stop() {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(*bytes.Buffer).String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {

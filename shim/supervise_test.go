@@ -42,7 +42,7 @@ func getStatus(t *testing.T, url string) int {
 
 func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 	ts := ownShim(t, Options{MinBackoff: 200 * time.Millisecond})
-	old := ts.srv.sup.pid
+	old := ts.srv.sup.currentPID()
 	if err := ts.srv.sup.kill(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 	if getStatus(t, ts.URL+"/health") != 200 {
 		t.Fatalf("not healthy again within a minute\n%s", ts.log)
 	}
-	if ts.srv.sup.pid == old {
+	if ts.srv.sup.currentPID() == old {
 		t.Errorf("llama-server pid %d unchanged after restart", old)
 	}
 	ch := ts.complete(t, map[string]any{"prompt": "hello", "max_tokens": 2, "logprobs": 1, "echo": true})
@@ -82,7 +82,7 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 
 func TestStopEndsLlamaServer(t *testing.T) {
 	ts := ownShim(t, Options{})
-	pid := ts.srv.sup.pid
+	pid := ts.srv.sup.currentPID()
 	ts.stop()
 	if err := syscall.Kill(pid, 0); err == nil {
 		// A zombie would still answer; /proc says whether it is gone.

@@ -207,6 +207,12 @@ func stop(cmd *exec.Cmd, exited <-chan error, grace time.Duration) {
 	}
 }
 
+func (s *supervisor) currentPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
+
 // kill sends sig to the running llama-server's process group (tests use
 // it to check supervision).
 func (s *supervisor) kill(sig syscall.Signal) error {
