@@ -123,6 +123,9 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 			todo = append(todo, i)
 		}
 	}
+	if len(todo) > 0 && images == nil {
+		return nil, errors.New("publish: plans need building but no image maker was given")
+	}
 	if len(todo) > 0 {
 		sub := make([]*pipeline.Plan, len(todo))
 		for k, i := range todo {
