@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/gguf"
-	"github.com/llbuild/llbuild/internal/llamatest"
 )
 
 // Benchmarks compare the shim with the same llama-server reached
@@ -37,7 +36,7 @@ func benchTarget(b *testing.B) *testShim {
 	if os.Getenv("SHIM_BENCH_MODEL") != "mid" {
 		return sharedShim(b)
 	}
-	bin := llamatest.Server(b)
+	serverPath := llamaServer(b)
 	benchOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "shim-bench-")
 		if err != nil {
@@ -50,7 +49,7 @@ func benchTarget(b *testing.B) *testShim {
 		if benchErr = gguf.WriteTinyLlamaFile(model, o); benchErr != nil {
 			return
 		}
-		benchShim, benchErr = startShim(bin.Path, model, Options{})
+		benchShim, benchErr = startShim(serverPath, model, Options{})
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)

@@ -51,10 +51,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// llamaServer is the llama-server the tests run: Debian sid's from
+// llamatest, or the one $SHIM_LLAMA_SERVER names (an upstream build, say),
+// to hold the shim to the contract against another llama-server version.
+func llamaServer(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("SHIM_LLAMA_SERVER"); p != "" {
+		return p
+	}
+	return llamatest.Server(t).Path
+}
+
 // sharedShim returns the shared shim, starting it on first use.
 func sharedShim(t testing.TB) *testShim {
 	t.Helper()
-	bin := llamatest.Server(t)
+	serverPath := llamaServer(t)
 	sharedOnce.Do(func() {
 		modelDir, sharedErr = os.MkdirTemp("", "shim-model-")
 		if sharedErr != nil {
@@ -65,7 +76,7 @@ func sharedShim(t testing.TB) *testShim {
 			return
 		}
 		sharedModel = model
-		shared, sharedErr = startShim(bin.Path, model, Options{})
+		shared, sharedErr = startShim(serverPath, model, Options{})
 	})
 	if sharedErr != nil {
 		t.Fatalf("starting the shared shim: %v", sharedErr)

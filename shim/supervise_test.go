@@ -13,16 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llbuild/llbuild/internal/llamatest"
 )
 
 // ownShim starts a shim with its own llama-server, for tests that kill or
 // starve it.
 func ownShim(t *testing.T, opts Options) *testShim {
 	t.Helper()
-	bin := llamatest.Server(t)
+	serverPath := llamaServer(t)
 	sharedShim(t) // writes the model
-	ts, err := startShim(bin.Path, sharedModel, opts)
+	ts, err := startShim(serverPath, sharedModel, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

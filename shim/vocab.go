@@ -199,11 +199,16 @@ func (v *vocab) tokenBytes(id int) []int {
 	return out
 }
 
-// forceable reports whether llama-server returns probabilities when it
-// generates id as the first token of a completion: not when its text is a
-// UTF-8 sequence cut short, which llama-server holds back.
+// forceable reports whether the scorer can force id and read its
+// probabilities from the token llama-server generates: only when its text
+// is valid UTF-8 on its own. llama-server holds back a token that ends in
+// an incomplete UTF-8 sequence and returns no probabilities for it; newer
+// builds also fail the whole request (HTTP 500, "does not match the
+// expected Content-only format") when the generated text is not valid
+// UTF-8, such as a lone continuation byte.
 func (v *vocab) forceable(id int) bool {
-	return !incompleteUTF8(v.text(id))
+	t := v.text(id)
+	return utf8.Valid(t) && !incompleteUTF8(t)
 }
 
 // incompleteUTF8 mirrors llama-server's validate_utf8: text ends with the
