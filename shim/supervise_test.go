@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // ownShim starts a shim with its own llama-server, for tests that kill or
