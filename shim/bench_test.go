@@ -29,6 +29,7 @@ var (
 	benchOnce sync.Once
 	benchShim *testShim
 	benchErr  error
+	benchDir  string
 )
 
 func benchTarget(b *testing.B) *testShim {
@@ -43,6 +44,7 @@ func benchTarget(b *testing.B) *testShim {
 			benchErr = err
 			return
 		}
+		benchDir = dir
 		model := filepath.Join(dir, "mid.gguf")
 		o := gguf.DefaultTiny()
 		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536

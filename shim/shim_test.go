@@ -45,6 +45,12 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.stop()
 	}
+	if benchShim != nil {
+		benchShim.stop()
+	}
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
 	if modelDir != "" {
 		os.RemoveAll(modelDir)
 	}

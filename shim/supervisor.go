@@ -117,7 +117,9 @@ func (s *supervisor) once(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that stopping it reaches anything it runs
 	// and a terminal's Ctrl-C reaches only the shim, which stops it in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the shim dies without stopping it (SIGKILL, a crash),
+	// llama-server goes too instead of holding its port and memory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", s.opts.ServerPath, err)
 	}
