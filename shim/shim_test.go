@@ -41,6 +41,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("SHIM_TEST_HELPER") == "run" {
+		helperRun()
+		return
+	}
 	code := m.Run()
 	if shared != nil {
 		shared.stop()

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,4 +174,90 @@ func waitProcessing(t *testing.T, u *upstream, want bool, limit time.Duration) b
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// helperRun is the test binary acting as a shim process, for tests that
+// kill the shim itself.
+func helperRun() {
+	opts := Options{
+		ServerPath: os.Getenv("SHIM_HELPER_SERVER"),
+		ServerArgs: []string{"-m", os.Getenv("SHIM_HELPER_MODEL"), "-t", "1"},
+		Addr:       os.Getenv("SHIM_HELPER_ADDR"),
+	}
+	if err := Run(context.Background(), opts, nil); err != nil {
+		os.Exit(1)
+	}
+}
+
+// TestKilledShimTakesLlamaServerAlong SIGKILLs a shim process, which
+// cannot stop llama-server itself: llama-server must not outlive it.
+func TestKilledShimTakesLlamaServerAlong(t *testing.T) {
+	serverPath := llamaServer(t)
+	sharedShim(t) // writes the model
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + itoa(port)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SHIM_TEST_HELPER=run", "SHIM_HELPER_SERVER="+serverPath, "SHIM_HELPER_MODEL="+sharedModel, "SHIM_HELPER_ADDR="+addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(time.Minute)
+	for getStatus(t, "http://"+addr+"/health") != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("helper shim not healthy after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	child := childOf(t, cmd.Process.Pid)
+	if child == 0 {
+		t.Fatal("no llama-server child of the shim process")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for alive(child) {
+		if time.Now().After(deadline) {
+			syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("llama-server %d outlived its killed shim", child)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// childOf returns a child process of pid, from /proc.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces, so split after ")".
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) > 1 && f[1] == itoa(pid) {
+			return n
+		}
+	}
+	return 0
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	f := strings.Fields(string(rest))
+	return len(f) > 0 && f[0] != "Z"
 }
