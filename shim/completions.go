@@ -178,9 +178,6 @@ func (j *job) nativeRequest(stream bool) *nativeRequest {
 	} else {
 		nr.Prompt = j.p.IDs
 	}
-	if !stream {
-		nr.ResponseFields = nil
-	}
 	return nr
 }
 
@@ -379,7 +376,7 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 		for i := 0; i < kept; i++ {
 			rows = append(rows, rowEntry{ID: g.ids[i], Start: base + min(g.starts[i], len(content)), Row: probRow(g.probs[i], j.req.Logprobs)})
 		}
-		ch.Logprobs = render(j.u.vocab, text, rows, j.req.Logprobs, j.req.TokenIDs)
+		ch.Logprobs = render(j.u.vocab, newRuneOffsets(text), rows, j.req.Logprobs, j.req.TokenIDs)
 	}
 	return ch, nil
 }

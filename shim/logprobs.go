@@ -78,14 +78,14 @@ type rowEntry struct {
 	Row   *Row
 }
 
-// render builds the legacy object for rows over text, keeping top
-// alternatives (top may be 0: only the chosen token).
-func render(v *vocab, text []byte, rows []rowEntry, top int, asIDs bool) *legacyLogprobs {
+// render builds the legacy object for rows over the text whose characters
+// ro counts, keeping top alternatives (top may be 0: only the chosen
+// token).
+func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) *legacyLogprobs {
 	name := v.tokenString
 	if asIDs {
 		name = func(id int) string { return "token_id:" + strconv.Itoa(id) }
 	}
-	ro := newRuneOffsets(text)
 	out := &legacyLogprobs{
 		Tokens:        make([]string, len(rows)),
 		TokenLogprobs: make([]*float64, len(rows)),

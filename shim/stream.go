@@ -124,13 +124,14 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 		text = append(text, j.promptText...)
 		c := completionChoice{Index: j.index, Text: string(j.promptText)}
 		if lp >= 0 {
-			c.Logprobs = render(v, text, j.rows, lp, j.req.TokenIDs)
+			c.Logprobs = render(v, newRuneOffsets(text), j.rows, lp, j.req.TokenIDs)
 		}
 		if err := emit(c); err != nil {
 			return err
 		}
 	}
 	base := len(text)
+	ro := newRuneOffsets(text) // characters of the choice's text so far
 	if j.req.MaxTokens == 0 {
 		if err := j.zeroTokenUsage(ctx); err != nil {
 			return err
@@ -153,8 +154,9 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 				rows = append(rows, rowEntry{ID: g.ids[k], Start: base + min(g.starts[k], len(sent)), Row: probRow(g.probs[k], lp)})
 			}
 			emittedRows = upto
-			c.Logprobs = render(v, append(text[:base:base], sent...), rows, lp, j.req.TokenIDs)
-			// render computed offsets over the whole text; the rows are new
+			text = append(text, sent[len(text)-base:]...)
+			ro.extend(text)
+			c.Logprobs = render(v, ro, rows, lp, j.req.TokenIDs)
 		}
 		if c.Text == "" && c.FinishReason == nil && (c.Logprobs == nil || len(c.Logprobs.Tokens) == 0) {
 			return nil

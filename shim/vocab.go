@@ -243,18 +243,29 @@ type runeOffsets struct {
 	ends []int // byte offset where each character ends
 }
 
-func newRuneOffsets(text []byte) runeOffsets {
-	var r runeOffsets
-	for i := 0; i < len(text); {
+func newRuneOffsets(text []byte) *runeOffsets {
+	r := &runeOffsets{}
+	r.extend(text)
+	return r
+}
+
+// extend adds the characters of text past the ones already counted; text
+// must begin with the text counted so far, and that text must end on a
+// character boundary (llama-server never sends half a character).
+func (r *runeOffsets) extend(text []byte) {
+	i := 0
+	if n := len(r.ends); n > 0 {
+		i = r.ends[n-1]
+	}
+	for i < len(text) {
 		_, w := utf8.DecodeRune(text[i:])
 		i += w
 		r.ends = append(r.ends, i)
 	}
-	return r
 }
 
 // at is the number of characters that end at or before byte offset b.
-func (r runeOffsets) at(b int) int {
+func (r *runeOffsets) at(b int) int {
 	lo, hi := 0, len(r.ends)
 	for lo < hi {
 		m := (lo + hi) / 2
