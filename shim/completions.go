@@ -171,6 +171,11 @@ func (j *job) nativeRequest(stream bool) *nativeRequest {
 	if r.Logprobs >= 0 {
 		nr.NProbs = max(r.Logprobs, 1)
 	}
+	if !stream {
+		// Leave out generation_settings and the echoed prompt, which
+		// llama-server would otherwise serialize into every answer.
+		nr.ResponseFields = []string{"content", "tokens", "stop", "stop_type", "tokens_predicted", "tokens_evaluated", "timings", "completion_probabilities"}
+	}
 	if j.ids != nil {
 		nr.Prompt = j.ids
 	} else if j.p.IsText {
