@@ -1,0 +1,30 @@
+#!/bin/bash
+# Compiles some of llama.cpp's real ggml-cuda sources (copied to .src/preflight-ggml for the
+# run, never committed) the way ggml's CMake does, links them into a shared library, and
+# compares preflight's fat binary listing with cuobjdump's. Usage: ggml-cuda.sh OUTDIR
+set -u
+out=${1:?outdir}
+repo=$(pwd)
+g=$repo/.src/preflight-ggml
+export PATH=$PATH:/usr/local/cuda/bin
+w=$(mktemp -d)
+cd "$w"
+archs="-gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=compute_80 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=compute_90 -gencode arch=compute_120a,code=sm_120a"
+srcs="argsort softmax getrows norm rope concat cpy binbcast unary"
+pids=()
+for s in $srcs; do
+  nvcc -c -O3 -std=c++17 -Xcompiler -fPIC -use_fast_math -extended-lambda $archs \
+    -DGGML_USE_CUDA -DGGML_CUDA_USE_GRAPHS -I "$g/include" -I "$g/src" -I "$g/src/ggml-cuda" \
+    -o "$s.o" "$g/src/ggml-cuda/$s.cu" > "$s.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait $p; done
+ls *.o | tee "$out/objects.txt"
+for f in *.log; do [ -s "$f" ] && { echo "== $f"; tail -5 "$f"; } ; done > "$out/compile-errors.txt"
+nvcc -shared -cudart shared -o libggml-cuda-part.so *.o > "$out/link.log" 2>&1
+ls -la libggml-cuda-part.so >> "$out/link.log"
+cuobjdump --list-elf --list-ptx libggml-cuda-part.so > libggml-cuda-part.so.cuobjdump.txt 2>&1
+cp libggml-cuda-part.so.cuobjdump.txt "$out/"
+LLBUILD_CUOBJDUMP_DIR=$w "$repo/preflight/testdata/devrun/fatbin.test" -test.run AgainstCuobjdumpDir -test.v > "$out/fatbin-compare.txt" 2>&1
+"$repo/preflight/testdata/devrun/llbuild" preflight --binary "$w/libggml-cuda-part.so" > "$out/preflight-ggml-cuda-part.txt" 2>&1
+echo "exit $?" >> "$out/preflight-ggml-cuda-part.txt"
