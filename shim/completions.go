@@ -130,6 +130,9 @@ func (j *job) echoRows(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if n := j.u.info.NCtx; n > 0 && len(ids) >= n {
+		return badRequest("prompt", "prompt %d has %d tokens; llama-server's context holds %d per slot", j.index, len(ids), n)
+	}
 	j.layoutPrompt()
 	j.rows = make([]rowEntry, len(ids))
 	for i, id := range ids {

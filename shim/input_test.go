@@ -58,6 +58,8 @@ func TestBadInputGetsOpenAIErrors(t *testing.T) {
 		{"detokenize with text", "/detokenize", `{"tokens":["a"]}`, 400, "tokens"},
 		{"detokenize beyond vocabulary", "/detokenize", `{"tokens":[12345678]}`, 400, "tokens"},
 		{"body too large", "/v1/completions", big, 413, ""},
+		{"a prompt longer than the context", "/v1/completions", `{"prompt":[` + strings.Repeat("5,", 5000) + `5],"max_tokens":1}`, 400, ""},
+		{"echo of a prompt longer than the context", "/v1/completions", `{"prompt":[` + strings.Repeat("5,", 5000) + `5],"echo":true,"logprobs":1,"max_tokens":0}`, 400, "prompt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out errorBody
