@@ -142,6 +142,10 @@ func statusError(path string, status int, data []byte) error {
 		msg = e.Error.Message
 	}
 	switch {
+	case strings.Contains(msg, "does not match the expected"):
+		// Newer llama-server builds run every output through the chat
+		// parser, which fails on bytes that are not valid UTF-8.
+		return upstreamError("llama-server could not return output that is not valid UTF-8 (its chat-output parser rejects it; Debian's 0.7.0 build does not): %s", msg)
 	case status == http.StatusServiceUnavailable:
 		return unavailable("llama-server is busy or loading: %s", msg)
 	case status >= 400 && status < 500:
