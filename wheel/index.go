@@ -1,0 +1,344 @@
+package wheel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/llbuild/llbuild/artifacts"
+)
+
+// Entry is one wheel of an index.
+type Entry struct {
+	// From is where the wheel is now (inside an artifact directory).
+	From     string
+	Filename string
+	SHA256   string
+	Size     int64
+	// Project is the normalized project name; Variant the index it goes in (cu131, cpu, ...).
+	Project, Variant string
+	RequiresPython   string
+}
+
+// Collect finds the wheels of every artifact directory under root (root itself may be one),
+// checks each against the digest its artifacts.json records, and returns them sorted by
+// variant, project and file name. A wheel's variant is the first part of its version's local
+// label, which llbuild sets to what the wheel was built for (cu131.sm86.avx2 goes in cu131).
+func Collect(ctx context.Context, root string) ([]Entry, error) {
+	var manifests []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
+			return filepath.SkipDir // an artifact directory being written
+		}
+		if !d.IsDir() && d.Name() == artifacts.ManifestFile {
+			manifests = append(manifests, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading artifacts %s: %w", root, err)
+	}
+	sort.Strings(manifests)
+	var out []Entry
+	var errs []error
+	for _, m := range manifests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dir := filepath.Dir(m)
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return nil, err
+		}
+		var man artifacts.Manifest
+		if err := json.Unmarshal(b, &man); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			continue
+		}
+		for _, f := range man.Files {
+			if f.Kind != artifacts.KindWheel {
+				continue
+			}
+			e, err := entryOf(filepath.Join(dir, filepath.FromSlash(f.Path)), f)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, e)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no wheels under %s: build one with llbuild wheel", root)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Variant != b.Variant {
+			return a.Variant < b.Variant
+		}
+		if a.Project != b.Project {
+			return a.Project < b.Project
+		}
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		return a.From < b.From
+	})
+	return out, nil
+}
+
+func entryOf(p string, f artifacts.File) (Entry, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, fh)
+	if err != nil {
+		return Entry{}, fmt.Errorf("reading %s: %w", p, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if sum != f.SHA256 {
+		return Entry{}, fmt.Errorf("%s has sha256 %s but its artifacts.json records %s: the artifact directory was changed after it was written", p, sum, f.SHA256)
+	}
+	w, _, err := Read(fh, n, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	label := w.File.LocalLabel()
+	variant, _, _ := strings.Cut(label, ".")
+	if variant == "" {
+		return Entry{}, fmt.Errorf("%s: version %s has no local label, so which index it belongs in is unknown (llbuild wheel labels what a wheel was built for, e.g. +cpu.avx2)", p, w.File.Version)
+	}
+	return Entry{
+		From: p, Filename: filepath.Base(p), SHA256: sum, Size: n,
+		Project: NormalizeName(w.Name), Variant: variant, RequiresPython: w.RequiresPython,
+	}, nil
+}
+
+// WriteIndex writes a PEP 503 simple index of entries to dir, one per variant:
+// dir/<variant>/simple/index.html lists the projects, dir/<variant>/simple/<project>/ holds
+// the project page, whose links carry #sha256= fragments, and the wheels beside it. pip takes
+// --index-url or --extra-index-url http://HOST/<variant>/simple. The index is assembled next to
+// dir and renamed into place; a previous index stays whole until then.
+func WriteIndex(dir string, entries []Entry) error {
+	dir = filepath.Clean(dir)
+	if err := checkReplaceable(dir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-index-")
+	if err != nil {
+		return fmt.Errorf("creating a temporary index directory: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	type key struct{ variant, project string }
+	files := map[key][]Entry{}
+	projects := map[string][]string{}
+	seen := map[string]Entry{}
+	for _, e := range entries {
+		id := e.Variant + "/" + e.Filename
+		if prev, dup := seen[id]; dup {
+			if prev.SHA256 == e.SHA256 {
+				continue
+			}
+			return fmt.Errorf("two different wheels are both %s in the %s index: %s and %s; index one of them", e.Filename, e.Variant, prev.From, e.From)
+		}
+		seen[id] = e
+		k := key{e.Variant, e.Project}
+		if len(files[k]) == 0 {
+			projects[e.Variant] = append(projects[e.Variant], e.Project)
+		}
+		files[k] = append(files[k], e)
+	}
+	var variants []string
+	for v := range projects {
+		variants = append(variants, v)
+	}
+	sort.Strings(variants)
+	for _, v := range variants {
+		simple := filepath.Join(tmp, v, "simple")
+		sort.Strings(projects[v])
+		var links []link
+		for _, p := range projects[v] {
+			links = append(links, link{href: p + "/", text: p})
+			pdir := filepath.Join(simple, p)
+			if err := os.MkdirAll(pdir, 0o755); err != nil {
+				return err
+			}
+			var plinks []link
+			for _, e := range files[key{v, p}] {
+				if err := copyWheel(e.From, filepath.Join(pdir, e.Filename)); err != nil {
+					return err
+				}
+				plinks = append(plinks, link{href: url.PathEscape(e.Filename) + "#sha256=" + e.SHA256, text: e.Filename, requiresPython: e.RequiresPython})
+			}
+			if err := writePage(filepath.Join(pdir, "index.html"), "Links for "+p, plinks); err != nil {
+				return err
+			}
+		}
+		if err := writePage(filepath.Join(simple, "index.html"), "Simple index", links); err != nil {
+			return err
+		}
+	}
+	var top []link
+	for _, v := range variants {
+		top = append(top, link{href: v + "/simple/", text: v})
+	}
+	if err := writePage(filepath.Join(tmp, "index.html"), indexTitle, top); err != nil {
+		return err
+	}
+	if err := syncTree(tmp); err != nil {
+		return err
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return err
+	}
+	ok = true
+	return syncPath(parent)
+}
+
+const indexTitle = "llbuild wheel indexes"
+
+// checkReplaceable refuses to replace a directory that is neither empty nor an index this
+// package wrote: -o pointed at the wrong place must not delete it.
+func checkReplaceable(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(ents) == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil || !strings.Contains(string(b), "<title>"+indexTitle+"</title>") {
+		return fmt.Errorf("%s exists and is not a wheel index written by llbuild: choose an empty or new directory", dir)
+	}
+	return nil
+}
+
+type link struct{ href, text, requiresPython string }
+
+func writePage(name, title string, links []link) error {
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.0\">\n")
+	fmt.Fprintf(&b, "    <title>%s</title>\n  </head>\n  <body>\n    <h1>%s</h1>\n", html.EscapeString(title), html.EscapeString(title))
+	for _, l := range links {
+		attr := ""
+		if l.requiresPython != "" {
+			attr = fmt.Sprintf(` data-requires-python="%s"`, html.EscapeString(l.requiresPython))
+		}
+		fmt.Fprintf(&b, "    <a href=\"%s\"%s>%s</a><br>\n", html.EscapeString(l.href), attr, html.EscapeString(l.text))
+	}
+	b.WriteString("  </body>\n</html>\n")
+	return writeFile(name, []byte(b.String()))
+}
+
+func writeFile(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// copyWheel hard-links the wheel when it can (same file system) and copies it otherwise.
+func copyWheel(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return nil
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copying %s: %w", from, err)
+	}
+	return nil
+}
+
+// replaceDir renames tmp to dest; an existing dest is moved aside first and removed only once
+// tmp is in place.
+func replaceDir(tmp, dest string) error {
+	if _, err := os.Lstat(dest); err == nil {
+		old := tmp + ".old"
+		if err := os.Rename(dest, old); err != nil {
+			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+		}
+		if err := os.Rename(tmp, dest); err != nil {
+			_ = os.Rename(old, dest)
+			return fmt.Errorf("moving the index into %s: %w", dest, err)
+		}
+		return os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("moving the index into %s: %w", dest, err)
+	}
+	return nil
+}
+
+func syncTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return syncPath(p)
+	})
+}
+
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	return err
+}
