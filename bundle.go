@@ -551,7 +551,7 @@ func placeFile(ctx context.Context, root string, f bundleFile, link bool, done *
 			w = out
 		}
 	}
-	n, sum, err := manifest.CopyAndHash(w, &ctxReader{ctx: ctx, r: src, done: done})
+	n, sum, err := manifest.CopyAndHashFile(ctx, w, src, done)
 	if err != nil {
 		return mf, "", err
 	}
@@ -568,22 +568,6 @@ func placeFile(ctx context.Context, root string, f bundleFile, link bool, done *
 	}
 	mf.Size, mf.SHA256 = n, sum
 	return mf, how, nil
-}
-
-// ctxReader stops a copy when ctx is done and counts progress.
-type ctxReader struct {
-	ctx  context.Context
-	r    io.Reader
-	done *atomic.Int64
-}
-
-func (r *ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := r.r.Read(p)
-	r.done.Add(int64(n))
-	return n, err
 }
 
 // startProgress prints a progress line to w twice a second until stopped.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// Chunks small enough to stay in cache between the reader, the hasher and the writer.
+// The ring of chunks between the reader, the hasher and the writer.
 const (
 	chunkSize = 256 << 10
 	chunks    = 4

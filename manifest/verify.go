@@ -3,6 +3,7 @@ package manifest
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -228,7 +229,7 @@ func verifyFile(dir string, f File) []Problem {
 		return bad("%v", err)
 	}
 	defer fh.Close()
-	n, sum, err := CopyAndHash(nil, fh)
+	n, sum, err := CopyAndHashFile(context.Background(), nil, fh, nil)
 	if err != nil {
 		return bad("reading: %v", err)
 	}

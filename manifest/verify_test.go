@@ -3,6 +3,7 @@ package manifest
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -264,4 +266,66 @@ func TestCopyAndHashErrors(t *testing.T) {
 	if _, _, err := CopyAndHash(io.Discard, &failingReader{n: 3}); !errors.Is(err, syscall.EIO) {
 		t.Errorf("CopyAndHash(failing read) = %v, want EIO", err)
 	}
+}
+
+func TestCopyAndHashFileMapsLargeFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "large")
+	data := make([]byte, mapMin+mapStep+3)
+	for i := range data {
+		data[i] = byte(i>>12) ^ byte(i)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(data)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	var progress atomic.Int64
+	n, sum, err := CopyAndHashFile(context.Background(), &out, f, &progress)
+	if err != nil || n != int64(len(data)) || sum != hex.EncodeToString(want[:]) || !bytes.Equal(out.Bytes(), data) || progress.Load() != n {
+		t.Errorf("CopyAndHashFile() = %d, %s, %v (progress %d); want %d, %x and an exact copy", n, sum, err, progress.Load(), len(data), want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := CopyAndHashFile(ctx, nil, f, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("CopyAndHashFile(cancelled) = %v, want context.Canceled", err)
+	}
+}
+
+// truncatingWriter truncates the file being copied on its first write, as a file changed
+// under a bundle would be.
+type truncatingWriter struct {
+	path string
+	once bool
+}
+
+func (w *truncatingWriter) Write(p []byte) (int, error) {
+	if !w.once {
+		w.once = true
+		if err := os.Truncate(w.path, mapStep); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func TestCopyAndHashFileSourceTruncatedIsAnError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "large")
+	if err := os.WriteFile(p, make([]byte, mapMin+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, _, err = CopyAndHashFile(context.Background(), &truncatingWriter{path: p}, f, nil)
+	if err == nil {
+		t.Fatal("CopyAndHashFile() of a file truncated while read = nil error")
+	}
+	t.Logf("error: %v", err)
 }
