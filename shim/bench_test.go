@@ -34,7 +34,8 @@ var (
 
 func benchTarget(b *testing.B) *testShim {
 	b.Helper()
-	if os.Getenv("SHIM_BENCH_MODEL") != "mid" {
+	size := os.Getenv("SHIM_BENCH_MODEL")
+	if size != "mid" && size != "1b" {
 		return sharedShim(b)
 	}
 	serverPath := llamaServer(b)
@@ -48,6 +49,10 @@ func benchTarget(b *testing.B) *testShim {
 		model := filepath.Join(dir, "mid.gguf")
 		o := gguf.DefaultTiny()
 		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
+		if size == "1b" {
+			// about 0.8 billion parameters, the class of contract.md's H200 figures
+			o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-1b-llama", 2048, 16, 16, 16, 5632
+		}
 		if benchErr = gguf.WriteTinyLlamaFile(model, o); benchErr != nil {
 			return
 		}

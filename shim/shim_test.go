@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +104,8 @@ func startShim(serverPath, model string, opts Options) (*testShim, error) {
 	}
 	opts.ServerPath = serverPath
 	opts.ServerArgs = append([]string{"-m", model, "-c", "8192", "-np", "2", "-t", "1", "--no-webui"}, opts.ServerArgs...)
+	// SHIM_SERVER_ARGS adds llama-server arguments, e.g. "-ngl 99" for a CUDA build.
+	opts.ServerArgs = append(opts.ServerArgs, strings.Fields(os.Getenv("SHIM_SERVER_ARGS"))...)
 	opts.Listener = l
 	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &lockedWriter{w: &bytes.Buffer{}}}
 	ctx, cancel := context.WithCancel(context.Background())
