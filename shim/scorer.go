@@ -108,10 +108,12 @@ func (f *forcingScorer) Score(ctx context.Context, slot int, seq []int, position
 	return rows, nil
 }
 
-// chooseScorer picks the fastest exact scorer the server offers. Only
-// teacher forcing exists so far; a server that advertises native prompt
-// logprobs (prompt_logprobs in /props, the planned llama-server patch)
-// is noted so that a native scorer can take over when it is written.
+// chooseScorer picks the fastest exact scorer the server offers: native
+// prompt logprobs when it advertises them (prompt_logprobs in /props, a
+// llama-server with llbuild's patch), teacher forcing otherwise.
 func chooseScorer(u *upstream) PromptScorer {
+	if u.info.PromptLogprobs {
+		return newNativeScorer(u)
+	}
 	return &forcingScorer{u: u}
 }

@@ -191,9 +191,6 @@ func (s *supervisor) waitReady(ctx context.Context, u *upstream) error {
 	}
 	u.vocab = v
 	u.scorer = chooseScorer(u)
-	if u.info.PromptLogprobs {
-		s.log.Info("llama-server advertises native prompt logprobs; the shim still uses teacher forcing (no native scorer yet)")
-	}
 	return nil
 }
 
