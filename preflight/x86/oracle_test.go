@@ -197,10 +197,43 @@ func mnemonic(text string) string {
 	return f[0]
 }
 
+// evexBW and evexDQ recognise EVEX mnemonics of the AVX512BW and AVX512DQ subsets.
+func evexBW(mn string) bool {
+	for _, p := range []string{"vpaddb", "vpaddw", "vpsubb", "vpsubw", "vpaddsb", "vpaddsw", "vpaddusb", "vpaddusw",
+		"vpsubsb", "vpsubsw", "vpsubusb", "vpsubusw", "vpmaddubsw", "vpmaddwd", "vpshufb", "vpacksswb", "vpackssdw",
+		"vpackuswb", "vpackusdw", "vpunpcklbw", "vpunpckhbw", "vpunpcklwd", "vpunpckhwd", "vpcmpeqb", "vpcmpeqw",
+		"vpcmpgtb", "vpcmpgtw", "vpcmpb", "vpcmpub", "vpcmpw", "vpcmpuw", "vpmovb2m", "vpmovw2m", "vpmovm2b", "vpmovm2w",
+		"vmovdqu8", "vmovdqu16", "vpsllw", "vpsrlw", "vpsraw", "vpmullw", "vpmulhw", "vpmulhuw", "vpmulhrsw",
+		"vpavgb", "vpavgw", "vpminub", "vpminuw", "vpminsb", "vpminsw", "vpmaxub", "vpmaxuw", "vpmaxsb", "vpmaxsw",
+		"vpabsb", "vpabsw", "vpalignr", "vpbroadcastb", "vpbroadcastw", "vpermw", "vpblendmb", "vpblendmw",
+		"vptestmb", "vptestmw", "vptestnmb", "vptestnmw", "vpsadbw", "vpextrb", "vpextrw", "vpinsrb", "vpinsrw",
+		"vpmovwb", "vpmovswb", "vpmovuswb", "vpmovzxbw", "vpmovsxbw", "vpslldq", "vpsrldq", "vpsllvw", "vpsrlvw", "vpsravw"} {
+		if mn == p {
+			return true
+		}
+	}
+	return false
+}
+
+func evexDQ(mn string) bool {
+	for _, p := range []string{"vpmullq", "vandps", "vandpd", "vandnps", "vandnpd", "vorps", "vorpd", "vxorps", "vxorpd",
+		"vcvtqq2ps", "vcvtqq2pd", "vcvtuqq2ps", "vcvtuqq2pd", "vcvtps2qq", "vcvtpd2qq", "vcvttps2qq", "vcvttpd2qq",
+		"vcvtps2uqq", "vcvtpd2uqq", "vcvttps2uqq", "vcvttpd2uqq", "vextracti64x2", "vinserti64x2", "vextractf64x2",
+		"vinsertf64x2", "vextracti32x8", "vinserti32x8", "vextractf32x8", "vinsertf32x8", "vpmovd2m", "vpmovq2m",
+		"vpmovm2d", "vpmovm2q", "vpextrd", "vpextrq", "vpinsrd", "vpinsrq", "vbroadcasti32x2", "vbroadcasti64x2",
+		"vbroadcasti32x8", "vbroadcastf32x2", "vbroadcastf64x2", "vbroadcastf32x8"} {
+		if mn == p {
+			return true
+		}
+	}
+	return strings.HasPrefix(mn, "vfpclass") || strings.HasPrefix(mn, "vrange") || strings.HasPrefix(mn, "vreduce")
+}
+
 // mnemonicOracle maps mnemonics whose extension is unambiguous to that extension.
 func mnemonicOracle(o objdumpInst) (Ext, bool) {
 	mn := mnemonic(o.text)
 	vex := strings.HasPrefix(o.text, "{vex}") || firstOpcodeByte(o.bytes) == 0xc4 || firstOpcodeByte(o.bytes) == 0xc5
+	evex := firstOpcodeByte(o.bytes) == 0x62
 	switch {
 	case strings.HasPrefix(mn, "vfmadd") || strings.HasPrefix(mn, "vfmsub") ||
 		strings.HasPrefix(mn, "vfnmadd") || strings.HasPrefix(mn, "vfnmsub"):
@@ -246,6 +279,10 @@ func mnemonicOracle(o objdumpInst) (Ext, bool) {
 		!strings.HasPrefix(mn, "vperm") && mn != "vptest" && !strings.HasPrefix(mn, "vpclmul") &&
 		!strings.HasPrefix(mn, "vpcmpestr") && !strings.HasPrefix(mn, "vpcmpistr"):
 		return AVX2, true
+	case evex && evexBW(mn):
+		return AVX512BW, true
+	case evex && evexDQ(mn):
+		return AVX512DQ, true
 	case mn == "popcnt":
 		return POPCNT, true
 	case mn == "lzcnt":
