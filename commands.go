@@ -14,6 +14,8 @@ func commands() []*cli.Command {
 		verifyCommand(),
 		serveCommand(),
 		serverCommand(),
+		wheelCommand(),
+		indexCommand(),
 		publishCommand(),
 	}
 }

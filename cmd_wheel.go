@@ -1,0 +1,244 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/hostexec"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+	"github.com/llbuild/llbuild/wheel"
+)
+
+func wheelCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "wheel",
+		Usage: "build the llama-cpp-python wheel for a target, its vendored llama.cpp replaced by the server's",
+		Description: "Resolves the wheel recipe for the target (see llbuild plan --recipe wheel): CMAKE_ARGS carry the\n" +
+			"target's ISA flags (GGML_NATIVE=OFF, every flag explicit) and CUDA architectures or SYCL device;\n" +
+			"vendor/llama.cpp is replaced by the server recipe's llama.cpp commit with the patch series. The\n" +
+			"package's ctypes bindings are checked against the vendored headers first. The version gets a\n" +
+			"local label saying what the wheel is for (0.3.34+cu131.sm86.avx2, 0.3.34+cpu.avx2), and the\n" +
+			"built wheel is refused when preflight finds its libraries would not run on the target, when its\n" +
+			"CUDA kernels are not exactly the requested architectures, or when it contains libcuda.\n" +
+			"--arch without --target picks the built-in CUDA target that builds exactly those architectures\n" +
+			"(86: rtx3090, 90: h200, 120: olares-one); with --target it replaces the target's architectures,\n" +
+			"which must still run on the target's GPUs and be compiled by its CUDA toolkit. Neither: cpu-v3.\n" +
+			"stdout: the path of the wheel in its artifact directory. Exit status: 0 built, 1 the build\n" +
+			"failed or was refused, 2 usage.",
+		Flags: []cli.Flag{
+			targetFlag, targetFileFlag,
+			&cli.StringSliceFlag{Name: "arch", Usage: "CUDA `ARCH`itectures (86, 90, 120), comma-separated or repeated"},
+			&cli.StringFlag{Name: "executor", Value: "host", Usage: "`host` (this machine or the devel image it runs in); dagger does not build wheels yet"},
+			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit"},
+			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit"},
+			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},
+			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
+			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
+			&cli.IntFlag{Name: "build-jobs", Usage: "parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL); 0 leaves the default"},
+			floatingFlag,
+			&cli.BoolFlag{Name: "print-plan", Usage: "print the wheel plan as JSON and build nothing"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("wheel takes no arguments, got %q", c.Args().Slice())
+			}
+			archs := splitList(c.StringSlice("arch"))
+			t, err := wheelTarget(c.String("target"), c.String("target-file"), archs)
+			if err != nil {
+				return err
+			}
+			if c.IsSet("python") && !isPythonVersion(c.String("python")) {
+				return usagef("--python %q: want a version such as 3.12", c.String("python"))
+			}
+			wp, err := resolveWheelPlan(t, c.String("python"), c.Bool("allow-floating"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("print-plan") {
+				_, err := stdoutOf(c).Write(wp.JSON())
+				return err
+			}
+			switch c.String("executor") {
+			case "host":
+			case "dagger":
+				return errors.New("the dagger executor does not build wheels yet: use --executor host on a machine (or in a container) with the target's toolchain and Python build tools")
+			default:
+				return usagef("--executor must be host or dagger, got %q", c.String("executor"))
+			}
+			if c.String("source") == "" || c.String("llama-source") == "" {
+				return usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
+			}
+			out, err := filepath.Abs(c.String("out"))
+			if err != nil {
+				return err
+			}
+			if !c.IsSet("out") {
+				for _, f := range []string{"source", "llama-source"} {
+					if abs, _ := filepath.Abs(c.String(f)); isWithin(out, abs) {
+						return usagef("the default --out %s is inside --%s %s: pass --out", out, f, abs)
+					}
+				}
+			}
+			series, err := patches.Series()
+			if err != nil {
+				return err
+			}
+			ex, err := hostexec.NewWheel(hostexec.WheelOptions{
+				Options: hostexec.Options{
+					Source:  c.String("llama-source"),
+					WorkDir: c.String("work-dir"),
+					Series:  series,
+					Jobs:    c.Int("build-jobs"),
+					Builder: pipeline.Builder{Version: version, Executor: "host"},
+					Logger:  loggerOf(c),
+				},
+				Package: c.String("source"),
+			})
+			if err != nil {
+				return err
+			}
+			dir, err := ex.BuildWheel(c.Context, wp, out)
+			if err != nil {
+				return err
+			}
+			whls, _ := filepath.Glob(filepath.Join(dir, "*.whl"))
+			if len(whls) != 1 {
+				return fmt.Errorf("artifact directory %s holds %d wheels, want 1", dir, len(whls))
+			}
+			fmt.Fprintln(stdoutOf(c), whls[0])
+			return nil
+		},
+	}
+}
+
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func isPythonVersion(v string) bool {
+	major, minor, ok := strings.Cut(v, ".")
+	return ok && major == "3" && minor != "" && len(minor) <= 2 && strings.Trim(minor, "0123456789") == ""
+}
+
+// wheelTarget chooses the target: --target/--target-file, with --arch replacing its CUDA
+// architectures; --arch alone, the built-in CUDA target building exactly those; neither, the
+// default target.
+func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
+	if name == "" && file == "" {
+		if len(archs) == 0 {
+			return loadTarget(defaultTarget, "")
+		}
+		var all []string
+		for _, n := range targets.Names() {
+			t, err := targets.Load(n)
+			if err != nil {
+				return nil, err
+			}
+			if t.Build.CUDA == nil {
+				continue
+			}
+			all = append(all, fmt.Sprintf("%s (%s)", n, strings.Join(t.Build.CUDA.Architectures, ",")))
+			if slices.Equal(sortedCopy(t.Build.CUDA.Architectures), sortedCopy(archs)) {
+				return t, nil
+			}
+		}
+		return nil, usagef("no built-in target builds CUDA architectures %s (built-in CUDA targets: %s): pass --target T --arch %s to build them for T's toolkit, or describe the host with --target-file", strings.Join(archs, ","), strings.Join(all, ", "), strings.Join(archs, ","))
+	}
+	t, err := loadTarget(name, file)
+	if err != nil {
+		return nil, err
+	}
+	if len(archs) == 0 {
+		return t, nil
+	}
+	t, err = pipeline.WithArchitectures(t, archs)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return t, nil
+}
+
+func sortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+func resolveWheelPlan(t *targets.Target, python string, allowFloating bool) (*pipeline.WheelPlan, error) {
+	r, err := recipes.Load("wheel")
+	if err != nil {
+		return nil, err
+	}
+	vendor, err := recipes.Load(r.Source.Vendor)
+	if err != nil {
+		return nil, err
+	}
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.ResolveWheel(t, r, series, vendor, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python})
+}
+
+func indexCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "index",
+		Usage:     "write a PEP 503 pip index of built wheels, one per variant (cu131, cpu, ...)",
+		ArgsUsage: "ARTIFACTS...",
+		Description: "Finds the wheels in the artifact directories under each ARTIFACTS (an --out directory of\n" +
+			"llbuild wheel, or one artifact directory), checks them against their artifacts.json digests and\n" +
+			"writes DIR/<variant>/simple/, the variant being the first part of the wheel's local version label.\n" +
+			"Serve DIR over HTTP and install with pip install --extra-index-url http://HOST/cu131/simple\n" +
+			"llama-cpp-python. The index is written beside DIR and renamed into place.\n" +
+			"stdout: one line per variant, its simple/ directory and the number of wheels.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return usagef("index needs at least one ARTIFACTS directory")
+			}
+			var all []wheel.Entry
+			for _, root := range c.Args().Slice() {
+				es, err := wheel.Collect(c.Context, root)
+				if err != nil {
+					return err
+				}
+				all = append(all, es...)
+			}
+			if err := wheel.WriteIndex(c.String("output"), all); err != nil {
+				return err
+			}
+			count := map[string]int{}
+			var variants []string
+			for _, e := range all {
+				if count[e.Variant] == 0 {
+					variants = append(variants, e.Variant)
+				}
+				count[e.Variant]++
+			}
+			sort.Strings(variants)
+			for _, v := range variants {
+				fmt.Fprintf(stdoutOf(c), "%s\t%s\t%d\n", v, filepath.Join(c.String("output"), v, "simple"), count[v])
+			}
+			return nil
+		},
+	}
+}
