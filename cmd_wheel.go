@@ -40,6 +40,7 @@ func wheelCommand() *cli.Command {
 			&cli.StringFlag{Name: "executor", Value: "host", Usage: "`host` (this machine or the devel image it runs in); dagger does not build wheels yet"},
 			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit"},
 			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit"},
+			&cli.StringFlag{Name: "commit", Usage: "build llama-cpp-python at this full `COMMIT` instead of the recipe's pin (plan and provenance record it)"},
 			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},
 			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
 			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
@@ -56,10 +57,15 @@ func wheelCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.IsSet("commit") {
+				if err := recipes.ValidateCommit(c.String("commit")); err != nil {
+					return usagef("--commit: %v", err)
+				}
+			}
 			if c.IsSet("python") && !isPythonVersion(c.String("python")) {
 				return usagef("--python %q: want a version such as 3.12", c.String("python"))
 			}
-			wp, err := resolveWheelPlan(t, c.String("python"), c.Bool("allow-floating"))
+			wp, err := resolveWheelPlan(t, c.String("python"), c.String("commit"), c.Bool("allow-floating"))
 			if err != nil {
 				return err
 			}
@@ -181,7 +187,7 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
-func resolveWheelPlan(t *targets.Target, python string, allowFloating bool) (*pipeline.WheelPlan, error) {
+func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
 	r, err := recipes.Load("wheel")
 	if err != nil {
 		return nil, err
@@ -194,7 +200,7 @@ func resolveWheelPlan(t *targets.Target, python string, allowFloating bool) (*pi
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.ResolveWheel(t, r, series, vendor, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python})
+	return pipeline.ResolveWheel(t, r, series, vendor, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
 }
 
 func indexCommand() *cli.Command {

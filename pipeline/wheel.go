@@ -75,6 +75,8 @@ type WheelOptions struct {
 	Options
 	// Python is the interpreter version ("3.12"); empty means python3.
 	Python string
+	// Commit replaces the recipe's llama-cpp-python commit when set (a full 40-hex id).
+	Commit string
 }
 
 var pythonVersion = regexp.MustCompile(`^3\.[0-9]{1,2}$`)
@@ -88,6 +90,15 @@ func ResolveWheel(t *targets.Target, r *recipes.Recipe, series []patches.Patch, 
 	}
 	if opts.Python != "" && !pythonVersion.MatchString(opts.Python) {
 		errs = append(errs, fmt.Errorf("python version %q is not of the form 3.N (e.g. 3.12)", opts.Python))
+	}
+	if opts.Commit != "" {
+		if err := recipes.ValidateCommit(opts.Commit); err != nil {
+			errs = append(errs, fmt.Errorf("llama-cpp-python commit: %w", err))
+		} else {
+			rc := *r
+			rc.Source.Commit = opts.Commit
+			r = &rc
+		}
 	}
 	p, err := Resolve(t, r, series, vendor, opts.Options)
 	if err != nil {
@@ -270,18 +281,23 @@ func (w *WheelPlan) computeHash() (string, error) {
 
 var (
 	ctypesBinding = regexp.MustCompile(`@ctypes_function\(\s*["'](\w+)["']`)
+	// Older llama-cpp-python set each function's types on the library object.
+	libAttribute = regexp.MustCompile(`\b_lib\.(\w+)\.(?:argtypes|restype)\b`)
 	cDeclaration  = regexp.MustCompile(`\b([A-Za-z_]\w*)\s*\(`)
 )
 
 // BoundFunctions returns the C functions a ctypes binding file binds
-// (@ctypes_function("name", ...)), sorted and without repeats.
+// (@ctypes_function("name", ...), or _lib.name.argtypes = ... in older files), sorted and
+// without repeats.
 func BoundFunctions(py string) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range ctypesBinding.FindAllStringSubmatch(py, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			out = append(out, m[1])
+	for _, re := range []*regexp.Regexp{ctypesBinding, libAttribute} {
+		for _, m := range re.FindAllStringSubmatch(py, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				out = append(out, m[1])
+			}
 		}
 	}
 	sort.Strings(out)
