@@ -341,6 +341,9 @@ func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifes
 		}
 	}
 	if out.Archive != "" {
+		if abs, err := filepath.Abs(out.Archive); err == nil && dest != "" && strings.HasPrefix(abs, dest+string(filepath.Separator)) {
+			return nil, usagef("archive %s is inside the bundle directory %s; write it elsewhere", out.Archive, out.Dir)
+		}
 		if archive, err = checkDest(out.Archive, out.Force, p, false); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -189,4 +190,154 @@ func verifyArchive(name string) ([]manifest.Problem, error) {
 	}
 	defer r.Close()
 	return manifest.VerifyTar(r), nil
+}
+
+// extractArchive unpacks a bundle archive into dest. The archive is verified first by
+// streaming it (every entry name, link, digest and the manifest), and nothing is written
+// unless it is sound. It is then unpacked into a temporary directory beside dest with the
+// names checked again (the file may have changed in between): no entry may pass through a
+// link, links must stay inside, files are created exclusively. The result is verified
+// once more before it is renamed into place.
+func extractArchive(ctx context.Context, archive, dest string, force bool) error {
+	problems, err := verifyArchive(archive)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return problemsError(archive, problems)
+	}
+	abs, err := filepath.Abs(dest)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(abs); err == nil && !force {
+		return usagef("%s exists; use --force to replace it", dest)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(abs), ".llbuild-extract-")
+	if err != nil {
+		return fmt.Errorf("extracting %s: %w", archive, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := unpackArchive(ctx, archive, tmp); err != nil {
+		return err
+	}
+	if problems := manifest.Verify(tmp); len(problems) > 0 {
+		return problemsError(archive+" (extracted)", problems)
+	}
+	if err := syncTree(tmp); err != nil {
+		return err
+	}
+	return replaceDir(tmp, abs)
+}
+
+// unpackArchive writes the entries of a bundle archive under tmp, refusing any entry that
+// would land outside it: a bad name, a link leading out, an entry under a link, a special
+// file. Files are created exclusively and never through a link.
+func unpackArchive(ctx context.Context, archive, tmp string) error {
+	kind, _ := archiveCompression(archive)
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", archive, err)
+	}
+	defer r.Close()
+	links := map[string]bool{}
+	tr := tar.NewReader(r)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("archive %s: %w", archive, err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
+		if name == "" || name == "." {
+			continue
+		}
+		if err := manifest.CheckPath(name); err != nil && name != manifest.FileName {
+			return fmt.Errorf("archive %s: entry %w", archive, err)
+		}
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			if links[d] {
+				return fmt.Errorf("archive %s: entry %s passes through the link %s", archive, name, d)
+			}
+		}
+		p := filepath.Join(tmp, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := manifest.CheckLink(name, h.Linkname); err != nil {
+				return fmt.Errorf("archive %s: %w", archive, err)
+			}
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(h.Linkname, p); err != nil {
+				return err
+			}
+			links[name] = true
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if h.Mode&0o111 != 0 {
+				mode = 0o755
+			}
+			out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyBuffer(out, tr, make([]byte, 1<<20))
+			if err == nil {
+				err = out.Sync()
+			}
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("extracting %s: %w", name, err)
+			}
+		default:
+			return fmt.Errorf("archive %s: %s is a %s entry", archive, name, typeName(h.Typeflag))
+		}
+	}
+	return nil
+}
+
+func typeName(t byte) string {
+	switch t {
+	case tar.TypeLink:
+		return "hard link"
+	case tar.TypeChar:
+		return "character device"
+	case tar.TypeBlock:
+		return "block device"
+	case tar.TypeFifo:
+		return "named pipe"
+	}
+	return fmt.Sprintf("type %q", t)
+}
+
+// problemsError is one error listing every problem, one per line.
+func problemsError(what string, ps []manifest.Problem) error {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = "  " + p.String()
+	}
+	return fmt.Errorf("%s is not a sound bundle (%d problems):\n%s", what, len(ps), strings.Join(lines, "\n"))
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -540,5 +541,127 @@ func TestSourceDateEpoch(t *testing.T) {
 		if (err != nil) != tt.wantErr || err == nil && got.Unix() != tt.want {
 			t.Errorf("sourceDateEpoch(%q) = %v, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+func TestVerifyExtractUnpacksOnlySoundArchives(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	archive := filepath.Join(out, "b.tar.zst")
+	if code, _, stderr := runCLI(t, in.args("--draft", in.Draft, "--archive", archive)...); code != 0 {
+		t.Fatalf("bundle: %s", stderr)
+	}
+	dest := filepath.Join(out, "unpacked")
+	if code, stdout, stderr := runCLI(t, "verify", "--extract", dest, archive); code != 0 {
+		t.Fatalf("verify --extract: exit %d %s %s", code, stdout, stderr)
+	}
+	if ps := manifest.Verify(dest); len(ps) != 0 {
+		t.Errorf("extracted bundle does not verify: %v", ps)
+	}
+	if fi, err := os.Stat(filepath.Join(dest, "bin/llama-server")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("bin/llama-server extracted as %v, %v; want mode 0755", fi.Mode(), err)
+	}
+	if code, _, stderr := runCLI(t, "verify", "--extract", dest, archive); code != 2 || !strings.Contains(stderr, "use --force") {
+		t.Errorf("extract over an existing directory: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "verify", "--extract", dest, "--force", archive); code != 0 {
+		t.Errorf("extract --force: exit %d %s", code, stderr)
+	}
+
+	// An archive with a traversal entry: refused, and nothing is written anywhere.
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "lib/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "lib/../../escaped", Typeflag: tar.TypeReg, Size: 4, Mode: 0o644})
+	tw.Write([]byte("evil"))
+	tw.Close()
+	zw.Close()
+	evil := filepath.Join(out, "evil.tar.gz")
+	os.WriteFile(evil, buf.Bytes(), 0o644)
+	before := strings.Join(entries(t, out), " ")
+	code, stdout, _ := runCLI(t, "verify", "--extract", filepath.Join(out, "evil"), evil)
+	if code != 1 || !strings.Contains(stdout, "escapes the bundle") {
+		t.Errorf("verify --extract traversal: exit %d\n%s", code, stdout)
+	}
+	if after := strings.Join(entries(t, out), " "); after != before {
+		t.Errorf("a refused archive changed %s: %s -> %s", out, before, after)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "escaped")); err == nil {
+		t.Error("the traversal entry was written")
+	}
+	if code, _, _ := runCLI(t, "verify", "--extract", filepath.Join(out, "x"), dest); code != 2 {
+		t.Errorf("--extract of a directory: exit %d, want 2", code)
+	}
+}
+
+func TestBundleArchiveInsideOutputIsRefused(t *testing.T) {
+	in := newBundleInputs(t)
+	out := filepath.Join(t.TempDir(), "b")
+	code, _, stderr := runCLI(t, in.args("-o", out, "--archive", filepath.Join(out, "b.tar.gz"))...)
+	if code != 2 || !strings.Contains(stderr, "inside the bundle directory") {
+		t.Errorf("exit %d %s, want 2 and inside the bundle directory", code, stderr)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	var buf bytes.Buffer
+	var done atomic.Int64
+	stop := startProgress(&buf, 1000, &done)
+	done.Store(500)
+	stop()
+	if got := buf.String(); !strings.Contains(got, "50.0%") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("progress = %q, want 50.0%% and a final newline", got)
+	}
+	if isTerminal(&buf) {
+		t.Error("isTerminal(buffer) = true")
+	}
+	buf.Reset()
+	startProgress(nil, 1000, &done)()
+	if buf.Len() != 0 {
+		t.Error("progress without a terminal printed")
+	}
+}
+
+// TestUnpackRefusesEntriesThroughLinks checks the second line of defence, used after
+// verification in case the archive changed in between: entries under a link, links leading
+// out and names that escape are refused while unpacking.
+func TestUnpackRefusesEntriesThroughLinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		headers []tar.Header
+		want    string
+	}{
+		{"entry under a link", []tar.Header{
+			{Name: "lib/d", Typeflag: tar.TypeSymlink, Linkname: "../models"},
+			{Name: "lib/d/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+		}, "passes through the link lib/d"},
+		{"link out", []tar.Header{{Name: "lib/out", Typeflag: tar.TypeSymlink, Linkname: "../../.."}}, "outside the bundle"},
+		{"dot-dot name", []tar.Header{{Name: "models/../../x", Typeflag: tar.TypeReg, Mode: 0o644}}, "escapes the bundle"},
+		{"device", []tar.Header{{Name: "lib/null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}}, "character device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			tw := tar.NewWriter(zw)
+			for _, h := range tt.headers {
+				tw.WriteHeader(&h)
+			}
+			tw.Close()
+			zw.Close()
+			archive := filepath.Join(dir, "a.tar.gz")
+			os.WriteFile(archive, buf.Bytes(), 0o644)
+			tmp := filepath.Join(dir, "tmp")
+			os.Mkdir(tmp, 0o755)
+			err := unpackArchive(context.Background(), archive, tmp)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("unpackArchive() = %v, want an error containing %q", err, tt.want)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "models")); err == nil {
+				t.Error("something was written outside the unpack directory")
+			}
+		})
 	}
 }

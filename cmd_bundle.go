@@ -157,10 +157,13 @@ func verifyCommand() *cli.Command {
 		Description: "Checks the manifest's schema and version, every file's size and sha256 (naming any tampered\n" +
 			"file), that no path escapes the bundle (absolute paths, .., links leading out, devices), that\n" +
 			"the GGUF headers parse and match the manifest, and that llama-server's arguments name only\n" +
-			"files inside the bundle. An archive (.tar.zst, .tar.gz) is streamed once; nothing is\n" +
-			"extracted. Prints one line per problem (or JSON with --json). Exit 0 when the bundle is\n" +
-			"sound, 1 when it is not, 2 on a usage error.",
-		Flags: []cli.Flag{jsonFlag},
+			"files inside the bundle. An archive (.tar.zst, .tar.gz) is streamed once and nothing is\n" +
+			"written, unless --extract DIR asks to unpack a sound one. Prints one line per problem (or\n" +
+			"JSON with --json). Exit 0 when the bundle is sound, 1 when it is not, 2 on a usage error.",
+		Flags: []cli.Flag{jsonFlag,
+			&cli.StringFlag{Name: "extract", Usage: "unpack a sound ARCHIVE into `DIR` (checked again while unpacking, renamed into place); nothing is written for an unsound one"},
+			&cli.BoolFlag{Name: "force", Usage: "with --extract, replace an existing DIR"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("verify takes one DIR or ARCHIVE")
@@ -169,6 +172,10 @@ func verifyCommand() *cli.Command {
 			fi, err := os.Stat(target)
 			if err != nil {
 				return usageError{err}
+			}
+			extract := c.String("extract")
+			if extract != "" && fi.IsDir() {
+				return usagef("--extract unpacks an archive; %s is a directory", target)
 			}
 			var problems []manifest.Problem
 			if fi.IsDir() {
@@ -199,6 +206,12 @@ func verifyCommand() *cli.Command {
 			}
 			if len(problems) > 0 {
 				return cli.Exit(fmt.Sprintf("%s: %d problem(s)", target, len(problems)), exitFailed)
+			}
+			if extract != "" {
+				if err := extractArchive(c.Context, target, extract, c.Bool("force")); err != nil {
+					return err
+				}
+				loggerOf(c).Info("bundle extracted", "archive", target, "dir", extract)
 			}
 			if !c.Bool("json") {
 				fmt.Fprintf(out, "%s: ok\n", target)

@@ -36,3 +36,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVerifyTar streams arbitrary bytes as a bundle archive: never a panic, and a sound
+// verdict only for input that holds a manifest.
+func FuzzVerifyTar(f *testing.F) {
+	m, contents := sample(f)
+	dir := writeBundle(f, m, contents)
+	f.Add(tarOf(f, dir))
+	f.Add([]byte{})
+	f.Add(make([]byte, 1024))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ps := VerifyTar(bytes.NewReader(b))
+		if len(ps) == 0 && !bytes.Contains(b, []byte(FileName)) {
+			t.Fatalf("VerifyTar() found no problem in an archive without %s", FileName)
+		}
+	})
+}

@@ -330,6 +330,15 @@ func VerifyTar(r io.Reader) []Problem {
 	}
 	entries := map[string]*entry{}
 	var manifestBytes []byte
+	// underEntry returns the parent of name that is a file or link entry, if any.
+	underEntry := func(name string) string {
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			if _, ok := entries[d]; ok {
+				return d
+			}
+		}
+		return ""
+	}
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -353,6 +362,14 @@ func VerifyTar(r io.Reader) []Problem {
 		}
 		if _, dup := entries[name]; dup {
 			add(name, "appears twice in the archive")
+			continue
+		}
+		if d := underEntry(name); d != "" {
+			if entries[d].isLink {
+				add(name, "passes through the link %s", d)
+			} else {
+				add(name, "is under %s, which is a file", d)
+			}
 			continue
 		}
 		switch h.Typeflag {
@@ -492,4 +509,13 @@ func (r *prefixReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.ErrUnexpectedEOF
 	}
 	return n, nil
+}
+
+// CheckLink accepts a symbolic link at bundle path rel whose target is relative and stays
+// inside the bundle.
+func CheckLink(rel, target string) error {
+	if target == "" || linkEscapes(rel, target) {
+		return fmt.Errorf("%s is a link to %q, outside the bundle", rel, target)
+	}
+	return nil
 }

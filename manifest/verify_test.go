@@ -132,7 +132,7 @@ func flipByte(t *testing.T, p string, at int64) {
 }
 
 // tarOf packs a bundle directory the simple way (sorted, no compression).
-func tarOf(t *testing.T, dir string, extra ...*tar.Header) []byte {
+func tarOf(t testing.TB, dir string, extra ...*tar.Header) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -186,6 +186,7 @@ func TestVerifyTar(t *testing.T) {
 		{"link out", &tar.Header{Name: "lib/x", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, "lib/x: is a link to /etc/passwd, outside"},
 		{"device", &tar.Header{Name: "lib/sda", Typeflag: tar.TypeBlock, Devmajor: 8}, "lib/sda: is a block device entry"},
 		{"hard link", &tar.Header{Name: "lib/h", Typeflag: tar.TypeLink, Linkname: "bin/llama-server"}, "lib/h: is a hard link entry"},
+		{"under a link", &tar.Header{Name: "lib/libllama.so.0/x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}, "lib/libllama.so.0/x: passes through the link lib/libllama.so.0"},
 		{"unlisted", &tar.Header{Name: "models/more.gguf", Typeflag: tar.TypeReg, Size: 4, Mode: 0o644}, "models/more.gguf: is not listed"},
 	}
 	for _, tt := range tests {
