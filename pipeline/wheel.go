@@ -283,7 +283,7 @@ var (
 	ctypesBinding = regexp.MustCompile(`@ctypes_function\(\s*["'](\w+)["']`)
 	// Older llama-cpp-python set each function's types on the library object.
 	libAttribute = regexp.MustCompile(`\b_lib\.(\w+)\.(?:argtypes|restype)\b`)
-	cDeclaration  = regexp.MustCompile(`\b([A-Za-z_]\w*)\s*\(`)
+	cDeclaration = regexp.MustCompile(`\b([A-Za-z_]\w*)\s*\(`)
 )
 
 // BoundFunctions returns the C functions a ctypes binding file binds

@@ -75,10 +75,10 @@ func artifactWith(t testing.TB, out, target, version string) string {
 
 func TestNormalizeName(t *testing.T) {
 	for in, want := range map[string]string{
-		"llama_cpp_python": "llama-cpp-python",
+		"llama_cpp_python":  "llama-cpp-python",
 		"Llama.CPP__Python": "llama-cpp-python",
-		"llama-cpp-python": "llama-cpp-python",
-		"a-_.b":            "a-b",
+		"llama-cpp-python":  "llama-cpp-python",
+		"a-_.b":             "a-b",
 	} {
 		if got := NormalizeName(in); got != want {
 			t.Errorf("NormalizeName(%q) = %q, want %q", in, got, want)
