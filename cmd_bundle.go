@@ -48,7 +48,7 @@ func bundleCommand() *cli.Command {
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar"},
 	}
 	for _, k := range intKnobs {
-		flags = append(flags, &cli.IntFlag{Name: k.flag, Usage: k.usage})
+		flags = append(flags, &cli.IntFlag{Name: k.flag, Usage: k.usage, DefaultText: "left out: llama-server's own"})
 	}
 	return &cli.Command{
 		Name:  "bundle",
