@@ -215,21 +215,28 @@ func indexCommand() *cli.Command {
 			"llama-cpp-python. The index is written beside DIR and renamed into place.\n" +
 			"stdout: one line per variant, its simple/ directory and the number of wheels.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index); may follow ARTIFACTS"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
+			roots, output, err := splitOutputFlag(c.Args().Slice(), c.String("output"))
+			if err != nil {
+				return err
+			}
+			if len(roots) == 0 {
 				return usagef("index needs at least one ARTIFACTS directory")
 			}
+			if output == "" {
+				return usagef("index needs -o DIR, the directory to write the index to")
+			}
 			var all []wheel.Entry
-			for _, root := range c.Args().Slice() {
+			for _, root := range roots {
 				es, err := wheel.Collect(c.Context, root)
 				if err != nil {
 					return err
 				}
 				all = append(all, es...)
 			}
-			if err := wheel.WriteIndex(c.String("output"), all); err != nil {
+			if err := wheel.WriteIndex(output, all); err != nil {
 				return err
 			}
 			count := map[string]int{}
@@ -242,9 +249,39 @@ func indexCommand() *cli.Command {
 			}
 			sort.Strings(variants)
 			for _, v := range variants {
-				fmt.Fprintf(stdoutOf(c), "%s\t%s\t%d\n", v, filepath.Join(c.String("output"), v, "simple"), count[v])
+				fmt.Fprintf(stdoutOf(c), "%s\t%s\t%d\n", v, filepath.Join(output, v, "simple"), count[v])
 			}
 			return nil
 		},
 	}
+}
+
+// splitOutputFlag takes -o/--output out of the positional arguments, where it lands when it
+// follows them (llbuild index out -o DIR): the flag parser stops at the first argument.
+func splitOutputFlag(args []string, output string) ([]string, string, error) {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-o" || a == "--output" || a == "-output":
+			if i+1 >= len(args) {
+				return nil, "", usagef("%s needs a DIR", a)
+			}
+			if output != "" {
+				return nil, "", usagef("-o is given twice")
+			}
+			output = args[i+1]
+			i++
+		case strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "--output="):
+			if output != "" {
+				return nil, "", usagef("-o is given twice")
+			}
+			_, output, _ = strings.Cut(a, "=")
+		case strings.HasPrefix(a, "-") && a != "-":
+			return nil, "", usagef("index: unknown flag %s", a)
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, output, nil
 }
