@@ -148,6 +148,10 @@ func TestBundleIsDeterministicAndVerifies(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("bundle exit %d: %s", code, stderr)
 		}
+		// The test artifacts name a made-up plan: bundling warns and goes on.
+		if !strings.Contains(stderr, "built from another plan") || !strings.Contains(stderr, "built=0123456789ab") {
+			t.Errorf("stderr lacks the stale-plan warning:\n%s", stderr)
+		}
 		b, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -130,6 +131,7 @@ func bundleCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			warnStalePlan(loggerOf(c), c.String("target"), c.String("target-file"), plan.Manifest.Build.PlanHash)
 			m, err := writeBundle(c.Context, plan, out)
 			if err != nil {
 				return err
@@ -219,4 +221,26 @@ func verifyCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// warnStalePlan warns when the artifacts were built from another plan than the one the
+// target and the server recipe resolve to now (the recipe, the patches or the target
+// changed since the build). The artifacts are still the target's, so it is not an error.
+func warnStalePlan(log *slog.Logger, target, targetFile, built string) {
+	p, err := resolvePlan(target, targetFile, "server", true)
+	if err != nil {
+		log.Debug("cannot resolve the current plan to compare", "err", err)
+		return
+	}
+	if p.Hash != built {
+		log.Warn("the artifacts were built from another plan than the current one for this target (recipe, patches or target changed since)",
+			"built", shortHash(built), "current", p.ShortHash())
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
