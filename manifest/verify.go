@@ -26,6 +26,7 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// String renders the problem as one line: "path: message".
 func (p Problem) String() string {
 	if p.Path == "" {
 		return p.Message
