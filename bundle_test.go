@@ -170,6 +170,13 @@ func TestBundleIsDeterministicAndVerifies(t *testing.T) {
 	if !bytes.Equal(manifests[0], manifests[1]) {
 		t.Errorf("two bundles of the same inputs have different manifests:\n%s\n%s", manifests[0], manifests[1])
 	}
+	// --link hard-linked the model (same filesystem) instead of copying it.
+	src, _ := os.Stat(in.Model)
+	copied, _ := os.Stat(filepath.Join(out, "a", "models", "tiny.gguf"))
+	linked, _ := os.Stat(filepath.Join(out, "b", "models", "tiny.gguf"))
+	if os.SameFile(src, copied) || !os.SameFile(src, linked) {
+		t.Errorf("model: copied bundle shares the source's inode %v, linked bundle %v; want false, true", os.SameFile(src, copied), os.SameFile(src, linked))
+	}
 	a, _ := os.ReadFile(filepath.Join(out, "a.tar.zst"))
 	b, _ := os.ReadFile(filepath.Join(out, "b.tar.zst"))
 	if !bytes.Equal(a, b) {
