@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/llamatest"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -61,7 +63,7 @@ func systemLib(t testing.TB) string {
 			return r
 		}
 	}
-	t.Skip("no libz.so.1 on this system to stand in for a server library")
+	llamatest.Unavailable(t, "no libz.so.1 on this system to stand in for a server library")
 	return ""
 }
 
@@ -422,11 +424,11 @@ func TestBundleUnwritableDestinationLeavesNothing(t *testing.T) {
 		if os.Geteuid() == 0 {
 			// root ignores mode bits: a read-only bind mount is the real thing.
 			if err := exec.Command("mount", "--bind", ro, ro).Run(); err != nil {
-				t.Skipf("running as root and cannot bind-mount to make %s read-only: %v", ro, err)
+				llamatest.Unavailable(t, fmt.Sprintf("running as root and cannot bind-mount to make %s read-only: %v", ro, err))
 			}
 			t.Cleanup(func() { exec.Command("umount", ro).Run() })
 			if err := exec.Command("mount", "-o", "remount,bind,ro", ro).Run(); err != nil {
-				t.Skipf("cannot remount %s read-only: %v", ro, err)
+				llamatest.Unavailable(t, fmt.Sprintf("cannot remount %s read-only: %v", ro, err))
 			}
 		}
 		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(ro, "bundle"))...)
@@ -441,10 +443,10 @@ func TestBundleUnwritableDestinationLeavesNothing(t *testing.T) {
 		full := filepath.Join(parent, "full")
 		os.Mkdir(full, 0o755)
 		if os.Geteuid() != 0 {
-			t.Skip("mounting a small tmpfs to fill needs root")
+			llamatest.Unavailable(t, "mounting a small tmpfs to fill needs root")
 		}
 		if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", full).Run(); err != nil {
-			t.Skipf("cannot mount a small tmpfs: %v", err)
+			llamatest.Unavailable(t, fmt.Sprintf("cannot mount a small tmpfs: %v", err))
 		}
 		t.Cleanup(func() { exec.Command("umount", full).Run() })
 		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(full, "bundle"))...)
