@@ -9,8 +9,8 @@ g=$repo/.src/preflight-ggml
 export PATH=$PATH:/usr/local/cuda/bin
 w=$(mktemp -d)
 cd "$w"
-archs="-gencode arch=compute_75,code=compute_75 -gencode arch=compute_80,code=compute_80 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=compute_90 -gencode arch=compute_120a,code=sm_120a"
-srcs="argsort softmax getrows norm rope concat cpy binbcast unary"
+archs="-gencode arch=compute_75,code=compute_75 -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=compute_90 -gencode arch=compute_120a,code=sm_120a"
+srcs="argsort softmax getrows norm"
 pids=()
 for s in $srcs; do
   nvcc -c -O3 -std=c++17 -Xcompiler -fPIC -use_fast_math -extended-lambda $archs \
