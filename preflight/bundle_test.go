@@ -31,7 +31,8 @@ func TestReadBundle(t *testing.T) {
 	if _, err := os.Stat("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
 		copyFile(t, "/lib/x86_64-linux-gnu/libc.so.6", filepath.Join(dir, "lib", "libc.so.6"))
 	}
-	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("{}"), 0o644)
+	// A manifest that lists no executables or libraries: the directories are walked.
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"files":[{"path":"models/tiny.gguf","kind":"model","size":8}]}`), 0o644)
 	os.MkdirAll(filepath.Join(dir, "models"), 0o755)
 	os.WriteFile(filepath.Join(dir, "models", "tiny.gguf"), []byte("GGUF...."), 0o644)
 
@@ -86,4 +87,25 @@ func FuzzReadBinary(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestReadBundleFollowsManifest(t *testing.T) {
+	backends := debfetch.GGMLBackends(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(backends, "libggml-cpu-haswell.so"), filepath.Join(dir, "lib", "libggml-cpu-haswell.so"))
+	copyFile(t, filepath.Join(backends, "libggml-cpu-zen4.so"), filepath.Join(dir, "lib", "libggml-cpu-zen4.so")) // not listed
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"files":[
+		{"path":"lib/libggml-cpu-haswell.so","kind":"library","size":1},
+		{"path":"lib/libggml-cpu-haswell.so.0","kind":"library","link":"libggml-cpu-haswell.so"}]}`), 0o644)
+	bins, err := ReadBundle(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bins) != 1 || bins[0].Path != "lib/libggml-cpu-haswell.so" {
+		t.Errorf("ReadBundle = %d binaries (%v), want only the listed lib/libggml-cpu-haswell.so", len(bins), bins)
+	}
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"files":[], "extra": 1}`), 0o644)
+	if _, err := ReadBundle(context.Background(), dir); err == nil {
+		t.Error("ReadBundle with an unknown manifest field = nil error, want one")
+	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // IsLlamaFile reports whether a file name belongs to llama.cpp (ggml and llama libraries,
@@ -71,9 +73,38 @@ func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
 	return b, err
 }
 
-// ReadBundle reads the ELF files of a bundle directory: bin/ and lib/ (or, without them,
-// the whole tree). Paths in the result are relative to dir.
+// ReadBundle reads the ELF files of a bundle directory: the executables and libraries its
+// manifest.json lists, or, without a manifest that lists any, every ELF file under bin/ and
+// lib/ (or the whole tree without those). Paths in the result are relative to dir.
 func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
+	if f, err := os.Open(filepath.Join(dir, manifest.FileName)); err == nil {
+		m, err := manifest.Decode(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s of bundle %s: %w", manifest.FileName, dir, err)
+		}
+		var out []*Binary
+		for _, file := range m.Files {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if file.Link != "" || (file.Kind != manifest.KindExecutable && file.Kind != manifest.KindLibrary) {
+				continue
+			}
+			b, err := readPath(filepath.Join(dir, filepath.FromSlash(file.Path)), file.Path, IsLlamaFile(file.Path))
+			if errors.Is(err, ErrNotELF) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading bundle %s: %w", dir, err)
+			}
+			out = append(out, b)
+		}
+		if len(out) > 0 {
+			sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+			return out, nil
+		}
+	}
 	var roots []string
 	for _, sub := range []string{"bin", "lib"} {
 		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && st.IsDir() {
