@@ -3,7 +3,6 @@ package fatbin
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -234,81 +233,4 @@ func FuzzParse(f *testing.F) {
 			_ = e.Arch()
 		}
 	})
-}
-
-// TestAgainstCuobjdumpDir compares the listing of every ELF file in $LLBUILD_CUOBJDUMP_DIR
-// that has a FILE.cuobjdump.txt beside it (the output of `cuobjdump --list-elf --list-ptx
-// FILE`). It is for machines with the CUDA toolkit; elsewhere it skips.
-func TestAgainstCuobjdumpDir(t *testing.T) {
-	dir := os.Getenv("LLBUILD_CUOBJDUMP_DIR")
-	if dir == "" {
-		t.Skip("LLBUILD_CUOBJDUMP_DIR not set (needs files listed by cuobjdump)")
-	}
-	listings, _ := filepath.Glob(filepath.Join(dir, "*.cuobjdump.txt"))
-	if len(listings) == 0 {
-		t.Fatalf("no *.cuobjdump.txt in %s", dir)
-	}
-	for _, l := range listings {
-		file := strings.TrimSuffix(l, ".cuobjdump.txt")
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			f, err := elf.Open(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			sec := f.Section(".nv_fatbin")
-			if sec == nil {
-				t.Fatal("no .nv_fatbin section")
-			}
-			data, err := sec.Data()
-			if err != nil {
-				t.Fatal(err)
-			}
-			entries, err := Parse(data)
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			base := filepath.Base(file)
-			var got []string
-			nELF, nPTX := 0, 0
-			for _, e := range entries {
-				switch e.Kind {
-				case Cubin:
-					nELF++
-					got = append(got, "ELF "+e.CuobjdumpName(base, nELF))
-				case PTX:
-					nPTX++
-					got = append(got, "PTX "+e.CuobjdumpName(base, nPTX))
-				}
-			}
-			listing, err := os.ReadFile(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			sc := bufio.NewScanner(bytes.NewReader(listing))
-			for sc.Scan() {
-				if m := cuobjdumpLine.FindStringSubmatch(strings.TrimSpace(sc.Text())); m != nil {
-					want = append(want, m[1]+" "+m[2])
-				}
-			}
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("listing (%d entries) differs from cuobjdump's (%d)", len(got), len(want))
-				for i := 0; i < len(got) || i < len(want); i++ {
-					var g, w string
-					if i < len(got) {
-						g = got[i]
-					}
-					if i < len(want) {
-						w = want[i]
-					}
-					if g != w {
-						t.Errorf("first difference at %d: %q, cuobjdump %q", i, g, w)
-						break
-					}
-				}
-			}
-			t.Logf("%s: %d entries agree with cuobjdump (%d bytes of .nv_fatbin)", base, len(got), len(data))
-		})
-	}
 }
