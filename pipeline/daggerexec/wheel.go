@@ -1,0 +1,306 @@
+package daggerexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"dagger.io/dagger"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/wheel"
+)
+
+// Paths of a wheel build inside the container.
+const (
+	distDir = "/dist"
+	// pyVenv holds python-build and scikit-build-core, installed with the plan's interpreter.
+	pyVenv = "/opt/llbuild-python"
+)
+
+// PythonBuildTools are the build frontend and backend installed into the devel image, pinned
+// to the versions llbuild's tests build the fake package with (Debian sid's).
+var PythonBuildTools = []string{"build==1.5.1", "scikit-build-core==0.12.2"}
+
+// WheelOptions configure a Dagger build of the llama-cpp-python wheel.
+type WheelOptions struct {
+	// Options.Source overrides where the vendored llama.cpp comes from.
+	Options
+	// Package overrides where llama-cpp-python comes from: a local plain directory or git
+	// repository/mirror. Empty: the engine fetches the plan's URL at the plan's commit.
+	Package string
+}
+
+// WheelExecutor builds wheel plans on a Dagger engine.
+type WheelExecutor struct {
+	ex  *Executor
+	pkg string
+}
+
+// NewWheel returns a Dagger executor for wheels; like New it fails fast without an engine.
+func NewWheel(opts WheelOptions) (*WheelExecutor, error) {
+	ex, err := New(opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	w := &WheelExecutor{ex: ex}
+	if opts.Package != "" {
+		abs, err := filepath.Abs(opts.Package)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("llama-cpp-python source %s is not a directory", opts.Package)
+		}
+		w.pkg = abs
+	}
+	return w, nil
+}
+
+// Close ends the engine session.
+func (w *WheelExecutor) Close() error { return w.ex.Close() }
+
+type wheelState struct {
+	*state
+	wp        *pipeline.WheelPlan
+	pkg       string
+	python    string
+	version   string
+	wheelFile string
+}
+
+func (s *wheelState) vendorDir() string { return path.Join(srcDir, s.wp.VendorDir) }
+
+func wheelSteps() []pipeline.Step[*wheelState] {
+	return []pipeline.Step[*wheelState]{
+		pipeline.StepFunc("devel image", func(ctx context.Context, s *wheelState) error { return develImage(ctx, s.state) }),
+		pipeline.StepFunc("apt packages", func(ctx context.Context, s *wheelState) error { return aptPackages(ctx, s.state) }),
+		pipeline.StepFunc("python build tools", pythonTools),
+		pipeline.StepFunc("sources", wheelSources),
+		pipeline.StepFunc("patches", wheelPatches),
+		pipeline.StepFunc("check bindings", wheelBindings),
+		pipeline.StepFunc("stamp version", wheelVersion),
+		pipeline.StepFunc("build wheel", wheelBuild),
+		pipeline.StepFunc("export", wheelExport),
+		pipeline.StepFunc("check wheel", wheelCheck),
+		pipeline.StepFunc("write artifacts", wheelArtifacts),
+	}
+}
+
+// BuildWheel defines the wheel build on the engine, runs it, exports the wheel, checks it
+// against the target and writes it as artifacts under out.
+func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, out string) (string, error) {
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	c, err := w.ex.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	exportDir := filepath.Join(out, ".export-wheel-"+wp.Plan.Target+"-"+wp.ShortHash())
+	if err := os.RemoveAll(exportDir); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(exportDir, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(exportDir)
+	defer os.Remove(exportDir + "-devel.tar")
+	s := &wheelState{
+		state: &state{plan: wp.Plan, opts: w.ex.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}},
+		wp:    wp,
+		pkg:   w.pkg,
+	}
+	log := w.ex.opts.Logger.With("target", wp.Plan.Target, "plan", wp.ShortHash())
+	log.Info("building wheel", "executor", "dagger", "engine", w.ex.opts.Engine)
+	if err := pipeline.RunSteps(ctx, pipeline.LoggedAll(log, wheelSteps()), s); err != nil {
+		return "", fmt.Errorf("target %s: wheel: %w", wp.Plan.Target, err)
+	}
+	return s.artifact, nil
+}
+
+// pythonTools makes a virtual environment with the plan's interpreter and installs the
+// pinned build tools into it. The interpreter's absence fails here with the image named.
+func pythonTools(_ context.Context, s *wheelState) error {
+	py := s.wp.Interpreter()
+	script := fmt.Sprintf(`command -v %[1]s >/dev/null || { echo "the devel image %[2]s has no %[1]s: pass --python with a version it has" >&2; exit 3; }; %[1]s -m venv %[3]s && %[3]s/bin/python -m pip install --no-cache-dir --disable-pip-version-check -q %[4]s`,
+		py, s.plan.Images.Devel.Ref, pyVenv, strings.Join(PythonBuildTools, " "))
+	s.ctr = s.ctr.WithExec([]string{"sh", "-c", script})
+	s.python = pyVenv + "/bin/python"
+	return nil
+}
+
+// wheelSources puts llama-cpp-python at /src and the plan's llama.cpp at /src/vendor/llama.cpp.
+func wheelSources(ctx context.Context, s *wheelState) error {
+	p := s.plan
+	pkg := s.gitTree(ctx, s.pkg, p.Source)
+	if p.Vendor == nil {
+		return errors.New("the wheel plan has no vendored llama.cpp")
+	}
+	llama := s.gitTree(ctx, s.opts.Source, *p.Vendor)
+	s.ctr = s.ctr.
+		WithDirectory(srcDir, pkg).
+		WithoutDirectory(s.vendorDir()).
+		WithDirectory(s.vendorDir(), llama).
+		WithWorkdir(srcDir)
+	return nil
+}
+
+func (s *wheelState) gitTree(ctx context.Context, local string, src pipeline.Source) *dagger.Directory {
+	switch {
+	case local == "":
+		return s.dag.Git(src.URL).Commit(src.Commit).Tree()
+	case isGitRepo(ctx, local):
+		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree()
+	default:
+		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's", "source", local, "commit", src.Commit)
+		return s.dag.Host().Directory(local, dagger.HostDirectoryOpts{Exclude: []string{".git"}})
+	}
+}
+
+func wheelPatches(ctx context.Context, s *wheelState) error {
+	s.ctr = s.ctr.WithWorkdir(s.vendorDir())
+	if err := applyPatches(ctx, s.state); err != nil {
+		return err
+	}
+	s.ctr = s.ctr.WithWorkdir(srcDir)
+	return nil
+}
+
+// readFile returns a file of the container, or ok false when it does not exist.
+func (s *wheelState) readFile(ctx context.Context, p string) (string, bool, error) {
+	ok, err := s.ctr.Exists(ctx, p)
+	if err != nil {
+		return "", false, s.engineError(err)
+	}
+	if !ok {
+		return "", false, nil
+	}
+	c, err := s.ctr.File(p).Contents(ctx)
+	if err != nil {
+		return "", false, s.engineError(err)
+	}
+	return c, true, nil
+}
+
+func wheelBindings(ctx context.Context, s *wheelState) error {
+	missing := map[string][]string{}
+	for _, b := range s.wp.Bindings {
+		py, ok, err := s.readFile(ctx, path.Join(srcDir, b.File))
+		if err != nil {
+			return err
+		}
+		bound := pipeline.BoundFunctions(py)
+		if !ok || len(bound) == 0 {
+			continue
+		}
+		var headers []string
+		for _, h := range b.Headers {
+			c, ok, err := s.readFile(ctx, path.Join(s.vendorDir(), h))
+			if err != nil {
+				return err
+			}
+			if ok {
+				headers = append(headers, c)
+			}
+		}
+		if len(headers) == 0 {
+			missing[b.File] = []string{"(none of " + strings.Join(b.Headers, ", ") + " exists in the vendored llama.cpp)"}
+		} else if m := pipeline.MissingFunctions(bound, headers...); len(m) > 0 {
+			missing[b.File] = m
+		}
+	}
+	if len(missing) > 0 {
+		return &pipeline.BindingError{Package: s.plan.Source.Commit, Vendor: s.plan.Vendor.Commit, Missing: missing}
+	}
+	return nil
+}
+
+func wheelVersion(ctx context.Context, s *wheelState) error {
+	f := path.Join(srcDir, s.wp.VersionFile)
+	src, ok, err := s.readFile(ctx, f)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the package has no %s to stamp the local version label into", s.wp.VersionFile)
+	}
+	out, version, err := pipeline.StampVersion(src, s.wp.LocalVersion)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.wp.VersionFile, err)
+	}
+	s.version = version
+	s.ctr = s.ctr.WithNewFile(f, out)
+	return nil
+}
+
+func wheelBuild(_ context.Context, s *wheelState) error {
+	ctr := s.ctr
+	for _, kv := range pipeline.SortedEnv(s.wp.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		ctr = ctr.WithEnvVariable(k, strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir))
+	}
+	args := []string{s.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", distDir, srcDir}
+	s.ctr = ctr.
+		WithEnvVariable("CMAKE_ARGS", s.wp.CMakeArgsEnv(srcDir)).
+		WithEnvVariable("SKBUILD_BUILD_DIR", buildDir).
+		WithMountedCache(ccacheDir, s.dag.CacheVolume("llbuild-ccache"), dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeShared}).
+		WithExec(withEnvScript(s.plan, args))
+	return nil
+}
+
+func wheelExport(ctx context.Context, s *wheelState) error {
+	if _, err := s.ctr.Directory(distDir).Export(ctx, s.export); err != nil {
+		return s.engineError(err)
+	}
+	whls, _ := filepath.Glob(filepath.Join(s.export, "*.whl"))
+	if len(whls) != 1 {
+		return fmt.Errorf("the build left %d wheels in %s, want 1", len(whls), distDir)
+	}
+	s.wheelFile = whls[0]
+	return nil
+}
+
+func wheelCheck(_ context.Context, s *wheelState) error {
+	f, err := os.Open(s.wheelFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	res, err := wheel.Check(f, fi.Size(), s.wheelFile, wheel.Expect{
+		Version: s.version, Host: s.wp.Host, HostName: s.plan.Target, CUDAArchitectures: s.wp.CUDAArchitectures,
+	})
+	if err != nil {
+		return err
+	}
+	return res.Err()
+}
+
+func wheelArtifacts(_ context.Context, s *wheelState) error {
+	prov := pipeline.ProvenanceOf(s.plan, s.opts.Builder)
+	prov.Plan = s.wp.JSON()
+	dir, err := artifacts.Write(s.out, artifacts.Input{
+		Target:     s.plan.Target,
+		PlanHash:   s.wp.Hash,
+		Files:      []artifacts.InputFile{{Path: filepath.Base(s.wheelFile), From: s.wheelFile, Kind: artifacts.KindWheel}},
+		Provenance: prov,
+	})
+	if err != nil {
+		return err
+	}
+	s.artifact = dir
+	return nil
+}
