@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
@@ -32,14 +33,19 @@ func wheelCommand() *cli.Command {
 			"--arch without --target picks the built-in CUDA target that builds exactly those architectures\n" +
 			"(86: rtx3090, 90: h200, 120: olares-one); with --target it replaces the target's architectures,\n" +
 			"which must still run on the target's GPUs and be compiled by its CUDA toolkit. Neither: cpu-v3.\n" +
+			"The dagger executor builds in the target's devel image (python-build and scikit-build-core are\n" +
+			"installed there, pinned); the host executor uses this machine's compilers and a Python that can\n" +
+			"import build and the package's build backend (the build runs with --no-isolation).\n" +
 			"stdout: the path of the wheel in its artifact directory. Exit status: 0 built, 1 the build\n" +
 			"failed or was refused, 2 usage.",
 		Flags: []cli.Flag{
 			targetFlag, targetFileFlag,
 			&cli.StringSliceFlag{Name: "arch", Usage: "CUDA `ARCH`itectures (86, 90, 120), comma-separated or repeated"},
-			&cli.StringFlag{Name: "executor", Value: "host", Usage: "`host` (this machine or the devel image it runs in); dagger does not build wheels yet"},
-			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit"},
-			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit"},
+			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine runs the target's devel image) or host (this machine)"},
+			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)"},
+			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit (required for host)"},
+			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://)"},
+			&cli.StringSliceFlag{Name: "base", Usage: "override the devel image: `devel=REF` with REF an image reference, oci-archive:PATH or oci-layout:PATH (dagger)"},
 			&cli.StringFlag{Name: "commit", Usage: "build llama-cpp-python at this full `COMMIT` instead of the recipe's pin (plan and provenance record it)"},
 			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},
 			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
@@ -73,42 +79,75 @@ func wheelCommand() *cli.Command {
 				_, err := stdoutOf(c).Write(wp.JSON())
 				return err
 			}
-			switch c.String("executor") {
-			case "host":
-			case "dagger":
-				return errors.New("the dagger executor does not build wheels yet: use --executor host on a machine (or in a container) with the target's toolchain and Python build tools")
-			default:
-				return usagef("--executor must be host or dagger, got %q", c.String("executor"))
-			}
-			if c.String("source") == "" || c.String("llama-source") == "" {
-				return usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
-			}
 			out, err := filepath.Abs(c.String("out"))
 			if err != nil {
 				return err
 			}
 			if !c.IsSet("out") {
 				for _, f := range []string{"source", "llama-source"} {
+					if c.String(f) == "" {
+						continue
+					}
 					if abs, _ := filepath.Abs(c.String(f)); isWithin(out, abs) {
 						return usagef("the default --out %s is inside --%s %s: pass --out", out, f, abs)
 					}
 				}
 			}
+			bases, err := parseBases(c.StringSlice("base"))
+			if err != nil {
+				return err
+			}
+			if bases["runtime"] != "" {
+				return usagef("--base runtime= has no use for a wheel: only the devel image builds it")
+			}
 			series, err := patches.Series()
 			if err != nil {
 				return err
 			}
-			ex, err := hostexec.NewWheel(hostexec.WheelOptions{
-				Options: hostexec.Options{
-					Source:  c.String("llama-source"),
-					WorkDir: c.String("work-dir"),
-					Series:  series,
-					Jobs:    c.Int("build-jobs"),
-					Builder: pipeline.Builder{Version: version, Executor: "host"},
-					Logger:  loggerOf(c),
-				},
-				Package: c.String("source"),
-			})
+			builder := pipeline.Builder{Version: version, Executor: c.String("executor")}
+			var ex interface {
+				BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, out string) (string, error)
+			}
+			switch c.String("executor") {
+			case "host":
+				if c.String("engine") != "" || bases["devel"] != "" {
+					return usagef("--engine and --base are for --executor dagger: the host executor is the build environment")
+				}
+				if c.String("source") == "" || c.String("llama-source") == "" {
+					return usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
+				}
+				ex, err = hostexec.NewWheel(hostexec.WheelOptions{
+					Options: hostexec.Options{
+						Source:  c.String("llama-source"),
+						WorkDir: c.String("work-dir"),
+						Series:  series,
+						Jobs:    c.Int("build-jobs"),
+						Builder: builder,
+						Logger:  loggerOf(c),
+					},
+					Package: c.String("source"),
+				})
+			case "dagger":
+				var dx *daggerexec.WheelExecutor
+				dx, err = daggerexec.NewWheel(daggerexec.WheelOptions{
+					Options: daggerexec.Options{
+						Source:    c.String("llama-source"),
+						Engine:    c.String("engine"),
+						Devel:     bases["devel"],
+						Series:    series,
+						Builder:   builder,
+						Logger:    loggerOf(c),
+						LogOutput: stderrOf(c),
+					},
+					Package: c.String("source"),
+				})
+				if err == nil {
+					defer dx.Close()
+					ex = dx
+				}
+			default:
+				return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+			}
 			if err != nil {
 				return err
 			}

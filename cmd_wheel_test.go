@@ -27,8 +27,11 @@ func TestWheelRefusesBadUsage(t *testing.T) {
 		{"--arch for a CPU target", []string{"wheel", "-t", "cpu-v3", "--arch", "86"}, "CUDA targets only"},
 		{"a malformed Python version", []string{"wheel", "--python", "3"}, "want a version such as 3.12"},
 		{"a short commit", []string{"wheel", "--commit", "629bd1b"}, "short commit id"},
-		{"an unknown executor", []string{"wheel", "--executor", "podman"}, "--executor must be host or dagger"},
-		{"host without the sources", []string{"wheel", "--source", "."}, "needs --source DIR (llama-cpp-python) and --llama-source DIR"},
+		{"an unknown executor", []string{"wheel", "--executor", "podman", "--out", "/tmp/x"}, "--executor must be dagger or host"},
+		{"host without the sources", []string{"wheel", "--executor", "host", "--source", "/", "--out", "/tmp/x"}, "needs --source DIR (llama-cpp-python) and --llama-source DIR"},
+		{"--engine with host", []string{"wheel", "--executor", "host", "--engine", "tcp://x:1", "--out", "/tmp/x"}, "--engine and --base are for --executor dagger"},
+		{"a runtime base for a wheel", []string{"wheel", "--base", "runtime=x", "--out", "/tmp/x"}, "no use for a wheel"},
+		{"the default --out inside the source", []string{"wheel", "--executor", "host", "--source", ".", "--llama-source", "/"}, "is inside --source"},
 		{"arguments", []string{"wheel", "x"}, "takes no arguments"},
 		{"an unknown target", []string{"wheel", "-t", "rtx3080"}, "unknown target"},
 		{"index without artifacts", []string{"index", "-o", "x"}, "at least one ARTIFACTS"},
@@ -46,10 +49,13 @@ func TestWheelRefusesBadUsage(t *testing.T) {
 	}
 }
 
-func TestWheelDaggerIsNotYetAnExecutor(t *testing.T) {
-	code, _, stderr := runCLI(t, "wheel", "--executor", "dagger")
-	if code != exitFailed || !strings.Contains(stderr, "does not build wheels yet") {
-		t.Errorf("exit %d, stderr %q; want exit 1 saying so", code, stderr)
+func TestWheelFailsFastWithoutEngine(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("DAGGER_SESSION_PORT", "")
+	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "")
+	code, out, stderr := runCLI(t, "wheel", "--arch", "86", "--out", t.TempDir())
+	if code != exitFailed || out != "" || !strings.Contains(stderr, "no Dagger engine reachable") || !strings.Contains(stderr, "--executor host") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the missing engine and the host executor", code, out, stderr)
 	}
 }
 
@@ -100,7 +106,7 @@ func TestWheelHostStopsAtAPatchThatDoesNotApply(t *testing.T) {
 	}
 	py := debianPython(t)
 	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "wheel", "-t", "cpu-v3", "--python", py,
+	code, stdout, stderr := runCLI(t, "wheel", "-t", "cpu-v3", "--executor", "host", "--python", py,
 		"--source", filepath.Join("pipeline", "testdata", "fakewheel"),
 		"--llama-source", filepath.Join("pipeline", "testdata", "fakellama"),
 		"--out", out, "--work-dir", t.TempDir())
@@ -123,7 +129,7 @@ func TestWheelHostNamesAMissingPython(t *testing.T) {
 			t.Skipf("%s not found", tool)
 		}
 	}
-	code, _, stderr := runCLI(t, "wheel", "-t", "cpu-v3", "--python", "3.99",
+	code, _, stderr := runCLI(t, "wheel", "-t", "cpu-v3", "--executor", "host", "--python", "3.99",
 		"--source", filepath.Join("pipeline", "testdata", "fakewheel"),
 		"--llama-source", filepath.Join("pipeline", "testdata", "fakellama"),
 		"--out", t.TempDir(), "--work-dir", t.TempDir())

@@ -96,7 +96,7 @@ target bench-default '["75-virtual", "80-virtual", "86-real", "89-real", "90-vir
 declare -A secs
 for name in bench-one bench-default; do
 	start=$(date +%s.%N)
-	if ! CCACHE_DISABLE=1 "$llbuild" wheel --target-file "$out/$name.yaml" --allow-floating \
+	if ! CCACHE_DISABLE=1 "$llbuild" wheel --executor host --target-file "$out/$name.yaml" --allow-floating \
 		--commit "$commit" --python "$python" --source "$pkg" --llama-source "$llama" \
 		--build-jobs "$jobs" --out "$out/artifacts" --work-dir "$out/work-$name" \
 		>"$out/$name.stdout" 2>"$out/$name.log"; then
