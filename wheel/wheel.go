@@ -233,14 +233,25 @@ func Check(r io.ReaderAt, size int64, name string, want Expect) (*Result, error)
 		res.Problems = append(res.Problems, "it holds no shared library")
 	}
 	res.Report = preflight.Check(want.Host, want.HostName, preflight.Input{Name: name, Binaries: libs})
+	// A library installed under its SONAME links is in the wheel several times, byte for byte:
+	// one problem names all its copies.
+	var order []string
+	subjects := map[string][]string{}
 	for _, v := range res.Report.Verdicts {
-		if v.Status == preflight.Fail {
-			p := fmt.Sprintf("%s: %s", v.Subject, v.Reason)
-			if v.Fix != "" {
-				p += " (" + v.Fix + ")"
-			}
-			res.Problems = append(res.Problems, p)
+		if v.Status != preflight.Fail {
+			continue
 		}
+		p := v.Reason
+		if v.Fix != "" {
+			p += " (" + v.Fix + ")"
+		}
+		if _, seen := subjects[p]; !seen {
+			order = append(order, p)
+		}
+		subjects[p] = append(subjects[p], v.Subject)
+	}
+	for _, p := range order {
+		res.Problems = append(res.Problems, strings.Join(subjects[p], ", ")+": "+p)
 	}
 	res.Problems = append(res.Problems, fatbinProblems(libs, want.CUDAArchitectures)...)
 	return res, nil
