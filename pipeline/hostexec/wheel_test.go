@@ -26,7 +26,7 @@ var wheelSeries = []string{"0001-server-greeting.patch", "0002-ggml-cpu-build-in
 
 // wheelPlan resolves the built-in wheel recipe for tg, pointed at the fake package, with
 // fakellama as the vendored llama.cpp.
-func wheelPlan(t *testing.T, tg *targets.Target, python string) (*pipeline.WheelPlan, []patches.Patch) {
+func wheelPlan(t testing.TB, tg *targets.Target, python string) (*pipeline.WheelPlan, []patches.Patch) {
 	t.Helper()
 	r, err := recipes.Load("wheel")
 	if err != nil {
@@ -46,14 +46,14 @@ func wheelPlan(t *testing.T, tg *targets.Target, python string) (*pipeline.Wheel
 
 // needWheelTools skips (fails in CI) without the compilers and Python build tools, and puts
 // python-build and scikit-build-core from Debian on PYTHONPATH.
-func needWheelTools(t *testing.T) string {
+func needWheelTools(t testing.TB) string {
 	t.Helper()
 	fixture.NeedTools(t, "cmake", "ninja", "g++", "gcc", "git", "objdump")
 	t.Setenv("PYTHONPATH", pybuild.Need(t))
 	return pybuild.Python(t)
 }
 
-func buildWheelIn(t *testing.T, e env, pkg string, wp *pipeline.WheelPlan, series []patches.Patch) (string, error) {
+func buildWheelIn(t testing.TB, e env, pkg string, wp *pipeline.WheelPlan, series []patches.Patch) (string, error) {
 	t.Helper()
 	ex, err := NewWheel(WheelOptions{
 		Options: Options{Source: fixture.Source(), WorkDir: e.work, CacheDir: e.cache, Series: series, Builder: pipeline.Builder{Version: "test"}},
@@ -65,7 +65,7 @@ func buildWheelIn(t *testing.T, e env, pkg string, wp *pipeline.WheelPlan, serie
 	return ex.BuildWheel(context.Background(), wp, e.out)
 }
 
-func cpuTarget(t *testing.T, name string) *targets.Target {
+func cpuTarget(t testing.TB, name string) *targets.Target {
 	t.Helper()
 	tg, err := targets.Load(name)
 	if err != nil {
