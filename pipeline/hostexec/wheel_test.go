@@ -210,6 +210,19 @@ func TestWheelRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A package whose own C++ calls a llama.cpp function the vendored llama.h does not declare:
+	// the bindings match, the compile does not.
+	uncompilable := t.TempDir()
+	if err := copyTree(context.Background(), fakeWheel(), uncompilable); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(uncompilable, "shim", "shim_cpp.cpp")
+	b, _ = os.ReadFile(shim)
+	b = append(b, "\nextern \"C\" void fake_clear(void) { llama_kv_cache_clear(nullptr); }\n"...)
+	if err := os.WriteFile(shim, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := []struct {
 		name   string
 		target *targets.Target
@@ -225,6 +238,10 @@ func TestWheelRefusals(t *testing.T) {
 		{
 			name: "a Python the build machine lacks is named", target: cpuTarget(t, "cpu-v3"), python: "3.99", pkg: fakeWheel(),
 			want: []string{"python3.99", "is not on PATH", "--python"},
+		},
+		{
+			name: "a package whose code does not compile against the vendored llama.cpp is named", target: cpuTarget(t, "cpu-v3"), python: py, pkg: uncompilable,
+			want: []string{"compiling failed", "shim/shim_cpp.cpp", "llama_kv_cache_clear", "does not match the vendored llama.cpp", "full log:"},
 		},
 		{
 			name: "a package binding functions the vendored llama.cpp lacks is refused", target: cpuTarget(t, "cpu-v3"), python: py, pkg: stale,
