@@ -2,9 +2,6 @@ package wheel
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -59,21 +56,14 @@ func Collect(ctx context.Context, root string) ([]Entry, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		dir := filepath.Dir(m)
-		b, err := os.ReadFile(m)
+		// Open verifies every file against the sizes and digests artifacts.json records.
+		a, err := artifacts.Open(filepath.Dir(m))
 		if err != nil {
-			return nil, err
-		}
-		var man artifacts.Manifest
-		if err := json.Unmarshal(b, &man); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			errs = append(errs, err)
 			continue
 		}
-		for _, f := range man.Files {
-			if f.Kind != artifacts.KindWheel {
-				continue
-			}
-			e, err := entryOf(filepath.Join(dir, filepath.FromSlash(f.Path)), f)
+		for _, f := range a.Files(artifacts.KindWheel) {
+			e, err := entryOf(a.Path(f), f)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -109,15 +99,7 @@ func entryOf(p string, f artifacts.File) (Entry, error) {
 		return Entry{}, err
 	}
 	defer fh.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, fh)
-	if err != nil {
-		return Entry{}, fmt.Errorf("reading %s: %w", p, err)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if sum != f.SHA256 {
-		return Entry{}, fmt.Errorf("%s has sha256 %s but its artifacts.json records %s: the artifact directory was changed after it was written", p, sum, f.SHA256)
-	}
+	n, sum := f.Size, f.SHA256
 	w, _, err := Read(fh, n, p)
 	if err != nil {
 		return Entry{}, err

@@ -209,7 +209,7 @@ func TestIndexRefusals(t *testing.T) {
 		f, _ := os.OpenFile(whls[0], os.O_APPEND|os.O_WRONLY, 0)
 		f.Write([]byte("x"))
 		f.Close()
-		if _, err := Collect(context.Background(), out); err == nil || !strings.Contains(err.Error(), "artifacts.json records") {
+		if _, err := Collect(context.Background(), out); err == nil || !strings.Contains(err.Error(), "artifacts.json says") {
 			t.Errorf("Collect() = %v, want a digest mismatch", err)
 		}
 	})
