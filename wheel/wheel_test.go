@@ -3,6 +3,7 @@ package wheel
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,6 +154,108 @@ func TestFatbinProblems(t *testing.T) {
 			got := strings.Join(fatbinProblems(tt.libs, tt.archs), "; ")
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 				t.Errorf("fatbinProblems(%v) = %q, want %q", tt.archs, got, tt.want)
+			}
+		})
+	}
+}
+
+type kernel struct {
+	ptx      bool
+	sm       int
+	specific bool
+}
+
+// fatbinBlob is a .nv_fatbin container in the layout nvcc writes (build-facts.md): a 16-byte
+// header, then one 64-byte entry header and a small payload per kernel image.
+func fatbinBlob(ks ...kernel) []byte {
+	var entries []byte
+	for _, k := range ks {
+		h := make([]byte, 0x40)
+		kind := uint16(fatbin.Cubin)
+		if k.ptx {
+			kind = uint16(fatbin.PTX)
+		}
+		binary.LittleEndian.PutUint16(h[0:], kind)
+		binary.LittleEndian.PutUint16(h[2:], 0x101)
+		binary.LittleEndian.PutUint32(h[4:], 0x40)
+		binary.LittleEndian.PutUint64(h[8:], 16)
+		binary.LittleEndian.PutUint32(h[0x10:], 16)
+		binary.LittleEndian.PutUint16(h[0x18:], 8)
+		binary.LittleEndian.PutUint16(h[0x1a:], 1)
+		binary.LittleEndian.PutUint32(h[0x1c:], uint32(k.sm))
+		flags := uint64(0x11)
+		if k.specific {
+			flags |= 0x100000
+		}
+		binary.LittleEndian.PutUint64(h[0x28:], flags)
+		entries = append(append(entries, h...), make([]byte, 16)...)
+	}
+	c := make([]byte, 16)
+	binary.LittleEndian.PutUint32(c[0:], fatbin.Magic)
+	binary.LittleEndian.PutUint16(c[4:], 1)
+	binary.LittleEndian.PutUint16(c[6:], 0x10)
+	binary.LittleEndian.PutUint64(c[8:], uint64(len(entries)))
+	return append(c, entries...)
+}
+
+// withFatbin adds a .nv_fatbin section to a shared library with objcopy, as a CUDA backend
+// carries its kernels.
+func withFatbin(t *testing.T, lib []byte, blob []byte) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("objcopy"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("objcopy (binutils) is required in CI")
+		}
+		t.Skip("objcopy not found")
+	}
+	dir := t.TempDir()
+	in, sec, out := filepath.Join(dir, "in.so"), filepath.Join(dir, "fatbin"), filepath.Join(dir, "out.so")
+	os.WriteFile(in, lib, 0o644)
+	os.WriteFile(sec, blob, 0o644)
+	if o, err := exec.Command("objcopy", "--add-section", ".nv_fatbin="+sec, "--set-section-flags", ".nv_fatbin=alloc,readonly", in, out).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, o)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCheckCUDAKernels checks wheels whose CUDA library carries real .nv_fatbin sections
+// against the rtx3090 target (compute capability 8.6) built for sm_86.
+func TestCheckCUDAKernels(t *testing.T) {
+	tg, err := targets.Load("rtx3090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := compileLib(t, "-mavx2", "-mfma")
+	tests := []struct {
+		name    string
+		kernels []kernel
+		problem string
+	}{
+		{"sm_86 and its PTX, as CMake builds 86", []kernel{{sm: 86}, {ptx: true, sm: 86}}, ""},
+		{"the default architecture list", []kernel{{ptx: true, sm: 75}, {ptx: true, sm: 80}, {sm: 86}, {sm: 89}, {ptx: true, sm: 90}, {sm: 120, specific: true}}, "architectures the plan did not request: libggml-cuda.so compute_75, libggml-cuda.so compute_80, libggml-cuda.so compute_90, libggml-cuda.so sm_120a, libggml-cuda.so sm_89"},
+		{"an sm_90 build for an sm_86 GPU", []kernel{{sm: 90}}, "no kernel for compute capability 8.6"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cuda := withFatbin(t, lib, fatbinBlob(tt.kernels...))
+			r, name := zipWheel(t, "0.3.99+cu131.sm86.avx2", map[string][]byte{
+				"llama_cpp/lib/libggml-cuda.so": cuda,
+				"llama_cpp/lib/libggml-cpu.so":  lib,
+			})
+			res, err := Check(r, r.Size(), name, Expect{Version: "0.3.99+cu131.sm86.avx2", Host: tg.Host, HostName: tg.Name, CUDAArchitectures: []string{"86"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Err()
+			switch {
+			case tt.problem == "" && got != nil:
+				t.Errorf("Check() refused: %v", got)
+			case tt.problem != "" && (got == nil || !strings.Contains(got.Error(), tt.problem)):
+				t.Errorf("Check() = %v, want a refusal containing %q", got, tt.problem)
 			}
 		})
 	}
