@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -144,11 +145,14 @@ func planCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("plan takes no arguments, got %q", c.Args().Slice())
 			}
+			out := stdoutOf(c)
+			if c.String("recipe") == "wheel" {
+				return printWheelPlan(c, out)
+			}
 			p, err := resolvePlan(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"))
 			if err != nil {
 				return err
 			}
-			out := stdoutOf(c)
 			if c.Bool("json") {
 				_, err := out.Write(p.JSON())
 				return err
@@ -232,7 +236,9 @@ func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) 
 		}
 		fmt.Fprintf(&b, "                 %s%s\n", a, sep)
 	}
-	fmt.Fprintf(&b, "build:         cmake --build build --target %s\n", strings.Join(p.BuildTargets, " "))
+	if p.Recipe != "wheel" {
+		fmt.Fprintf(&b, "build:         cmake --build build --target %s\n", strings.Join(p.BuildTargets, " "))
+	}
 	for _, o := range p.Outputs {
 		fmt.Fprintf(&b, "output:        %s (%s)\n", o.Glob, o.Kind)
 	}
@@ -262,5 +268,30 @@ func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 		return err
 	}
 	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// printWheelPlan prints the wheel recipe the way a wheel build carries it out: CMake's
+// arguments go into CMAKE_ARGS of a Python build rather than to cmake directly.
+func printWheelPlan(c *cli.Context, out io.Writer) error {
+	t, err := loadTarget(c.String("target"), c.String("target-file"))
+	if err != nil {
+		return err
+	}
+	w, err := resolveWheelPlan(t, "", "", c.Bool("allow-floating"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		_, err := out.Write(w.JSON())
+		return err
+	}
+	if err := writePlanText(out, w.Plan); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wheel:         python -m build --wheel --no-isolation (%s), vendor/llama.cpp replaced by %s @ %s\n", w.Interpreter(), w.Plan.Vendor.URL, w.Plan.Vendor.Commit)
+	fmt.Fprintf(out, "CMAKE_ARGS:    %s\n", w.CMakeArgsEnv(pipeline.SourceDirToken))
+	fmt.Fprintf(out, "version label: +%s (index %s)\n", w.LocalVersion, w.Variant)
+	_, err = fmt.Fprintf(out, "wheel plan:    %s\n", w.ShortHash())
 	return err
 }

@@ -103,3 +103,22 @@ func TestTargetDetectWritesAUsableTargetFile(t *testing.T) {
 		t.Errorf("plan of detected target:\n%s", out)
 	}
 }
+
+func TestPlanWheelShowsHowTheWheelIsBuilt(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "-t", "rtx3090", "--recipe", "wheel")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"CMAKE_ARGS:", "-DCMAKE_CUDA_ARCHITECTURES=86", "-DGGML_AVX512=OFF", "version label: +cu131.sm86.avx2", "python -m build --wheel"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan --recipe wheel lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "cmake --build build --target wheel") {
+		t.Error("plan --recipe wheel shows a cmake build of a 'wheel' target")
+	}
+	code, out, _ = runCLI(t, "plan", "-t", "cpu-v3", "--recipe", "wheel", "--json")
+	if code != 0 || !strings.Contains(out, `"localVersion": "cpu.avx2"`) {
+		t.Errorf("plan --recipe wheel --json: exit %d\n%s", code, out)
+	}
+}
