@@ -24,6 +24,7 @@ import (
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -381,7 +382,7 @@ func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifes
 	if err := writeFileSync(filepath.Join(tmp, manifest.FileName), b, 0o644); err != nil {
 		return nil, err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := atomicfile.SyncTree(tmp); err != nil {
 		return nil, err
 	}
 	if archive != "" {
@@ -390,13 +391,13 @@ func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifes
 		}
 	}
 	if dest != "" {
-		if err := replaceDir(tmp, dest); err != nil {
+		if err := atomicfile.ReplaceDir(tmp, dest); err != nil {
 			if archive != "" {
 				os.Remove(archive)
 			}
 			return nil, err
 		}
-		syncPath(parent)
+		atomicfile.SyncDir(parent)
 	}
 	return &m, nil
 }
@@ -443,32 +444,6 @@ func checkDest(p string, force bool, plan *bundlePlan, dir bool) (string, error)
 		}
 	}
 	return abs, nil
-}
-
-// replaceDir renames tmp to dest; an existing dest is moved aside first and removed once
-// tmp is in place (rename(2) does not replace a non-empty directory).
-func replaceDir(tmp, dest string) error {
-	if _, err := os.Lstat(dest); err == nil {
-		old, err := os.MkdirTemp(filepath.Dir(dest), ".llbuild-old-")
-		if err != nil {
-			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
-		}
-		aside := filepath.Join(old, "bundle")
-		if err := os.Rename(dest, aside); err != nil {
-			os.Remove(old)
-			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
-		}
-		if err := os.Rename(tmp, dest); err != nil {
-			_ = os.Rename(aside, dest)
-			os.Remove(old)
-			return fmt.Errorf("moving the bundle into %s: %w", dest, err)
-		}
-		return os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, dest); err != nil {
-		return fmt.Errorf("moving the bundle into %s: %w", dest, err)
-	}
-	return nil
 }
 
 // placeFiles copies (or links) every file into root, hashing each in the same pass, in
@@ -638,26 +613,6 @@ func writeFileSync(name string, b []byte, mode os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil
-}
-
-// syncTree fsyncs the directories under root (files were synced as they were written), so
-// the rename that follows cannot expose entries that are not on disk.
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		return syncPath(p)
-	})
-}
-
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible

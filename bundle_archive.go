@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -227,10 +228,10 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 	if problems := manifest.Verify(tmp); len(problems) > 0 {
 		return problemsError(archive+" (extracted)", problems)
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := atomicfile.SyncTree(tmp); err != nil {
 		return err
 	}
-	return replaceDir(tmp, abs)
+	return atomicfile.ReplaceDir(tmp, abs)
 }
 
 // unpackArchive writes the entries of a bundle archive under tmp, refusing any entry that

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -43,33 +42,7 @@ func targetDetectCommand() *cli.Command {
 				_, err = stdoutOf(c).Write(data)
 				return err
 			}
-			return writeFileAtomic(out, data, 0o644)
+			return atomicfile.WriteFile(out, data, 0o644)
 		},
 	}
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it into place, so a
-// reader never sees half a file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
@@ -193,7 +194,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		fmt.Fprintln(stdout, r.Digest)
 	}
 	if f := c.String("digest-file"); f != "" {
-		if err := publish.WriteFileAtomic(f, publish.DigestLines(results)); err != nil {
+		if err := atomicfile.WriteFile(f, publish.DigestLines(results), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("writing --digest-file: %w", err))
 		}
 	}

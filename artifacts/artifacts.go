@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/atomicfile"
 )
 
 // SchemaVersion is the version of artifacts.json and provenance.json.
@@ -193,30 +195,10 @@ func Write(out string, in Input) (dir string, err error) {
 	if err := syncDir(tmp); err != nil {
 		return "", err
 	}
-	if err := replaceDir(tmp, dest); err != nil {
+	if err := atomicfile.ReplaceDir(tmp, dest); err != nil {
 		return "", err
 	}
 	return dest, syncDir(parent)
-}
-
-// replaceDir renames tmp to dest. rename(2) cannot replace a non-empty directory, so an
-// existing dest is first moved aside and removed only once tmp is in place.
-func replaceDir(tmp, dest string) error {
-	if _, err := os.Lstat(dest); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(dest, old); err != nil {
-			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
-		}
-		if err := os.Rename(tmp, dest); err != nil {
-			_ = os.Rename(old, dest)
-			return fmt.Errorf("moving artifacts into %s: %w", dest, err)
-		}
-		return os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, dest); err != nil {
-		return fmt.Errorf("moving artifacts into %s: %w", dest, err)
-	}
-	return nil
 }
 
 func checkRel(p string) error {

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -348,7 +349,7 @@ func TestWriteDigestFileIsAtomic(t *testing.T) {
 		{Target: "b70", Err: os.ErrInvalid},
 		{Target: "cpu-v3", Ref: "r/x@sha256:bb"},
 	}
-	if err := WriteFileAtomic(f, DigestLines(results)); err != nil {
+	if err := atomicfile.WriteFile(f, DigestLines(results), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(f)
@@ -358,7 +359,7 @@ func TestWriteDigestFileIsAtomic(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "d.tsv"), []byte("x")); err == nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "missing", "d.tsv"), []byte("x"), 0o644); err == nil {
 		t.Error("writing into a missing directory succeeded")
 	}
 	if b, _ := os.ReadFile(f); len(b) == 0 {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/atomicfile"
 )
 
 // Entry is one wheel of an index.
@@ -198,14 +199,14 @@ func WriteIndex(dir string, entries []Entry) error {
 	if err := writePage(filepath.Join(tmp, "index.html"), indexTitle, top); err != nil {
 		return err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := atomicfile.SyncTree(tmp); err != nil {
 		return err
 	}
-	if err := replaceDir(tmp, dir); err != nil {
+	if err := atomicfile.ReplaceDir(tmp, dir); err != nil {
 		return err
 	}
 	ok = true
-	return syncPath(parent)
+	return atomicfile.SyncDir(parent)
 }
 
 const indexTitle = "llbuild wheel indexes"
@@ -284,43 +285,4 @@ func copyWheel(from, to string) error {
 		return fmt.Errorf("copying %s: %w", from, err)
 	}
 	return nil
-}
-
-// replaceDir renames tmp to dest; an existing dest is moved aside first and removed only once
-// tmp is in place.
-func replaceDir(tmp, dest string) error {
-	if _, err := os.Lstat(dest); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(dest, old); err != nil {
-			return fmt.Errorf("moving the previous %s aside: %w", dest, err)
-		}
-		if err := os.Rename(tmp, dest); err != nil {
-			_ = os.Rename(old, dest)
-			return fmt.Errorf("moving the index into %s: %w", dest, err)
-		}
-		return os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, dest); err != nil {
-		return fmt.Errorf("moving the index into %s: %w", dest, err)
-	}
-	return nil
-}
-
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		return syncPath(p)
-	})
-}
-
-func syncPath(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	f.Close()
-	return err
 }

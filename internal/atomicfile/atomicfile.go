@@ -1,0 +1,86 @@
+// Package atomicfile writes files and replaces directories so that a reader sees the old
+// version or the whole new one, never a part.
+package atomicfile
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes data to a temporary file beside path, syncs it, gives it mode and renames
+// it into place, then syncs the directory.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// ReplaceDir renames the complete directory tmp to dest. rename(2) does not replace a
+// non-empty directory, so an existing dest is first moved aside (into a fresh directory
+// beside it) and removed only once tmp is in place; if that rename fails, dest is put back.
+func ReplaceDir(tmp, dest string) error {
+	if _, err := os.Lstat(dest); err != nil {
+		if err := os.Rename(tmp, dest); err != nil {
+			return fmt.Errorf("moving %s into place: %w", dest, err)
+		}
+		return nil
+	}
+	old, err := os.MkdirTemp(filepath.Dir(dest), ".llbuild-old-")
+	if err != nil {
+		return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+	}
+	aside := filepath.Join(old, filepath.Base(dest))
+	if err := os.Rename(dest, aside); err != nil {
+		os.Remove(old)
+		return fmt.Errorf("moving the previous %s aside: %w", dest, err)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		_ = os.Rename(aside, dest)
+		os.Remove(old)
+		return fmt.Errorf("moving %s into place: %w", dest, err)
+	}
+	return os.RemoveAll(old)
+}
+
+// SyncTree fsyncs every directory under root (files are synced as they are written), so a
+// rename that follows cannot expose entries that are not on disk.
+func SyncTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return SyncDir(p)
+	})
+}
+
+// SyncDir fsyncs one directory (or file).
+func SyncDir(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

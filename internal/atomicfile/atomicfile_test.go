@@ -1,0 +1,58 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteFileReplacesWholeAndLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	entries, _ := os.ReadDir(dir)
+	if string(got) != "new" || st.Mode().Perm() != 0o644 || len(entries) != 1 {
+		t.Errorf("WriteFile() left %q mode %v and %d entries, want \"new\", 0644, 1", got, st.Mode().Perm(), len(entries))
+	}
+	if err := WriteFile(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil {
+		t.Error("WriteFile() into a missing directory succeeded")
+	}
+}
+
+func TestReplaceDir(t *testing.T) {
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "out")
+	mk := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, "file"), []byte(content), 0o644)
+		return p
+	}
+	if err := ReplaceDir(mk("tmp1", "one"), dest); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReplaceDir(mk("tmp2", "two"), dest); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dest, "file"))
+	entries, _ := os.ReadDir(dir)
+	if string(got) != "two" || len(entries) != 1 {
+		t.Errorf("after two replacements: %q and %d entries in the parent, want \"two\" and 1", got, len(entries))
+	}
+	if err := ReplaceDir(filepath.Join(dir, "nope"), dest); err == nil {
+		t.Error("ReplaceDir() of a missing tmp succeeded")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dest, "file")); string(got) != "two" {
+		t.Errorf("a failed replacement lost the previous dest: %q", got)
+	}
+	if err := SyncTree(dest); err != nil {
+		t.Error(err)
+	}
+}
