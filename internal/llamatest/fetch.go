@@ -1,16 +1,15 @@
 package llamatest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/llbuild/llbuild/internal/sidapt"
 )
 
 // Packages are the sid packages extracted into the sysroot: llama-server, the
@@ -30,12 +29,9 @@ var Packages = []string{
 }
 
 // Suite is the Debian suite the packages come from.
-const Suite = "sid"
+const Suite = sidapt.Suite
 
 const (
-	mirror  = "http://deb.debian.org/debian"
-	keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-
 	// libDir is the multiarch library directory inside the sysroot.
 	libDir = "usr/lib/x86_64-linux-gnu"
 	// backendDir is where Debian's libggml0 puts the CPU backend variants
@@ -106,7 +102,7 @@ func Ensure(ctx context.Context, dir string) (Binary, error) {
 	if err := os.RemoveAll(root); err != nil {
 		return Binary{}, fmt.Errorf("removing incomplete %s: %w", root, err)
 	}
-	debs, err := download(ctx, dir)
+	debs, err := sidapt.Download(ctx, dir, Packages)
 	if err != nil {
 		return Binary{}, err
 	}
@@ -142,76 +138,15 @@ func lock(path string) (func(), error) {
 	}, nil
 }
 
-// download fetches the packages with apt-get under a private configuration
-// for sid, leaving the host's apt state alone. It returns the .deb paths.
-func download(ctx context.Context, dir string) ([]string, error) {
-	aptDir := filepath.Join(dir, "apt")
-	for _, d := range []string{"lists/partial", "cache/archives/partial", "etc/apt.conf.d", "etc/preferences.d", "etc/sources.list.d", "debs"} {
-		if err := os.MkdirAll(filepath.Join(aptDir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("creating apt directory: %w", err)
-		}
-	}
-	sources := fmt.Sprintf("deb [signed-by=%s] %s %s main\n", keyring, mirror, Suite)
-	if err := os.WriteFile(filepath.Join(aptDir, "etc/sources.list"), []byte(sources), 0o644); err != nil {
-		return nil, fmt.Errorf("writing sources.list: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(aptDir, "status"), nil, 0o644); err != nil {
-		return nil, fmt.Errorf("writing empty dpkg status: %w", err)
-	}
-	opts := []string{
-		"Dir::State::Lists=" + filepath.Join(aptDir, "lists"),
-		"Dir::State::status=" + filepath.Join(aptDir, "status"),
-		"Dir::Cache=" + filepath.Join(aptDir, "cache"),
-		"Dir::Etc::SourceList=" + filepath.Join(aptDir, "etc/sources.list"),
-		"Dir::Etc::SourceParts=" + filepath.Join(aptDir, "etc/sources.list.d"),
-		"Dir::Etc::Parts=" + filepath.Join(aptDir, "etc/apt.conf.d"),
-		"Dir::Etc::Preferences=" + filepath.Join(aptDir, "etc/preferences"),
-		"Dir::Etc::PreferencesParts=" + filepath.Join(aptDir, "etc/preferences.d"),
-		"APT::Architecture=amd64",
-		"APT::Architectures=amd64",
-		"Acquire::Languages=none",
-		// Mirrors and snapshots of sid may serve a Release file past its
-		// Valid-Until; the signature is still checked.
-		"Acquire::Check-Valid-Until=false",
-	}
-	if os.Geteuid() == 0 {
-		// apt drops to _apt for downloads, which cannot write to our cache.
-		opts = append(opts, "APT::Sandbox::User=root")
-	}
-	var args []string
-	for _, o := range opts {
-		args = append(args, "-o", o)
-	}
-	// APT_CONFIG=/dev/null keeps the host's apt.conf out of it.
-	env := append(os.Environ(), "APT_CONFIG=/dev/null", "LC_ALL=C")
-	if _, err := run(ctx, "", env, "apt-get", append(args, "-q", "update")...); err != nil {
-		return nil, err
-	}
-	debDir := filepath.Join(aptDir, "debs")
-	old, _ := filepath.Glob(filepath.Join(debDir, "*.deb"))
-	for _, f := range old {
-		os.Remove(f)
-	}
-	if _, err := run(ctx, debDir, env, "apt-get", append(append(args, "-q", "download"), Packages...)...); err != nil {
-		return nil, err
-	}
-	debs, err := filepath.Glob(filepath.Join(debDir, "*.deb"))
-	if err != nil || len(debs) != len(Packages) {
-		return nil, fmt.Errorf("apt-get download gave %d packages in %s, want %d", len(debs), debDir, len(Packages))
-	}
-	sort.Strings(debs)
-	return debs, nil
-}
-
 // extract unpacks debs into tmp, which will be renamed to root, and adds
 // the loader copy and the wrapper script.
 func extract(ctx context.Context, debs []string, tmp, root string) error {
 	var versions strings.Builder
 	for _, deb := range debs {
-		if _, err := run(ctx, "", nil, "dpkg-deb", "-x", deb, tmp); err != nil {
+		if _, err := sidapt.Run(ctx, "", nil, "dpkg-deb", "-x", deb, tmp); err != nil {
 			return err
 		}
-		out, err := run(ctx, "", nil, "dpkg-deb", "-f", deb, "Package", "Version")
+		out, err := sidapt.Run(ctx, "", nil, "dpkg-deb", "-f", deb, "Package", "Version")
 		if err != nil {
 			return err
 		}
@@ -278,7 +213,7 @@ func checkClosure(ctx context.Context, root string) error {
 	}
 	var errs []error
 	for _, f := range append([]string{filepath.Join(root, "usr/bin/llama-server")}, backends[0]) {
-		out, err := run(ctx, "", nil, filepath.Join(lib, loaderName), "--library-path", lib+":"+filepath.Join(lib, "llama"), "--list", f)
+		out, err := sidapt.Run(ctx, "", nil, filepath.Join(lib, loaderName), "--library-path", lib+":"+filepath.Join(lib, "llama"), "--list", f)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -315,7 +250,7 @@ func load(ctx context.Context, root string) (Binary, error) {
 			b.Packages[name] = version
 		}
 	}
-	out, err := run(ctx, "", nil, b.Path, "--version")
+	out, err := sidapt.Run(ctx, "", nil, b.Path, "--version")
 	if err != nil {
 		return Binary{}, err
 	}
@@ -325,43 +260,9 @@ func load(ctx context.Context, root string) (Binary, error) {
 		}
 	}
 	if b.Version == "" {
-		return Binary{}, fmt.Errorf("llama-server --version printed no version line: %q", tail(out))
+		return Binary{}, fmt.Errorf("llama-server --version printed no version line: %q", sidapt.Tail(out))
 	}
 	return b, nil
-}
-
-func run(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("running %s %s: %w\n%s", name, strings.Join(lastArgs(args), " "), err, tail(out.Bytes()))
-	}
-	return out.Bytes(), nil
-}
-
-// lastArgs drops apt's long -o list from error messages.
-func lastArgs(args []string) []string {
-	var keep []string
-	for i := 0; i < len(args); i++ {
-		if args[i] == "-o" {
-			i++
-			continue
-		}
-		keep = append(keep, args[i])
-	}
-	return keep
-}
-
-func tail(b []byte) string {
-	const n = 2000
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 func shellQuote(s string) string {

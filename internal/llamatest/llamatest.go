@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/sidapt"
 )
 
 var (
@@ -146,7 +148,7 @@ func start(t testing.TB, b Binary, modelPath string, extraArgs []string) (*Insta
 		if bytes.Contains(log, []byte("couldn't bind")) || bytes.Contains(log, []byte("Address already in use")) {
 			return nil, fmt.Errorf("%w: %v", errBind, err)
 		}
-		return nil, fmt.Errorf("%v; log %s:\n%s", err, logPath, tail(log))
+		return nil, fmt.Errorf("%v; log %s:\n%s", err, logPath, sidapt.Tail(log))
 	}
 	return inst, nil
 }

@@ -1,16 +1,16 @@
 package pybuild
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/llbuild/llbuild/internal/sidapt"
 )
 
 // Packages are the Debian packages extracted: pure-Python (Architecture: all), from sid,
@@ -25,11 +25,9 @@ var Packages = []string{
 }
 
 // Suite is the Debian suite the packages come from.
-const Suite = "sid"
+const Suite = sidapt.Suite
 
 const (
-	mirror      = "http://deb.debian.org/debian"
-	keyring     = "/usr/share/keyrings/debian-archive-keyring.gpg"
 	sitePackage = "usr/lib/python3/dist-packages"
 	readyMarker = "llbuild-ready"
 )
@@ -77,7 +75,7 @@ func Ensure(ctx context.Context, dir string) (string, error) {
 	if err := os.RemoveAll(root); err != nil {
 		return "", err
 	}
-	debs, err := download(ctx, dir)
+	debs, err := sidapt.Download(ctx, dir, Packages)
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +86,7 @@ func Ensure(ctx context.Context, dir string) (string, error) {
 	defer os.RemoveAll(tmp)
 	var list strings.Builder
 	for _, deb := range debs {
-		if _, err := run(ctx, "", nil, "dpkg-deb", "-x", deb, tmp); err != nil {
+		if _, err := sidapt.Run(ctx, "", nil, "dpkg-deb", "-x", deb, tmp); err != nil {
 			return "", err
 		}
 		fmt.Fprintln(&list, filepath.Base(deb))
@@ -104,74 +102,6 @@ func Ensure(ctx context.Context, dir string) (string, error) {
 	}
 	os.RemoveAll(filepath.Join(dir, "apt"))
 	return site, nil
-}
-
-// download fetches the packages with apt-get under a private configuration for sid, leaving
-// the host's apt state alone.
-func download(ctx context.Context, dir string) ([]string, error) {
-	apt := filepath.Join(dir, "apt")
-	for _, d := range []string{"lists/partial", "cache/archives/partial", "etc/apt.conf.d", "etc/preferences.d", "etc/sources.list.d", "debs"} {
-		if err := os.MkdirAll(filepath.Join(apt, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	sources := fmt.Sprintf("deb [signed-by=%s] %s %s main\n", keyring, mirror, Suite)
-	if err := os.WriteFile(filepath.Join(apt, "etc/sources.list"), []byte(sources), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(apt, "status"), nil, 0o644); err != nil {
-		return nil, err
-	}
-	opts := []string{
-		"Dir::State::Lists=" + filepath.Join(apt, "lists"),
-		"Dir::State::status=" + filepath.Join(apt, "status"),
-		"Dir::Cache=" + filepath.Join(apt, "cache"),
-		"Dir::Etc::SourceList=" + filepath.Join(apt, "etc/sources.list"),
-		"Dir::Etc::SourceParts=" + filepath.Join(apt, "etc/sources.list.d"),
-		"Dir::Etc::Parts=" + filepath.Join(apt, "etc/apt.conf.d"),
-		"Dir::Etc::Preferences=" + filepath.Join(apt, "etc/preferences"),
-		"Dir::Etc::PreferencesParts=" + filepath.Join(apt, "etc/preferences.d"),
-		"APT::Architecture=amd64",
-		"APT::Architectures=amd64",
-		"Acquire::Languages=none",
-		"Acquire::Check-Valid-Until=false",
-	}
-	if os.Geteuid() == 0 {
-		opts = append(opts, "APT::Sandbox::User=root")
-	}
-	var args []string
-	for _, o := range opts {
-		args = append(args, "-o", o)
-	}
-	env := append(os.Environ(), "APT_CONFIG=/dev/null", "LC_ALL=C")
-	if _, err := run(ctx, "", env, "apt-get", append(args, "-q", "update")...); err != nil {
-		return nil, err
-	}
-	debDir := filepath.Join(apt, "debs")
-	if _, err := run(ctx, debDir, env, "apt-get", append(append(args, "-q", "download"), Packages...)...); err != nil {
-		return nil, err
-	}
-	debs, _ := filepath.Glob(filepath.Join(debDir, "*.deb"))
-	if len(debs) != len(Packages) {
-		return nil, fmt.Errorf("apt-get download gave %d packages in %s, want %d", len(debs), debDir, len(Packages))
-	}
-	sort.Strings(debs)
-	return debs, nil
-}
-
-func run(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env = dir, env
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	if err := cmd.Run(); err != nil {
-		out := strings.TrimSpace(b.String())
-		if len(out) > 2000 {
-			out = out[len(out)-2000:]
-		}
-		return nil, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return b.Bytes(), nil
 }
 
 // Need returns the PYTHONPATH directory for a test, or skips the test with the reason (fails
