@@ -3,11 +3,14 @@ package shim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +234,141 @@ func TestPromptLogprobsRefusals(t *testing.T) {
 			t.Errorf("%s: status %d, want 400", name, resp.StatusCode)
 		}
 	}
+}
+
+// BenchmarkPromptLogprobs scores every position of a 128- and a 512-token
+// prompt on a patched llama-server, natively and by teacher forcing (the
+// fallback for unpatched servers), and compares both with one plain
+// prefill of the same prompt, alternating the three in each iteration.
+// Reported: medians in ms and the ratios to the prefill (goal for the
+// native path: <= 1.2). "echo" is the request lm-evaluation-harness sends
+// through the shim (echo, logprobs 1, max_tokens 1); "native" and
+// "forcing" are the scorers alone; "prefill" is /completion with
+// n_predict 1 and no prompt cache. SHIM_BENCH_MODEL=mid or 1b picks a
+// bigger model, SHIM_BENCH_VOCAB=32000 pads its vocabulary to that many
+// tokens (the softmax over the vocabulary at every position is the native
+// path's own cost, small with the tiny model's 519 tokens) and
+// SHIM_SERVER_ARGS adds llama-server arguments ("-t 2", "-ngl 99").
+func BenchmarkPromptLogprobs(b *testing.B) {
+	o := gguf.DefaultTiny()
+	switch os.Getenv("SHIM_BENCH_MODEL") {
+	case "mid":
+		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
+	case "1b":
+		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-1b-llama", 2048, 16, 16, 16, 5632
+	}
+	server := patchedServer(b)
+	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
+	model := filepath.Join(b.TempDir(), "bench.gguf")
+	if err := writeBenchModel(model, o, vocab); err != nil {
+		b.Fatal(err)
+	}
+	ts, err := startShim(server, model, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ts.stop)
+	u := ts.upstream(b)
+	native, ok := u.scorer.(*nativeScorer)
+	if !ok {
+		b.Fatalf("scorer is %q, want the native scorer", u.scorer.Name())
+	}
+	forcing := &forcingScorer{u: u}
+	words := strings.Fields(scoringPrompts()["long"])
+	var text []string
+	for len(text) < 1200 {
+		text = append(text, words...)
+	}
+	all := ts.tokenize(b, strings.Join(text, " "), true)
+	for _, n := range []int{128, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ids := all[:n]
+			positions := make([]int, n-1)
+			for i := range positions {
+				positions[i] = i + 1
+			}
+			ctx := context.Background()
+			var prefill, echo, nat, forc []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true}); err != nil {
+					b.Fatal(err)
+				}
+				prefill = append(prefill, time.Since(t0))
+
+				t0 = time.Now()
+				out := ts.complete(b, map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true})
+				echo = append(echo, time.Since(t0))
+				if lp := out.Choices[0].Logprobs; lp == nil || len(lp.TokenLogprobs) != n+1 {
+					b.Fatalf("echo gave %d rows, want %d", len(lp.TokenLogprobs), n+1)
+				}
+
+				for _, s := range []struct {
+					sc PromptScorer
+					d  *[]time.Duration
+				}{{native, &nat}, {forcing, &forc}} {
+					t0 = time.Now()
+					if _, err := s.sc.Score(ctx, 0, ids, positions, 1); err != nil {
+						b.Fatal(err)
+					}
+					*s.d = append(*s.d, time.Since(t0))
+				}
+			}
+			ms := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) / 1000 }
+			p := ms(prefill)
+			b.ReportMetric(p, "prefill_ms")
+			b.ReportMetric(ms(echo), "echo_ms")
+			b.ReportMetric(ms(nat), "native_ms")
+			b.ReportMetric(ms(forc), "forcing_ms")
+			b.ReportMetric(ms(echo)/p, "echo/prefill")
+			b.ReportMetric(ms(nat)/p, "native/prefill")
+			b.ReportMetric(ms(forc)/p, "forcing/prefill")
+		})
+	}
+}
+
+// writeBenchModel writes the tiny llama o describes with its vocabulary
+// padded to vocab tokens, if that is more: pieces of a character that no
+// text here contains, so that tokenization does not change, with random
+// embedding and output rows like the others'.
+func writeBenchModel(path string, o gguf.TinyOptions, vocab int) error {
+	b, err := gguf.TinyLlama(o)
+	if err != nil {
+		return err
+	}
+	tokens, scores, types := gguf.TinyVocab(o.Merges)
+	if vocab > len(tokens) {
+		for i := len(tokens); i < vocab; i++ {
+			tokens = append(tokens, fmt.Sprintf("\u2400%d", i))
+			scores = append(scores, -1e9)
+			types = append(types, 1) // normal
+		}
+		b.Set("llama.vocab_size", gguf.Uint32(uint32(vocab)))
+		b.Set("tokenizer.ggml.tokens", gguf.Array(tokens))
+		b.Set("tokenizer.ggml.scores", gguf.Array(scores))
+		b.Set("tokenizer.ggml.token_type", gguf.Array(types))
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(vocab)))
+		for i, t := range b.Tensors {
+			scale := map[string]float64{"token_embd.weight": 1, "output.weight": 0.5}[t.Name]
+			if scale == 0 {
+				continue
+			}
+			n := t.Dims[0] * uint64(vocab)
+			data := make([]byte, 2*n)
+			for j := uint64(0); j < n; j++ {
+				h := gguf.Float16(float32((rng.Float64()*2 - 1) * scale))
+				data[2*j], data[2*j+1] = byte(h), byte(h>>8)
+			}
+			b.Tensors[i] = gguf.Tensor{Name: t.Name, Type: gguf.TensorF16, Dims: []uint64{t.Dims[0], uint64(vocab)}, Data: data}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
