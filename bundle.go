@@ -26,6 +26,7 @@ import (
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -114,6 +115,11 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 		p.Files = append(p.Files, files...)
 		m.Server.Loader = loader
 		m.Build = manifestBuild(a.Provenance)
+		for _, pt := range m.Build.Patches {
+			if pt.Name == patches.PromptLogprobs {
+				m.Contract.PromptLogprobs = manifest.PromptLogprobsNative
+			}
+		}
 	}
 	m.Server.Executable = manifest.BinDir + "/llama-server"
 	m.Server.LibraryPath = []string{manifest.LibDir}

@@ -20,6 +20,7 @@ import (
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
 )
 
 // bundleInputs are the files a test bundles: tiny models from the gguf writer and an
@@ -33,6 +34,11 @@ const testPlanHash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789
 
 func writeTestArtifacts(t testing.TB, out, target string, files []artifacts.InputFile) string {
 	t.Helper()
+	return writeTestArtifactsWithPatches(t, out, target, files, []artifacts.Patch{{Name: "0001-test.patch", SHA256: strings.Repeat("e", 64)}})
+}
+
+func writeTestArtifactsWithPatches(t testing.TB, out, target string, files []artifacts.InputFile, series []artifacts.Patch) string {
+	t.Helper()
 	dir, err := artifacts.Write(out, artifacts.Input{
 		Target:   target,
 		PlanHash: testPlanHash,
@@ -40,7 +46,7 @@ func writeTestArtifacts(t testing.TB, out, target string, files []artifacts.Inpu
 		Provenance: artifacts.Provenance{
 			Materials: artifacts.Materials{
 				Source:  artifacts.Source{URL: "https://github.com/ggml-org/llama.cpp", Commit: "1425386fd996511e1f3295e7366c38289a92a271"},
-				Patches: []artifacts.Patch{{Name: "0001-test.patch", SHA256: strings.Repeat("e", 64)}},
+				Patches: series,
 				Images: []artifacts.Image{
 					{Role: "devel", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("a", 64), Digest: "sha256:" + strings.Repeat("a", 64)},
 					{Role: "runtime", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("b", 64), Digest: "sha256:" + strings.Repeat("b", 64)},
@@ -674,6 +680,34 @@ func TestUnpackRefusesEntriesThroughLinks(t *testing.T) {
 			}
 			if _, err := os.Lstat(filepath.Join(dir, "models")); err == nil {
 				t.Error("something was written outside the unpack directory")
+			}
+		})
+	}
+}
+
+func TestManifestSaysHowPromptLogprobsAreComputed(t *testing.T) {
+	in := newBundleInputs(t)
+	files := []artifacts.InputFile{{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable}}
+	patched := writeTestArtifactsWithPatches(t, filepath.Join(in.Dir, "patched"), "cpu-v3", files,
+		[]artifacts.Patch{{Name: patches.PromptLogprobs, SHA256: strings.Repeat("f", 64)}})
+	for _, tt := range []struct {
+		name, artifacts, want string
+	}{
+		{"a server without the prompt-logprobs patch is scored by teacher forcing", in.Artifacts, manifest.PromptLogprobsTeacherForcing},
+		{"a server built with the patch scores in one prefill", patched, manifest.PromptLogprobsNative},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "b")
+			code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", tt.artifacts, "--model", in.Model, "--quiet", "-o", dir)
+			if code != 0 {
+				t.Fatalf("bundle exit %d: %s", code, stderr)
+			}
+			m, err := manifest.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Contract.PromptLogprobs != tt.want {
+				t.Errorf("contract.promptLogprobs = %q, want %q", m.Contract.PromptLogprobs, tt.want)
 			}
 		})
 	}

@@ -177,7 +177,17 @@ type Contract struct {
 	Echo bool `json:"echo"`
 	// Streaming says whether stream: true is served.
 	Streaming bool `json:"streaming"`
+	// PromptLogprobs says how echo's prompt-token logprobs are computed: PromptLogprobsNative
+	// when the server was built with the patch that returns them from one prefill (the shim
+	// still checks /props at start), PromptLogprobsTeacherForcing otherwise.
+	PromptLogprobs string `json:"promptLogprobs"`
 }
+
+// Ways the shim computes prompt-token logprobs.
+const (
+	PromptLogprobsNative         = "native"
+	PromptLogprobsTeacherForcing = "teacher-forcing"
+)
 
 // DefaultContract is the contract the shim (package shim) serves.
 func DefaultContract() Contract {
@@ -192,9 +202,10 @@ func DefaultContract() Contract {
 			"POST /detokenize",
 			"GET /tokenizer_info",
 		},
-		MaxLogprobs: 20,
-		Echo:        true,
-		Streaming:   true,
+		MaxLogprobs:    20,
+		Echo:           true,
+		Streaming:      true,
+		PromptLogprobs: PromptLogprobsTeacherForcing,
 	}
 }
 
@@ -419,6 +430,9 @@ func (m *Manifest) Validate() error {
 	}
 	if len(c.Endpoints) == 0 {
 		bad("contract.endpoints", "is empty")
+	}
+	if c.PromptLogprobs != PromptLogprobsNative && c.PromptLogprobs != PromptLogprobsTeacherForcing {
+		bad("contract.promptLogprobs", "is %q, want %q or %q", c.PromptLogprobs, PromptLogprobsNative, PromptLogprobsTeacherForcing)
 	}
 	return errors.Join(errs...)
 }

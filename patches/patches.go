@@ -17,6 +17,10 @@ import (
 //go:embed series *.patch
 var embedded embed.FS
 
+// PromptLogprobs is the patch that makes llama-server return prompt-token logprobs from one
+// prefill (POST /completion "prompt_logprobs", advertised in GET /props).
+const PromptLogprobs = "0002-server-prompt-logprobs.patch"
+
 // Patch is one entry of the series.
 type Patch struct {
 	Name   string `json:"name"`
