@@ -143,8 +143,12 @@ func statusError(path string, status int, data []byte) error {
 	}
 	switch {
 	case strings.Contains(msg, "does not match the expected"):
-		// Newer llama-server builds run every output through the chat
-		// parser, which fails on bytes that are not valid UTF-8.
+		// Newer llama-server builds (llama.cpp 1425386fd among them) run
+		// every output through the chat parser, which fails on bytes that
+		// are not valid UTF-8. patches/0003-common-chat-raw-content.patch
+		// fixes it in llbuild's builds for completions (no parser
+		// definition); other builds, and chat with a template's parser,
+		// still answer 500, so keep naming the cause.
 		return upstreamError("llama-server could not return output that is not valid UTF-8 (its chat-output parser rejects it; Debian's 0.7.0 build does not): %s", msg)
 	case status == http.StatusServiceUnavailable:
 		return unavailable("llama-server is busy or loading: %s", msg)

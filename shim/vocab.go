@@ -205,7 +205,8 @@ func (v *vocab) tokenBytes(id int) []int {
 // an incomplete UTF-8 sequence and returns no probabilities for it; newer
 // builds also fail the whole request (HTTP 500, "does not match the
 // expected Content-only format") when the generated text is not valid
-// UTF-8, such as a lone continuation byte.
+// UTF-8, such as a lone continuation byte (fixed in llbuild's builds by
+// patches/0003-common-chat-raw-content.patch; other builds still fail).
 func (v *vocab) forceable(id int) bool {
 	t := v.text(id)
 	return utf8.Valid(t) && !incompleteUTF8(t)
