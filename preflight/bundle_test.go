@@ -109,3 +109,16 @@ func TestReadBundleFollowsManifest(t *testing.T) {
 		t.Error("ReadBundle with an unknown manifest field = nil error, want one")
 	}
 }
+
+// TestReadBundleRefusesAFile checks that --bundle given an archive (or any file) is an
+// error, not a bundle with nothing to check that passes.
+func TestReadBundleRefusesAFile(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "bundle.tar.zst")
+	if err := os.WriteFile(archive, []byte("\x28\xb5\x2f\xfd not really zstd"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bins, err := ReadBundle(context.Background(), archive)
+	if err == nil || !strings.Contains(err.Error(), "not a bundle directory") {
+		t.Errorf("ReadBundle(a file) = %d binaries, error %v; want a 'not a bundle directory' error", len(bins), err)
+	}
+}

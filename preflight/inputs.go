@@ -77,6 +77,13 @@ func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
 // manifest.json lists, or, without a manifest that lists any, every ELF file under bin/ and
 // lib/ (or the whole tree without those). Paths in the result are relative to dir.
 func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading bundle: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a bundle directory (unpack an archive first: llbuild verify ARCHIVE --extract DIR)", dir)
+	}
 	if f, err := os.Open(filepath.Join(dir, manifest.FileName)); err == nil {
 		m, err := manifest.Decode(f)
 		f.Close()
