@@ -106,7 +106,8 @@ func newServer(opts Options, log *slog.Logger) *Server {
 
 // Run starts llama-server as opts describe, supervises it and serves the
 // API until ctx is done; then it stops both and returns. It returns an
-// error only when the shim cannot listen or is misconfigured.
+// error when the shim cannot listen or is misconfigured, or when
+// llama-server exits again and again without ever becoming ready.
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if opts.ServerPath == "" {
 		return errors.New("shim: no llama-server path given")
@@ -127,11 +128,8 @@ func runServer(ctx context.Context, s *Server, l net.Listener) error {
 	s.log.Info("shim listening", "addr", l.Addr().String(), "api_key", s.opts.APIKey != "")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	supDone := make(chan struct{})
-	go func() {
-		defer close(supDone)
-		s.sup.run(ctx)
-	}()
+	supDone := make(chan error, 1)
+	go func() { supDone <- s.sup.run(ctx) }()
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -140,16 +138,22 @@ func runServer(ctx context.Context, s *Server, l net.Listener) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(l) }()
 	var err error
+	supExited := false
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 		err = fmt.Errorf("serving: %w", err)
 		cancel()
+	case err = <-supDone:
+		supExited = true
+		cancel()
 	}
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer shutCancel()
 	hs.Shutdown(shutCtx)
-	<-supDone
+	if !supExited {
+		<-supDone
+	}
 	s.log.Info("shim stopped")
 	return err
 }

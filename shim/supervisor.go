@@ -27,7 +27,13 @@ type supervisor struct {
 	why      string // why there is no ready instance
 	started  time.Time
 	restarts int
+	ready    bool // llama-server has been ready at least once
 }
+
+// startAttempts is how many times in a row llama-server may exit before it was ever
+// ready: then the shim gives up, since a bad argument, a model it cannot load or an
+// instruction the CPU lacks fails the same way on every restart.
+const startAttempts = 5
 
 func newSupervisor(opts Options, log *slog.Logger) *supervisor {
 	return &supervisor{opts: opts, log: log, why: "llama-server is starting", started: time.Now()}
@@ -55,20 +61,25 @@ func (s *supervisor) set(up *upstream, why string) {
 	s.mu.Unlock()
 }
 
-// run keeps llama-server running until ctx is done.
-func (s *supervisor) run(ctx context.Context) {
+// run keeps llama-server running until ctx is done. It returns an error only when
+// llama-server exited startAttempts times without ever becoming ready.
+func (s *supervisor) run(ctx context.Context) error {
 	backoff := s.opts.MinBackoff
 	for {
 		began := time.Now()
 		err := s.once(ctx)
 		if ctx.Err() != nil {
 			s.set(nil, "the shim is stopping")
-			return
+			return nil
 		}
 		s.mu.Lock()
 		s.restarts++
-		n := s.restarts
+		n, ready := s.restarts, s.ready
 		s.mu.Unlock()
+		if !ready && n >= startAttempts {
+			s.set(nil, "llama-server does not start")
+			return fmt.Errorf("llama-server exited %d times without becoming ready: %w", n, err)
+		}
 		if time.Since(began) > 2*s.opts.MaxBackoff {
 			backoff = s.opts.MinBackoff // it ran a good while: not a crash loop
 		}
@@ -77,7 +88,7 @@ func (s *supervisor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			s.set(nil, "the shim is stopping")
-			return
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, s.opts.MaxBackoff)
@@ -155,6 +166,9 @@ func (s *supervisor) once(ctx context.Context) error {
 			readyErr = nil
 			u.client = newUpstreamClient(u.info.TotalSlots)
 			s.set(u, "")
+			s.mu.Lock()
+			s.ready = true
+			s.mu.Unlock()
 			s.log.Info("llama-server ready", "addr", addr, "slots", u.info.TotalSlots, "n_ctx", u.info.NCtx,
 				"n_vocab", u.info.NVocab, "build", u.info.BuildInfo, "scorer", u.scorer.Name())
 		}
