@@ -28,7 +28,7 @@ Exit status: 0 every check passed, 1 something would fail, 2 something could not
 			&cli.StringFlag{Name: "bundle", Usage: "bundle `DIR` (its bin/ and lib/ ELF files)"},
 			&cli.StringSliceFlag{Name: "binary", Usage: "ELF `FILE` to check (repeatable; executables and shared libraries)"},
 			&cli.StringFlag{Name: "image", Usage: "image `REF` in a registry"},
-			&cli.StringFlag{Name: "image-archive", Usage: "`FILE` from docker save, or an OCI layout directory"},
+			&cli.StringFlag{Name: "image-archive", Usage: "`FILE` from docker save or llbuild server --image-out (an OCI archive), or an OCI layout directory"},
 			&cli.StringFlag{Name: "target", Usage: "check against built-in target `NAME` instead of this machine"},
 			&cli.StringFlag{Name: "target-file", Usage: "check against the host described in target `FILE`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/preflight/internal/debfetch"
 )
 
@@ -110,7 +111,12 @@ func TestReadImageArchives(t *testing.T) {
 	if err := p.AppendImage(img); err != nil {
 		t.Fatal(err)
 	}
-	for _, archive := range []string{saved, ociDir} {
+	// What llbuild server --image-out FILE writes: a tar of an OCI layout.
+	ociArchive := filepath.Join(dir, "image.oci.tar")
+	if err := image.WriteOCI(ociArchive, img, "llbuild.test/preflight:1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, archive := range []string{saved, ociDir, ociArchive} {
 		t.Run(filepath.Base(archive), func(t *testing.T) {
 			in, err := ReadImage(context.Background(), ImageSource{Archive: archive})
 			if err != nil {

@@ -157,7 +157,8 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 type ImageSource struct {
 	// Ref is a registry reference, read with the default keychain.
 	Ref string
-	// Archive is a `docker save` tarball or an OCI image layout directory.
+	// Archive is a `docker save` tarball, an OCI image layout directory or an OCI archive
+	// (a tar of a layout, what llbuild server --image-out FILE writes).
 	Archive string
 }
 
@@ -165,10 +166,11 @@ type ImageSource struct {
 // (whiteouts applied). llama.cpp's files (see IsLlamaFile) are decoded; the others are read
 // for their libraries and kernels only if they are small, and skipped otherwise.
 func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
-	img, label, err := openImage(ctx, src)
+	img, label, cleanup, err := openImage(ctx, src)
 	if err != nil {
 		return Input{}, err
 	}
+	defer cleanup()
 	in := Input{Name: label, Env: map[string]string{}}
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -216,7 +218,121 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 	return in, nil
 }
 
-func openImage(ctx context.Context, src ImageSource) (v1.Image, string, error) {
+// openImage opens the image src names. cleanup removes what it unpacked; call it once the
+// image has been read.
+func openImage(ctx context.Context, src ImageSource) (img v1.Image, label string, cleanup func(), err error) {
+	cleanup = func() {}
+	if src.Archive != "" {
+		if st, err := os.Stat(src.Archive); err == nil && !st.IsDir() && isOCIArchive(src.Archive) {
+			dir, err := os.MkdirTemp("", "llbuild-preflight-oci-")
+			if err != nil {
+				return nil, "", cleanup, err
+			}
+			cleanup = func() { os.RemoveAll(dir) }
+			if err := untarLayout(src.Archive, dir); err != nil {
+				cleanup()
+				return nil, "", func() {}, fmt.Errorf("reading OCI archive %s: %w", src.Archive, err)
+			}
+			img, err := imageFromLayout(dir, src.Archive)
+			if err != nil {
+				cleanup()
+				return nil, "", func() {}, err
+			}
+			return img, src.Archive, cleanup, nil
+		}
+	}
+	img, label, err = openImageSource(ctx, src)
+	return img, label, cleanup, err
+}
+
+// isOCIArchive reports whether file is a tar holding an OCI layout's oci-layout file.
+func isOCIArchive(file string) bool {
+	f, err := os.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if path.Clean(h.Name) == "oci-layout" {
+			return true
+		}
+	}
+}
+
+// untarLayout unpacks the directories and regular files of an OCI archive into dir,
+// refusing entries that leave it.
+func untarLayout(file, dir string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		clean := path.Clean(h.Name)
+		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("entry %q leaves the archive", h.Name)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(clean))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.Create(target)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(out, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// imageFromLayout returns the first image of the OCI layout in dir; label names it in errors.
+func imageFromLayout(dir, label string) (v1.Image, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading OCI layout %s: %w", label, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("reading OCI layout %s: %w", label, err)
+	}
+	for _, m := range im.Manifests {
+		if m.MediaType.IsImage() {
+			img, err := idx.Image(m.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("reading image %s from %s: %w", m.Digest, label, err)
+			}
+			return img, nil
+		}
+	}
+	return nil, fmt.Errorf("OCI layout %s holds no image manifest", label)
+}
+
+func openImageSource(ctx context.Context, src ImageSource) (v1.Image, string, error) {
 	switch {
 	case src.Ref != "" && src.Archive != "":
 		return nil, "", errors.New("give an image reference or an archive, not both")
@@ -237,28 +353,12 @@ func openImage(ctx context.Context, src ImageSource) (v1.Image, string, error) {
 			return nil, "", fmt.Errorf("opening image archive: %w", err)
 		}
 		if st.IsDir() {
-			idx, err := layout.ImageIndexFromPath(src.Archive)
-			if err != nil {
-				return nil, "", fmt.Errorf("reading OCI layout %s: %w", src.Archive, err)
-			}
-			im, err := idx.IndexManifest()
-			if err != nil {
-				return nil, "", fmt.Errorf("reading OCI layout %s: %w", src.Archive, err)
-			}
-			for _, m := range im.Manifests {
-				if m.MediaType.IsImage() {
-					img, err := idx.Image(m.Digest)
-					if err != nil {
-						return nil, "", fmt.Errorf("reading image %s from %s: %w", m.Digest, src.Archive, err)
-					}
-					return img, src.Archive, nil
-				}
-			}
-			return nil, "", fmt.Errorf("OCI layout %s holds no image manifest", src.Archive)
+			img, err := imageFromLayout(src.Archive, src.Archive)
+			return img, src.Archive, err
 		}
 		img, err := tarball.ImageFromPath(src.Archive, nil)
 		if err != nil {
-			return nil, "", fmt.Errorf("reading image archive %s (want `docker save` output or an OCI layout directory): %w", src.Archive, err)
+			return nil, "", fmt.Errorf("reading image archive %s (want `docker save` output, an OCI archive or an OCI layout directory): %w", src.Archive, err)
 		}
 		return img, src.Archive, nil
 	}
