@@ -122,3 +122,13 @@ func TestReadBundleRefusesAFile(t *testing.T) {
 		t.Errorf("ReadBundle(a file) = %d binaries, error %v; want a 'not a bundle directory' error", len(bins), err)
 	}
 }
+
+// TestReadFilesNamesADirectory checks that --binary given a directory says so and points at
+// --bundle, instead of calling the directory "not an ELF file".
+func TestReadFilesNamesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, err := ReadFiles(context.Background(), []string{dir})
+	if err == nil || !strings.Contains(err.Error(), "is a directory") || !strings.Contains(err.Error(), "--bundle") {
+		t.Errorf("ReadFiles(a directory) error = %v, want one saying it is a directory and naming --bundle", err)
+	}
+}

@@ -46,6 +46,9 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: name its ELF files, or check a bundle or artifact directory with --bundle", p)
+		}
 		b, err := readPath(p, p, true)
 		if err != nil {
 			return nil, err
