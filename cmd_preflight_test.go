@@ -89,3 +89,16 @@ func TestPreflightThisMachine(t *testing.T) {
 		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }
+
+// A bundle directory without a single ELF file was not checked: that is exit 2 ("could
+// not check"), not a pass.
+func TestPreflightNothingFoundIsNotAPass(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("not a binary\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "preflight", "--target", "cpu-v3", "--bundle", dir)
+	if code != 2 || !strings.Contains(out, "nothing to check") {
+		t.Errorf("exit %d, want 2 with 'nothing to check'\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}

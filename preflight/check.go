@@ -63,8 +63,12 @@ type Report struct {
 }
 
 // ExitCode is 0 when every check passed, 1 when something would fail, 2 when nothing
-// would fail but something could not be checked.
+// would fail but something could not be checked, or when there was nothing to check (no
+// ELF file in the input).
 func (r *Report) ExitCode() int {
+	if len(r.Verdicts) == 0 {
+		return 2
+	}
 	code := 0
 	for _, v := range r.Verdicts {
 		switch v.Status {
