@@ -173,6 +173,15 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 	prefixMap := "-ffile-prefix-map=" + SourceDirToken + "=."
 	cfg := []string{"-G", "Ninja"}
 	cfg = append(cfg, r.CMake...)
+	// llama.cpp takes its version from git, which a source without history lacks ("0 (unknown)"):
+	// the plan says which upstream build this is.
+	llama := src
+	if vendor != nil && src.Vendor != "" {
+		llama = vendor.Source
+	}
+	if llama.BuildNumber > 0 {
+		cfg = append(cfg, "-DLLAMA_BUILD_COMMIT="+llama.Commit[:9], fmt.Sprintf("-DLLAMA_BUILD_NUMBER=%d", llama.BuildNumber))
+	}
 	cfg = append(cfg,
 		"-DCMAKE_C_FLAGS="+prefixMap,
 		"-DCMAKE_CXX_FLAGS="+prefixMap,

@@ -42,6 +42,9 @@ type Source struct {
 	Commit string `yaml:"commit" json:"commit"`
 	// Epoch is the commit's committer time in Unix seconds: the build's SOURCE_DATE_EPOCH.
 	Epoch int64 `yaml:"epoch,omitempty" json:"epoch,omitempty"`
+	// BuildNumber is llama.cpp's upstream build number at Commit (git rev-list --count), which
+	// names its releases (b10106) and which a build from a tree without history cannot compute.
+	BuildNumber int `yaml:"buildNumber,omitempty" json:"buildNumber,omitempty"`
 	// Vendor names another recipe whose source and patches replace this one's vendored llama.cpp.
 	Vendor string `yaml:"vendor,omitempty" json:"vendor,omitempty"`
 }
@@ -125,6 +128,9 @@ func (r *Recipe) Validate() error {
 	}
 	if err := ValidateCommit(r.Source.Commit); err != nil {
 		bad("source.commit", err.Error())
+	}
+	if r.Source.BuildNumber < 0 {
+		bad("source.buildNumber", "is negative")
 	}
 	if r.Source.Epoch < 0 {
 		bad("source.epoch", "is negative")

@@ -4,7 +4,8 @@
 #include <vector>
 
 std::string llama_print_system_info() {
-    return std::string("ggml ") + ggml_version() + "\n" + ggml_cpu_build_info();
+    return std::string("version: ") + std::to_string(LLAMA_BUILD_NUMBER) + " (" + LLAMA_BUILD_COMMIT + ")\n" +
+           "ggml " + ggml_version() + "\n" + ggml_cpu_build_info();
 }
 
 float llama_dot(int n) {
