@@ -42,7 +42,11 @@ func targetDetectCommand() *cli.Command {
 				_, err = stdoutOf(c).Write(data)
 				return err
 			}
-			return atomicfile.WriteFile(out, data, 0o644)
+			if err := atomicfile.WriteFile(out, data, 0o644); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdoutOf(c), out)
+			return err
 		},
 	}
 }

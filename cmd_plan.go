@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"text/tabwriter"
 
@@ -171,7 +172,7 @@ func loadTarget(name, file string) (*targets.Target, error) {
 		return nil, usagef("give --target or --target-file, not both")
 	}
 	t, err := targets.Resolve(name, file)
-	if errors.Is(err, targets.ErrUnknownTarget) {
+	if errors.Is(err, targets.ErrUnknownTarget) || errors.Is(err, fs.ErrNotExist) {
 		return nil, usageError{err}
 	}
 	return t, err

@@ -67,7 +67,7 @@ func TestExitCodes(t *testing.T) {
 		{"floating image fails", []string{"plan", "-t", "b70"}, 1, "--allow-floating"},
 		{"floating allowed", []string{"plan", "-t", "b70", "--allow-floating"}, 0, ""},
 		{"unknown recipe is usage", []string{"plan", "-t", "h200", "--recipe", "nope"}, 2, "unknown recipe"},
-		{"bad target file fails", []string{"plan", "--target-file", "/nonexistent.yaml"}, 1, "reading target file"},
+		{"missing target file is usage", []string{"plan", "--target-file", "/nonexistent.yaml"}, 2, "reading target file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,11 +88,14 @@ func TestPlanTextNamesNotReproducible(t *testing.T) {
 
 func TestTargetDetectWritesAUsableTargetFile(t *testing.T) {
 	path := t.TempDir() + "/here.yaml"
-	code, _, stderr := runCLI(t, "target", "detect", "--name", "here", "-o", path)
+	code, out, stderr := runCLI(t, "target", "detect", "--name", "here", "-o", path)
 	if code != 0 {
 		t.Fatalf("target detect: exit %d: %s", code, stderr)
 	}
-	code, out, stderr := runCLI(t, "plan", "--target-file", path, "--json")
+	if out != path+"\n" {
+		t.Errorf("target detect -o printed %q, want the file's path", out)
+	}
+	code, out, stderr = runCLI(t, "plan", "--target-file", path, "--json")
 	if strings.Contains(stderr, "needs editing") {
 		t.Skipf("this host's detected target needs hand edits (%s), so it cannot be planned as is", stderr)
 	}
