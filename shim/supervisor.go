@@ -2,14 +2,18 @@ package shim
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -117,8 +121,14 @@ func (s *supervisor) once(ctx context.Context) error {
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := append(append([]string{}, s.opts.ServerArgs...), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	key, err := randomKey()
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(s.opts.ServerPath, args...)
-	cmd.Env = s.opts.Env
+	// The key goes in the environment, which only this user can read, not on the command
+	// line, which every local user can.
+	cmd.Env = append(serverEnv(s.opts.Env), "LLAMA_API_KEY="+key)
 	cmd.Dir = s.opts.Dir
 	tail := &tailBuffer{max: 8 << 10}
 	var out io.Writer = tail
@@ -141,7 +151,7 @@ func (s *supervisor) once(ctx context.Context) error {
 	go func() { exited <- cmd.Wait() }()
 	s.log.Info("llama-server starting", "pid", cmd.Process.Pid, "addr", addr, "args", args)
 
-	u := &upstream{base: "http://" + addr, client: newUpstreamClient(4)}
+	u := &upstream{base: "http://" + addr, key: key, client: newUpstreamClient(4)}
 	readyErr := make(chan error, 1)
 	readyCtx, cancelReady := context.WithCancel(ctx)
 	defer cancelReady()
@@ -268,4 +278,28 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
+}
+
+// randomKey returns a fresh API key for one llama-server process.
+func randomKey() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("making llama-server's API key: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// serverEnv is the environment llama-server runs with: the caller's (the process's own when
+// nil, as exec does) without any LLAMA_API_KEY of its own, since the shim sets that.
+func serverEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "LLAMA_API_KEY=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -16,7 +16,10 @@ import (
 // upstream is one running, ready llama-server: its address, what it told
 // us about itself, its vocabulary and the pool of its slots.
 type upstream struct {
-	base   string
+	base string
+	// key is the API key the shim started llama-server with: its private port answers
+	// only the shim, not any local user who finds it.
+	key    string
 	client *http.Client
 	info   serverInfo
 	vocab  *vocab
@@ -116,6 +119,9 @@ func (u *upstream) do(ctx context.Context, method, path string, body []byte) (*h
 	// seconds; with this header Go's transport resends a request that
 	// found its reused connection closed before anything was answered.
 	req.Header.Set("X-Idempotency-Key", "shim")
+	if u.key != "" {
+		req.Header.Set("Authorization", "Bearer "+u.key)
+	}
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return nil, upstreamOrCanceled(ctx, err)
