@@ -25,6 +25,8 @@ type Binary struct {
 	Machine string   `json:"machine"`
 	SONAME  string   `json:"soname,omitempty"`
 	Needed  []string `json:"needed,omitempty"`
+	// Runpath is DT_RUNPATH (or DT_RPATH), the directories searched for Needed.
+	Runpath []string `json:"runpath,omitempty"`
 	// Code is the x86-64 code scan; nil for other machines.
 	Code *CodeFacts `json:"code,omitempty"`
 	// Fatbin lists the .nv_fatbin entries; FatbinError says why the listing stopped early.
@@ -116,6 +118,12 @@ func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 	b := &Binary{Path: name, Machine: machineName(f.Machine)}
 	if libs, err := f.ImportedLibraries(); err == nil {
 		b.Needed = libs
+	}
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		if rp, err := f.DynString(tag); err == nil && len(rp) > 0 {
+			b.Runpath = strings.Split(rp[0], ":")
+			break
+		}
 	}
 	if sn, err := f.DynString(elf.DT_SONAME); err == nil && len(sn) > 0 {
 		b.SONAME = sn[0]
