@@ -57,7 +57,7 @@ func runPreflight(c *cli.Context) error {
 		hostName string
 	)
 	if c.String("target") != "" || c.String("target-file") != "" {
-		t, err := targets.Resolve(c.String("target"), c.String("target-file"))
+		t, err := targets.ResolveHost(c.String("target"), c.String("target-file"))
 		if err != nil {
 			return usageError{err}
 		}

@@ -541,3 +541,42 @@ func (t *Target) Marshal() ([]byte, error) {
 
 // FileName is the base name a target is stored under.
 func FileName(name string) string { return filepath.Base(name) + ".yaml" }
+
+// ResolveHost loads the host a check runs against: a built-in target by name, or a file. A file
+// may describe only the host (schemaVersion, name and host, no build section): preflight needs
+// nothing else. A file with a build section is validated in full.
+func ResolveHost(name, file string) (*Target, error) {
+	if file == "" || name != "" {
+		return Resolve(name, file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading target file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var t Target
+	if err := dec.Decode(&t); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if t.Build.Backend != "" || t.Build.ISA != nil || t.Build.Images != (Images{}) || len(t.Build.CMake) > 0 {
+		return Parse(file, data)
+	}
+	t.Source = file
+	var errs []error
+	if t.SchemaVersion != SchemaVersion {
+		errs = append(errs, &FieldError{File: file, Field: "schemaVersion", Problem: fmt.Sprintf("is %d, this llbuild reads %d", t.SchemaVersion, SchemaVersion), Fix: fmt.Sprintf("set schemaVersion: %d", SchemaVersion)})
+	}
+	for i, f := range t.Host.CPU.Features {
+		if p, err := ParseFeature(string(f)); err != nil || p != f {
+			errs = append(errs, &FieldError{File: file, Field: fmt.Sprintf("host.cpu.features[%d]", i), Problem: fmt.Sprintf("unknown CPU feature %q", f), Fix: "use one of " + joinFeatures(KnownFeatures)})
+		}
+	}
+	if len(t.Host.CPU.Features) == 0 {
+		errs = append(errs, &FieldError{File: file, Field: "host.cpu.features", Problem: "is empty", Fix: "list the CPU's features (llbuild target detect writes them)"})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -206,5 +207,34 @@ func TestFromHost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestResolveHostTakesAHostOnlyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hostOnly := write("zen3.yaml", "schemaVersion: 1\nname: zen3\nhost:\n  cpu:\n    features: [SSE42, AVX, AVX2, FMA, F16C, BMI1, BMI2]\n")
+	tg, err := ResolveHost("", hostOnly)
+	if err != nil {
+		t.Fatalf("ResolveHost(host-only file) = %v", err)
+	}
+	if !tg.Host.CPU.FeatureSet().Has(AVX2) || tg.Host.CPU.FeatureSet().Has(AVX512F) {
+		t.Errorf("host = %+v", tg.Host)
+	}
+	if _, err := ResolveHost("", write("typo.yaml", "schemaVersion: 1\nname: x\nhost:\n  cpu:\n    features: [AVX3]\n")); err == nil || !strings.Contains(err.Error(), `unknown CPU feature "AVX3"`) {
+		t.Errorf("ResolveHost(unknown feature) = %v", err)
+	}
+	// A file with a build section is a full target and is validated as one.
+	if _, err := ResolveHost("", write("half.yaml", "schemaVersion: 1\nname: x\nhost:\n  cpu:\n    features: [AVX2]\nbuild:\n  backend: cpu\n")); err == nil || !strings.Contains(err.Error(), "build.isa.GGML_AVX2") {
+		t.Errorf("ResolveHost(file with a partial build) = %v, want the full validation", err)
+	}
+	if _, err := ResolveHost("cpu-v3", ""); err != nil {
+		t.Errorf("ResolveHost(cpu-v3) = %v", err)
 	}
 }
