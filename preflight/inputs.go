@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -270,7 +271,7 @@ func openImage(ctx context.Context, src ImageSource) (img v1.Image, label string
 				return nil, "", cleanup, err
 			}
 			cleanup = func() { os.RemoveAll(dir) }
-			if err := untarLayout(src.Archive, dir); err != nil {
+			if err := ocitar.Untar(src.Archive, dir); err != nil {
 				cleanup()
 				return nil, "", func() {}, fmt.Errorf("reading OCI archive %s: %w", src.Archive, err)
 			}
@@ -301,52 +302,6 @@ func isOCIArchive(file string) bool {
 		}
 		if path.Clean(h.Name) == "oci-layout" {
 			return true
-		}
-	}
-}
-
-// untarLayout unpacks the directories and regular files of an OCI archive into dir,
-// refusing entries that leave it.
-func untarLayout(file, dir string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		clean := path.Clean(h.Name)
-		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-			return fmt.Errorf("entry %q leaves the archive", h.Name)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(clean))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.Create(target)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
 		}
 	}
 }

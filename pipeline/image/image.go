@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -257,7 +257,7 @@ func LoadBase(ctx context.Context, spec string, want pipeline.Image, opts ...rem
 		}
 		defer os.RemoveAll(tmp)
 		file := strings.TrimPrefix(spec, "oci-archive:")
-		if err := untar(file, tmp); err != nil {
+		if err := ocitar.Untar(file, tmp); err != nil {
 			return nil, fmt.Errorf("reading OCI archive %s: %w", file, err)
 		}
 		img, err := fromLayout(tmp, want)
@@ -403,50 +403,6 @@ func (l *memLayer) Size() (int64, error)                { return l.desc.Size, ni
 func (l *memLayer) MediaType() (types.MediaType, error) { return l.desc.MediaType, nil }
 func (l *memLayer) Compressed() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(l.b)), nil
-}
-
-func untar(file, dst string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		clean := path.Clean(h.Name)
-		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-			return fmt.Errorf("entry %q leaves the archive", h.Name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(clean))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.Create(target)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // WriteOCI writes img to dst: an OCI layout when dst ends in a slash or is an existing
