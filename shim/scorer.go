@@ -44,13 +44,6 @@ const forcingBias = 1e9
 // the same slot each position costs one single-token decode.
 type forcingScorer struct {
 	u *upstream
-	// noCache evaluates the whole prefix for every position instead of
-	// reusing the prompt cache, so that a position's logits come from a
-	// batched prompt evaluation, as the native scorer's do, rather than
-	// from a single-token decode. It costs a prefill per position; tests
-	// use it to measure how far a backend's batched and single-token
-	// kernels disagree.
-	noCache bool
 }
 
 func (f *forcingScorer) Name() string { return "teacher-forcing" }
@@ -79,7 +72,7 @@ func (f *forcingScorer) Score(ctx context.Context, slot int, seq []int, position
 			TopK:           &topK,
 			Samplers:       []string{"top_k"},
 			LogitBias:      [][2]float64{{float64(forced), forcingBias}},
-			CachePrompt:    !f.noCache,
+			CachePrompt:    true,
 			IDSlot:         slot,
 			ReturnTokens:   true,
 			ResponseFields: []string{"tokens", "completion_probabilities"},

@@ -88,31 +88,18 @@ func scoringPrompts() map[string]string {
 // nativeTol bounds the difference between a logprob from batched prompt
 // processing and one from a single-token decode of the same position:
 // the same formula over logits that a different matrix tiling computes
-// (up to about 3e-3 over hundreds of positions with the tiny model on
-// the CPU backend).
+// (up to about 3e-3 over hundreds of positions with the tiny model).
 const nativeTol = 5e-3
 
-// backendTol is the tolerance for one server: nativeTol, or twice the
-// spread the server shows between its own batched and single-token
-// evaluation of the same positions, whichever is larger. On CUDA the
-// batched matrix products run on cuBLAS with TF32 or FP16 compute and
-// the single-token ones on llama.cpp's FP32 kernels, so the spread (the
-// unpatched code path against itself) exceeds nativeTol; a wrong row
-// (another position, another token) is off by far more than either.
-func backendTol(t *testing.T, batched, single []Row) float64 {
-	t.Helper()
-	spread := 0.0
-	for i := range batched {
-		spread = max(spread, math.Abs(batched[i].Logprob-single[i].Logprob))
-		for j := range min(len(batched[i].Top), len(single[i].Top)) {
-			spread = max(spread, math.Abs(batched[i].Top[j].Logprob-single[i].Top[j].Logprob))
-		}
-	}
-	t.Logf("batched against single-token evaluation of the same %d positions: largest difference %.2g", len(batched), spread)
-	return max(nativeTol, 2*spread)
-}
-
+// TestNativeScorerMatchesTeacherForcing compares the two scorers on the
+// CPU backend, even in a GPU build (--device none): there the batched and
+// the single-token matrix products differ only in tiling. On CUDA the
+// batched products of F16 weights accumulate in FP16 (cuBLAS) and the
+// single-token ones in FP32, which alone moves logprobs by up to about
+// 8e-3 with the tiny model (measured on an H200); that is the backend's
+// precision, not the patch's.
 func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
+	t.Setenv("SHIM_SERVER_ARGS", os.Getenv("SHIM_SERVER_ARGS")+" --device none")
 	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny(), chunkArgs...)
 	u := ts.upstream(t)
 	if !u.info.PromptLogprobs {
@@ -147,19 +134,6 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The server's own spread between batched and single-token
-			// evaluation, on every seventh position.
-			var sample []int
-			var single []Row
-			for i := 0; i < len(positions); i += 7 {
-				sample = append(sample, positions[i])
-				single = append(single, want[i])
-			}
-			batched, err := (&forcingScorer{u: u, noCache: true}).Score(context.Background(), slot, ids, sample, top)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tol := backendTol(t, batched, single)
 			worst := 0.0
 			for i, p := range positions {
 				g, w := got[i], want[i]
@@ -173,14 +147,14 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 				for j := range g.Top {
 					// Near-ties may swap places; the values at each rank must agree.
 					worst = max(worst, math.Abs(g.Top[j].Logprob-w.Top[j].Logprob))
-					if g.Top[j].ID != w.Top[j].ID && math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > tol {
+					if g.Top[j].ID != w.Top[j].ID && math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > nativeTol {
 						t.Errorf("position %d rank %d: native token %d (%g), forced %d (%g)", p, j, g.Top[j].ID, g.Top[j].Logprob, w.Top[j].ID, w.Top[j].Logprob)
 					}
 				}
 			}
 			t.Logf("%d positions, largest difference %.2g", len(positions), worst)
-			if worst > tol {
-				t.Errorf("native and teacher-forced logprobs differ by up to %g, want <= %g", worst, tol)
+			if worst > nativeTol {
+				t.Errorf("native and teacher-forced logprobs differ by up to %g, want <= %g", worst, nativeTol)
 			}
 		})
 	}
