@@ -15,6 +15,11 @@
 #
 # Environment: SAMPLE_EVERY (default 8), JOBS (default nproc), ARCH (default 90), OUT (default a
 # new temporary directory; the two build directories and the per-object table go there).
+# ONE_LOG=FILE takes the one-architecture times from the .ninja_log of a finished one-architecture
+# build of the same source on the same machine (a `llbuild server` or `llbuild wheel` build's
+# directory, whose objects were compiled with as many jobs as cores) instead of compiling them
+# again: only the default list is compiled, in half the time. The sample is then drawn from
+# that log's objects.
 set -euo pipefail
 export LC_ALL=C
 
@@ -53,21 +58,49 @@ configure() { # dir, extra args...
 		exit 1
 	}
 }
-configure "$out/one" -DCMAKE_CUDA_ARCHITECTURES="$arch"
-configure "$out/default"
 archs_of() { sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$1/CMakeCache.txt"; }
-echo "one:     CMAKE_CUDA_ARCHITECTURES=$(archs_of "$out/one")"
+one_log=${ONE_LOG:-}
+if [[ -n $one_log ]]; then
+	[[ -f $one_log ]] || {
+		echo "$0: ONE_LOG $one_log does not exist" >&2
+		exit 1
+	}
+	echo "one:     times from $one_log"
+	# its objects, as paths from the llama.cpp build's top (a wheel build adds vendor/llama.cpp/)
+	mapfile -t all < <(cut -f4 "$one_log" | sed -n 's|^.*\(ggml/src/ggml-cuda/CMakeFiles/ggml-cuda\.dir/.*\.cu\.o\)$|\1|p' | sort -u)
+else
+	configure "$out/one" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+	echo "one:     CMAKE_CUDA_ARCHITECTURES=$(archs_of "$out/one")"
+	mapfile -t all < <(ninja -C "$out/one" -t targets all | sed -n 's|^\(ggml/src/ggml-cuda/CMakeFiles/[^:]*\.cu\.o\):.*|\1|p' | sort -u)
+fi
+configure "$out/default"
 echo "default: CMAKE_CUDA_ARCHITECTURES=$(archs_of "$out/default") (set by ggml/src/ggml-cuda/CMakeLists.txt)"
-
-mapfile -t all < <(ninja -C "$out/one" -t targets all | sed -n 's|^\(ggml/src/ggml-cuda/CMakeFiles/[^:]*\.cu\.o\):.*|\1|p' | sort -u)
+((${#all[@]} > 0)) || {
+	echo "$0: no ggml-cuda objects found" >&2
+	exit 1
+}
 sample=()
 for i in "${!all[@]}"; do
 	((i % every == 0)) && sample+=("${all[$i]}")
 done
 echo "sample: ${#sample[@]} of ${#all[@]} ggml-cuda objects (every ${every}th), $jobs jobs, $(nvcc --version | sed -n 's/.*release \([0-9.]*\),.*/CUDA \1/p')"
 
+# objects.tsv: object, compile ms, from a ninja log (the last entry of each object; paths may
+# carry a prefix such as vendor/llama.cpp/)
+times_of() { # ninja log
+	for o in "${sample[@]}"; do
+		awk -v o="$o" -F'\t' 'substr($4, length($4) - length(o) + 1) == o {d = $2 - $1} END {print o "\t" d}' "$1"
+	done
+}
 declare -A total
-for variant in one default; do
+variants=(one default)
+if [[ -n $one_log ]]; then
+	times_of "$one_log" >"$out/one.objects.tsv"
+	total[one]=$(awk -F'\t' '{s += $2} END {printf "%.1f", s / 1000}' "$out/one.objects.tsv")
+	printf '%-8s %8.1f s summed over the objects of the sample (from ONE_LOG)\n' one "${total[one]}"
+	variants=(default)
+fi
+for variant in "${variants[@]}"; do
 	start=$(date +%s%N)
 	ninja -C "$out/$variant" -j "$jobs" "${sample[@]}" >"$out/$variant.build.log" 2>&1 || {
 		echo "$0: compiling the sample for $variant failed; see $out/$variant.build.log" >&2
@@ -76,9 +109,7 @@ for variant in one default; do
 	}
 	wall=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
 	# .ninja_log: start ms, end ms, mtime, output, hash
-	for o in "${sample[@]}"; do
-		awk -v o="$o" -F'\t' '$4 == o {d = $2 - $1} END {print o "\t" d}' "$out/$variant/.ninja_log"
-	done >"$out/$variant.objects.tsv"
+	times_of "$out/$variant/.ninja_log" >"$out/$variant.objects.tsv"
 	total[$variant]=$(awk -F'\t' '{s += $2} END {printf "%.1f", s / 1000}' "$out/$variant.objects.tsv")
 	printf '%-8s %8.1f s summed over the objects of the sample, %6.1f s wall\n' "$variant" "${total[$variant]}" "$wall"
 done
