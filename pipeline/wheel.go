@@ -131,6 +131,7 @@ func ResolveWheel(t *targets.Target, r *recipes.Recipe, series []patches.Patch, 
 		}
 		w.CMakeArgs = append(w.CMakeArgs, a)
 	}
+	w.CMakeArgs = append(w.CMakeArgs, wheelLayout...)
 	for k, v := range p.Env {
 		w.Env[k] = v
 	}
@@ -144,6 +145,20 @@ func ResolveWheel(t *targets.Target, r *recipes.Recipe, series []patches.Patch, 
 	}
 	w.Hash = h
 	return w, nil
+}
+
+// wheelLayout keeps what the build installs inside the package, once. llama.cpp's own install
+// rules would put a second copy of every library into the wheel's top-level lib/ (site-packages/lib
+// once pip installs it) and its headers into include/, and each library would go in three times
+// (libllama.so, .so.0 and .so.0.0.N: a wheel is a zip file, which stores symlinks as copies), so
+// a CUDA wheel carried libggml-cuda.so six times (257 MB for sm_90 alone). llama-cpp-python puts
+// the install directories inside the package the same way for its Emscripten build. Libraries
+// without a version are named by ctypes (libllama.so, libmtmd.so) and by each other alike.
+var wheelLayout = []string{
+	"-DCMAKE_INSTALL_LIBDIR=llama_cpp/lib",
+	"-DCMAKE_INSTALL_BINDIR=llama_cpp/lib",
+	"-DCMAKE_INSTALL_INCLUDEDIR=llama_cpp/include",
+	"-DCMAKE_PLATFORM_NO_VERSIONED_SONAME=ON",
 }
 
 // localVersion names what a build is for, as a PEP 440 local version label (normalized:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,13 +116,25 @@ func TestWheelBuildsForCPUTarget(t *testing.T) {
 	}
 	defer z.Close()
 	var libs []string
+	seen := map[uint32]string{} // CRC-32 of each library's contents
 	for _, f := range z.File {
-		if strings.HasSuffix(f.Name, ".so") {
+		if strings.HasSuffix(f.Name, ".so") || strings.Contains(f.Name, ".so.") {
 			libs = append(libs, f.Name)
+			if other, ok := seen[f.CRC32]; ok {
+				t.Errorf("wheel holds the same library twice: %s and %s", other, f.Name)
+			}
+			seen[f.CRC32] = f.Name
 		}
 		if strings.Contains(f.Name, "libcuda") {
 			t.Errorf("wheel contains %s", f.Name)
 		}
+		// Everything inside the package: nothing in site-packages' lib/ or include/.
+		if top, _, _ := strings.Cut(f.Name, "/"); top != "llama_cpp" && !strings.HasSuffix(top, ".dist-info") {
+			t.Errorf("wheel installs %s outside the package", f.Name)
+		}
+	}
+	if !slices.Contains(libs, "llama_cpp/lib/libllama.so") {
+		t.Errorf("wheel libraries %v lack llama_cpp/lib/libllama.so", libs)
 	}
 	if err := unzipTo(whl, lib); err != nil {
 		t.Fatal(err)
