@@ -74,7 +74,7 @@ else
 	mapfile -t all < <(ninja -C "$out/one" -t targets all | sed -n 's|^\(ggml/src/ggml-cuda/CMakeFiles/[^:]*\.cu\.o\):.*|\1|p' | sort -u)
 fi
 configure "$out/default"
-echo "default: CMAKE_CUDA_ARCHITECTURES=$(archs_of "$out/default") (set by ggml/src/ggml-cuda/CMakeLists.txt)"
+((${#all[@]} > 0)) && echo "default: $(ninja -C "$out/default" -t commands "${all[0]}" | tail -1 | grep -o 'arch=compute_[0-9a-z]*,code=[^ ]*' | sed 's/arch=compute_//; s/,code=/:/' | tr '\n' ' ')(ggml/src/ggml-cuda/CMakeLists.txt's list; CMAKE_CUDA_ARCHITECTURES unset)"
 ((${#all[@]} > 0)) || {
 	echo "$0: no ggml-cuda objects found" >&2
 	exit 1
