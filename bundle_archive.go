@@ -314,24 +314,10 @@ func unpackArchive(ctx context.Context, archive, tmp string) error {
 				return fmt.Errorf("extracting %s: %w", name, err)
 			}
 		default:
-			return fmt.Errorf("archive %s: %s is a %s entry", archive, name, typeName(h.Typeflag))
+			return fmt.Errorf("archive %s: %s is a %s entry", archive, name, manifest.TarTypeName(h.Typeflag))
 		}
 	}
 	return nil
-}
-
-func typeName(t byte) string {
-	switch t {
-	case tar.TypeLink:
-		return "hard link"
-	case tar.TypeChar:
-		return "character device"
-	case tar.TypeBlock:
-		return "block device"
-	case tar.TypeFifo:
-		return "named pipe"
-	}
-	return fmt.Sprintf("type %q", t)
 }
 
 // problemsError is one error listing every problem, one per line.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
 )
 
@@ -106,31 +107,18 @@ type Build struct {
 	Builder  Builder `json:"builder"`
 }
 
-// Source is a git source at a full commit (llama.cpp).
-type Source struct {
-	URL    string `json:"url"`
-	Commit string `json:"commit"`
-}
-
-// Patch is one applied patch and its digest.
-type Patch struct {
-	Name   string `json:"name"`
-	SHA256 string `json:"sha256"`
-}
-
-// Image is a base image by role (devel, runtime).
-type Image struct {
-	Role   string `json:"role"`
-	Ref    string `json:"ref"`
-	Digest string `json:"digest,omitempty"`
-}
-
-// Builder names the program that built the server and how.
-type Builder struct {
-	Name     string `json:"name"`
-	Version  string `json:"version"`
-	Executor string `json:"executor"`
-}
+// The provenance types are the artifact directory's: a bundle copies its server's provenance
+// (source, patches, base images, builder) from artifacts.json's provenance.json unchanged.
+type (
+	// Source is a git source at a full commit (llama.cpp).
+	Source = artifacts.Source
+	// Patch is one applied patch and its digest.
+	Patch = artifacts.Patch
+	// Image is a base image by role (devel, runtime).
+	Image = artifacts.Image
+	// Builder names the program that built the server and how.
+	Builder = artifacts.Builder
+)
 
 // Models are the bundle's model and optional draft.
 type Models struct {

@@ -413,7 +413,7 @@ func VerifyTar(r io.Reader) []Problem {
 			}
 			entries[name] = e
 		default:
-			add(name, "is a %s entry; a bundle holds only files, directories and links", typeName(h.Typeflag))
+			add(name, "is a %s entry; a bundle holds only files, directories and links", TarTypeName(h.Typeflag))
 		}
 	}
 	if manifestBytes == nil {
@@ -466,7 +466,8 @@ func checkEntryName(name string) error {
 	return nil
 }
 
-func typeName(t byte) string {
+// TarTypeName names a tar entry type that a bundle may not hold, for error messages.
+func TarTypeName(t byte) string {
 	switch t {
 	case tar.TypeLink:
 		return "hard link"
