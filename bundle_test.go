@@ -164,8 +164,9 @@ func TestBundleIsDeterministicAndVerifies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum := sha256.Sum256(b); !strings.HasPrefix(stdout, bytesHex(sum[:])) {
-			t.Errorf("stdout %q does not start with the manifest's sha256 %x", stdout, sum)
+		sum := sha256.Sum256(b)
+		if want := bytesHex(sum[:]) + "  " + dir + "\n" + bytesHex(sum[:]) + "  " + filepath.Join(out, name+".tar.zst") + "\n"; stdout != want {
+			t.Errorf("stdout %q, want the manifest's sha256 and each path written:\n%s", stdout, want)
 		}
 		manifests = append(manifests, b)
 		if code, stdout, stderr := runCLI(t, "verify", dir); code != 0 {

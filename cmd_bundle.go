@@ -142,13 +142,17 @@ func bundleCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			where := out.Dir
-			if where == "" {
-				where = out.Archive
+			// One line per thing written, directory first: the manifest's sha256 and the path.
+			for _, where := range []string{out.Dir, out.Archive} {
+				if where == "" {
+					continue
+				}
+				loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
+				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where); err != nil {
+					return err
+				}
 			}
-			loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
-			_, err = fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where)
-			return err
+			return nil
 		},
 	}
 }
