@@ -17,6 +17,12 @@ type Executor interface {
 	Build(ctx context.Context, p *Plan, out string) (string, error)
 }
 
+// The executors' names, as Builder.Executor and --executor give them.
+const (
+	ExecutorHost   = "host"
+	ExecutorDagger = "dagger"
+)
+
 // Builder names the program that runs executors, for provenance.
 type Builder struct {
 	Version  string
@@ -74,7 +80,9 @@ func WriteArtifacts(p *Plan, root, out string, b Builder) (string, error) {
 	})
 }
 
-// ProvenanceOf lists the plan's materials: source, patches and base images, all pinned.
+// ProvenanceOf lists the plan's materials: source, patches and base images, all pinned. A host
+// build ran on the machine itself, not in the devel image, so the devel image is not among its
+// materials; the runtime image stays, as the base the artifacts' image is assembled on.
 func ProvenanceOf(p *Plan, b Builder) artifacts.Provenance {
 	m := artifacts.Materials{
 		Source:  artifacts.Source{URL: p.Source.URL, Commit: p.Source.Commit},
@@ -90,6 +98,9 @@ func ProvenanceOf(p *Plan, b Builder) artifacts.Provenance {
 		role string
 		img  Image
 	}{{"devel", p.Images.Devel}, {"runtime", p.Images.Runtime}} {
+		if im.role == "devel" && b.Executor == ExecutorHost {
+			continue
+		}
 		m.Images = append(m.Images, artifacts.Image{Role: im.role, Ref: im.img.Ref, Digest: im.img.Digest})
 	}
 	return artifacts.Provenance{

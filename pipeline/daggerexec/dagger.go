@@ -73,7 +73,7 @@ func New(opts Options) (*Executor, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Builder.Executor == "" {
-		opts.Builder.Executor = "dagger"
+		opts.Builder.Executor = pipeline.ExecutorDagger
 	}
 	if opts.Source != "" {
 		abs, err := filepath.Abs(opts.Source)

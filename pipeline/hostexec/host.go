@@ -71,7 +71,7 @@ func New(opts Options) (*Executor, error) {
 		return nil, fmt.Errorf("work directory %s is inside the source %s; choose one outside it", opts.WorkDir, src)
 	}
 	if opts.Builder.Executor == "" {
-		opts.Builder.Executor = "host"
+		opts.Builder.Executor = pipeline.ExecutorHost
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -347,6 +347,10 @@ func TestGitMirrorSource(t *testing.T) {
 	if a.Provenance.Materials.Source.Commit != commit {
 		t.Errorf("provenance commit = %s, want %s", a.Provenance.Materials.Source.Commit, commit)
 	}
+	// The host build did not run in the devel image: only the runtime image is a material.
+	if im := a.Provenance.Materials.Images; len(im) != 1 || im[0].Role != "runtime" || im[0].Digest != p.Images.Runtime.Digest {
+		t.Errorf("provenance images = %+v, want only the runtime image %s", im, p.Images.Runtime.Ref)
+	}
 
 	missing := strings.Repeat("1", 40)
 	p2 := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, missing), series)
