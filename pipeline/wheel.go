@@ -135,6 +135,7 @@ func ResolveWheel(t *targets.Target, r *recipes.Recipe, series []patches.Patch, 
 	for k, v := range p.Env {
 		w.Env[k] = v
 	}
+	w.Env["SKBUILD_WHEEL_EXCLUDE"] = strings.Join(wheelExclude, ";")
 	w.LocalVersion, w.Variant = localVersion(t, p)
 	if p.CUDA != nil {
 		w.CUDAArchitectures = append([]string(nil), p.CUDA.BuiltAs...)
@@ -159,6 +160,17 @@ var wheelLayout = []string{
 	"-DCMAKE_INSTALL_BINDIR=llama_cpp/lib",
 	"-DCMAKE_INSTALL_INCLUDEDIR=llama_cpp/include",
 	"-DCMAKE_PLATFORM_NO_VERSIONED_SONAME=ON",
+}
+
+// wheelExclude (scikit-build-core's wheel.exclude, gitignore patterns) leaves out what llama.cpp's
+// own install rules add that the package never loads: headers, CMake and pkg-config files (whose
+// paths name the build's temporary install prefix, so no two wheels were alike) and
+// libllama-common (llama.cpp's tools library; no binding loads it, and it had no RUNPATH).
+var wheelExclude = []string{
+	"llama_cpp/include/**",
+	"llama_cpp/lib/cmake/**",
+	"llama_cpp/lib/pkgconfig/**",
+	"llama_cpp/lib/libllama-common.so*",
 }
 
 // localVersion names what a build is for, as a PEP 440 local version label (normalized:

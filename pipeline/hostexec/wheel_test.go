@@ -132,6 +132,12 @@ func TestWheelBuildsForCPUTarget(t *testing.T) {
 		if top, _, _ := strings.Cut(f.Name, "/"); top != "llama_cpp" && !strings.HasSuffix(top, ".dist-info") {
 			t.Errorf("wheel installs %s outside the package", f.Name)
 		}
+		// Nothing the package does not load: headers, CMake/pkg-config files, llama-common.
+		for _, out := range []string{"/include/", "/cmake/", "/pkgconfig/", "libllama-common"} {
+			if strings.Contains(f.Name, out) {
+				t.Errorf("wheel holds %s", f.Name)
+			}
+		}
 	}
 	if !slices.Contains(libs, "llama_cpp/lib/libllama.so") {
 		t.Errorf("wheel libraries %v lack llama_cpp/lib/libllama.so", libs)
