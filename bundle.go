@@ -158,7 +158,7 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	m.Server.Args = serverArgs(m.Models, in.Knobs, in.ExtraArgs)
+	m.Server.Args = serverArgs(m.Models, in.Knobs, m.Contract.PromptLogprobs == manifest.PromptLogprobsNative, in.ExtraArgs)
 	m.Server.Env = map[string]string{}
 	for k, v := range t.Runtime.Env {
 		m.Server.Env[k] = v
@@ -257,8 +257,9 @@ func isLoader(base string) bool {
 	return strings.HasPrefix(base, "ld-linux") && strings.Contains(base, ".so") || strings.HasPrefix(base, "ld-musl-")
 }
 
-// serverArgs renders llama-server's arguments in a fixed order.
-func serverArgs(models manifest.Models, k serverKnobs, extra []string) []string {
+// serverArgs renders llama-server's arguments in a fixed order. promptLogprobs turns on the
+// patched server's prompt_logprobs (patch 0002), which the shim then uses for echo.
+func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs bool, extra []string) []string {
 	args := []string{"--model", models.Model.Path}
 	num := func(flag string, v *int) {
 		if v != nil {
@@ -289,6 +290,9 @@ func serverArgs(models manifest.Models, k serverKnobs, extra []string) []string 
 	num("--n-gpu-layers", k.GPULayers)
 	num("--parallel", k.Parallel)
 	args = append(args, "--cache-ram", strconv.Itoa(k.CacheRAM), "--ctx-checkpoints", strconv.Itoa(k.CtxCheckpoints))
+	if promptLogprobs {
+		args = append(args, "--prompt-logprobs")
+	}
 	return append(args, extra...)
 }
 

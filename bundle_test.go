@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -720,6 +721,10 @@ func TestManifestSaysHowPromptLogprobsAreComputed(t *testing.T) {
 			}
 			if m.Contract.PromptLogprobs != tt.want {
 				t.Errorf("contract.promptLogprobs = %q, want %q", m.Contract.PromptLogprobs, tt.want)
+			}
+			// The patched server offers prompt_logprobs only when started with the option.
+			if on := slices.Contains(m.Server.Args, "--prompt-logprobs"); on != (tt.want == manifest.PromptLogprobsNative) {
+				t.Errorf("server args %q: --prompt-logprobs given = %v, want it exactly for %s", m.Server.Args, on, manifest.PromptLogprobsNative)
 			}
 		})
 	}

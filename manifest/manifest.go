@@ -166,8 +166,9 @@ type Contract struct {
 	// Streaming says whether stream: true is served.
 	Streaming bool `json:"streaming"`
 	// PromptLogprobs says how echo's prompt-token logprobs are computed: PromptLogprobsNative
-	// when the server was built with the patch that returns them from one prefill (the shim
-	// still checks /props at start), PromptLogprobsTeacherForcing otherwise.
+	// when the server was built with the patch that returns them from one prefill and its
+	// arguments turn it on (--prompt-logprobs; the shim still checks /props at start),
+	// PromptLogprobsTeacherForcing otherwise.
 	PromptLogprobs string `json:"promptLogprobs"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -48,10 +49,14 @@ func unpatchedServer(t testing.TB) string {
 	return p
 }
 
+// promptLogprobsArg turns on the patched llama-server's prompt_logprobs
+// (off by default, as it reserves logits for one more ubatch).
+const promptLogprobsArg = "--prompt-logprobs"
+
 // chunkArgs make llama-server process prompts in small ubatches, so that
 // a few hundred prompt tokens exceed both n_ubatch and the logits
 // capacity of one decode (n_outputs_max = 2 slots + 64).
-var chunkArgs = []string{"-b", "128", "-ub", "64"}
+var chunkArgs = []string{"-b", "128", "-ub", "64", promptLogprobsArg}
 
 // shimOn starts a shim on serverPath with the tiny model written to a
 // fresh directory.
@@ -188,7 +193,7 @@ func TestNativeEchoThroughTheShim(t *testing.T) {
 // on the patched and the unpatched llama-server of one commit: the
 // tokens and their reported probabilities must be identical.
 func TestPatchedServerKeepsPlainCompletions(t *testing.T) {
-	patched := shimOn(t, patchedServer(t), gguf.DefaultTiny())
+	patched := shimOn(t, patchedServer(t), gguf.DefaultTiny(), promptLogprobsArg)
 	plain := shimOn(t, unpatchedServer(t), gguf.DefaultTiny())
 	if plain.upstream(t).info.PromptLogprobs {
 		t.Fatal("LLBUILD_UNPATCHED_LLAMA_SERVER advertises prompt_logprobs: it is a patched build")
@@ -225,7 +230,7 @@ func rawComplete(t testing.TB, u *upstream, req map[string]any) []byte {
 // TestPromptLogprobsRefusals checks the patched server's answers to
 // requests it cannot serve.
 func TestPromptLogprobsRefusals(t *testing.T) {
-	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny())
+	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny(), promptLogprobsArg)
 	u := ts.upstream(t)
 	for name, req := range map[string]map[string]any{
 		"n_cmpl above 1": {"prompt": "hello", "n_predict": 1, "prompt_logprobs": 1, "n_cmpl": 2},
@@ -241,6 +246,31 @@ func TestPromptLogprobsRefusals(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400", name, resp.StatusCode)
 		}
+	}
+}
+
+// TestPromptLogprobsNeedTheOption starts the patched llama-server without
+// --prompt-logprobs: it reserves no extra logits, does not advertise the
+// capability, refuses such requests with a hint, and the shim scores by
+// teacher forcing.
+func TestPromptLogprobsNeedTheOption(t *testing.T) {
+	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny())
+	u := ts.upstream(t)
+	if u.info.PromptLogprobs {
+		t.Error("/props advertises prompt_logprobs without --prompt-logprobs")
+	}
+	if got := u.scorer.Name(); got != "teacher-forcing" {
+		t.Errorf("scorer is %q, want teacher-forcing", got)
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": "hello world", "n_predict": 1, "prompt_logprobs": 1})
+	resp, err := u.do(context.Background(), http.MethodPost, "/completion", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "--prompt-logprobs") {
+		t.Errorf("prompt_logprobs without the option: status %d, %s; want 400 naming --prompt-logprobs", resp.StatusCode, msg)
 	}
 }
 
@@ -271,7 +301,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 	if err := writeBenchModel(model, o, vocab); err != nil {
 		b.Fatal(err)
 	}
-	ts, err := startShim(server, model, Options{})
+	ts, err := startShim(server, model, Options{ServerArgs: []string{promptLogprobsArg}})
 	if err != nil {
 		b.Fatal(err)
 	}
