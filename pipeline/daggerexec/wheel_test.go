@@ -166,6 +166,7 @@ func TestWheelBuildSendsThePlanAsQueries(t *testing.T) {
 		`withNewFile(contents:"__version__ = \"0.3.99+cpu.avx2\"\n", path:"/src/llama_cpp/__init__.py")`,
 		`name:"CMAKE_ARGS"`, `-DGGML_AVX2=ON`, `-DGGML_AVX512=OFF`, `name:"SOURCE_DATE_EPOCH", value:"1784810751"`,
 		`name:"SKBUILD_BUILD_DIR", value:"/build"`, `name:"CMAKE_GENERATOR", value:"Ninja"`,
+		`name:"SKBUILD_WHEEL_EXCLUDE", value:"llama_cpp/include/**;`, `-DCMAKE_INSTALL_LIBDIR=llama_cpp/lib`,
 		`"/opt/llbuild-python/bin/python","-m","build","--wheel","--no-isolation","--outdir","/dist","/src"`,
 		`directory(path:"/dist"){export(`,
 	} {
