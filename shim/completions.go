@@ -123,9 +123,11 @@ func (j *job) layoutPrompt() {
 	}
 }
 
-// echoRows scores the prompt: row 0 has no logprob, row i is token i
-// given the tokens before it.
-func (j *job) echoRows(ctx context.Context) error {
+// echoRows lays out the prompt's rows and, with score, scores them: row 0
+// has no logprob, row i is token i given the tokens before it. Without
+// score the logprobs come later from the generation request
+// (fillEchoRows).
+func (j *job) echoRows(ctx context.Context, score bool) error {
 	ids, err := j.promptIDs(ctx)
 	if err != nil {
 		return err
@@ -138,14 +140,44 @@ func (j *job) echoRows(ctx context.Context) error {
 	for i, id := range ids {
 		j.rows[i] = rowEntry{ID: id, Start: j.starts[i]}
 	}
-	if j.req.Logprobs < 0 || len(ids) < 2 {
+	if j.req.Logprobs < 0 || len(ids) < 2 || !score {
 		return nil
 	}
-	positions := make([]int, len(ids)-1)
+	scored, err := j.u.scorer.Score(ctx, j.slot, ids, echoPositions(len(ids)), j.req.Logprobs)
+	if err != nil {
+		return err
+	}
+	for i := range scored {
+		j.rows[i+1].Row = &scored[i]
+	}
+	return nil
+}
+
+// echoPositions are the prompt positions echo scores: all but the first.
+func echoPositions(n int) []int {
+	positions := make([]int, max(n-1, 0))
 	for i := range positions {
 		positions[i] = i + 1
 	}
-	scored, err := j.u.scorer.Score(ctx, j.slot, ids, positions, j.req.Logprobs)
+	return positions
+}
+
+// echoInOneRequest says whether the prompt's logprobs can come with the
+// generated tokens in one request: the server computes them natively
+// (prompt_logprobs) and there is something to generate, so the one prefill
+// serves both instead of a scoring request and then a generation request.
+func (j *job) echoInOneRequest() bool {
+	_, native := j.u.scorer.(*nativeScorer)
+	return native && j.req.Echo && j.req.Logprobs >= 0 && j.req.MaxTokens > 0
+}
+
+// fillEchoRows puts the prompt logprobs of a generation request's answer
+// into the echoed rows.
+func (j *job) fillEchoRows(sent *[]nativeProb) error {
+	if len(j.ids) < 2 {
+		return nil
+	}
+	scored, err := promptRows(j.ids, echoPositions(len(j.ids)), sent, j.req.Logprobs)
 	if err != nil {
 		return err
 	}
@@ -333,8 +365,9 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 	}
 	defer j.u.release(slot)
 	j.slot = slot
+	oneRequest := j.echoInOneRequest()
 	if j.req.Echo {
-		if err := j.echoRows(ctx); err != nil {
+		if err := j.echoRows(ctx, !oneRequest); err != nil {
 			return completionChoice{}, err
 		}
 	}
@@ -348,9 +381,20 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 			return ch, err
 		}
 	} else {
-		resp, err := j.u.complete(ctx, j.nativeRequest(false))
+		nr := j.nativeRequest(false)
+		if oneRequest {
+			top := j.req.Logprobs
+			nr.PromptLogprobs = &top
+			nr.ResponseFields = append(nr.ResponseFields, "prompt_probabilities")
+		}
+		resp, err := j.u.complete(ctx, nr)
 		if err != nil {
 			return ch, err
+		}
+		if oneRequest {
+			if err := j.fillEchoRows(resp.PromptProbs); err != nil {
+				return ch, err
+			}
 		}
 		j.usage = usageOf(resp)
 		content = []byte(resp.Content)

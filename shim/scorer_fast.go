@@ -84,12 +84,18 @@ func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions
 	if err := n.u.postJSON(ctx, "/completion", req, &resp); err != nil {
 		return nil, fmt.Errorf("reading prompt logprobs: %w", err)
 	}
-	if resp.Probs == nil {
+	return promptRows(seq[:last+1], positions, resp.Probs, top)
+}
+
+// promptRows reads the rows at positions (ascending, within 1..len(seq)-1)
+// from a patched llama-server's prompt_probabilities for the prompt seq.
+func promptRows(seq []int, positions []int, sent *[]nativeProb, top int) ([]Row, error) {
+	if sent == nil {
 		return nil, upstreamError("llama-server advertises prompt_logprobs but sent no prompt_probabilities")
 	}
-	probs := *resp.Probs
-	if len(probs) != last {
-		return nil, upstreamError("llama-server sent %d prompt probabilities for a %d-token prompt, want %d", len(probs), last+1, last)
+	probs := *sent
+	if len(probs) != len(seq)-1 {
+		return nil, upstreamError("llama-server sent %d prompt probabilities for a %d-token prompt, want %d", len(probs), len(seq), len(seq)-1)
 	}
 	rows := make([]Row, len(positions))
 	for i, p := range positions {

@@ -118,7 +118,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 	v, lp := j.u.vocab, j.req.Logprobs
 	var text []byte // the choice's text so far
 	if j.req.Echo {
-		if err := j.echoRows(ctx); err != nil {
+		if err := j.echoRows(ctx, true); err != nil {
 			return err
 		}
 		text = append(text, j.promptText...)

@@ -185,6 +185,9 @@ type nativeRequest struct {
 	ReturnTokens      bool         `json:"return_tokens"`
 	Stream            bool         `json:"stream"`
 	ResponseFields    []string     `json:"response_fields,omitempty"`
+	// PromptLogprobs asks a server with native prompt logprobs for the
+	// prompt's, with this many alternatives (see nativeScorer).
+	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
 }
 
 // nativeResponse is an answer of POST /completion, or one streamed chunk.
@@ -197,6 +200,7 @@ type nativeResponse struct {
 	TokensEvaluated int            `json:"tokens_evaluated"`
 	Timings         *nativeTimings `json:"timings"`
 	Probs           []nativeProb   `json:"completion_probabilities"`
+	PromptProbs     *[]nativeProb  `json:"prompt_probabilities"`
 	Error           *llamaError    `json:"error"`
 }
 
