@@ -389,7 +389,7 @@ func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifes
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(tmp, manifest.FileName), b, 0o644); err != nil {
+	if err := atomicfile.WriteNew(filepath.Join(tmp, manifest.FileName), b, 0o644); err != nil {
 		return nil, err
 	}
 	if err := atomicfile.SyncTree(tmp); err != nil {
@@ -605,24 +605,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-func writeFileSync(name string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", name, err)
-	}
-	return nil
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible

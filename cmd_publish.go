@@ -114,20 +114,8 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	if c.Int("jobs") < 1 {
 		return usagef("--jobs must be at least 1")
 	}
-	switch c.String("executor") {
-	case "host":
-		if c.String("engine") != "" {
-			return usagef("--engine is for --executor dagger")
-		}
-		if bases["devel"] != "" {
-			return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
-		}
-		if c.String("source") == "" {
-			return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
-		}
-	case "dagger":
-	default:
-		return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+	if err := checkExecutorFlags(c, bases); err != nil {
+		return err
 	}
 	out, err := filepath.Abs(c.String("out"))
 	if err != nil {

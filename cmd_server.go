@@ -107,18 +107,12 @@ func serverCommand() *cli.Command {
 			}
 			log := loggerOf(c)
 			builder := pipeline.Builder{Version: version, Executor: c.String("executor")}
+			if err := checkExecutorFlags(c, bases); err != nil {
+				return err
+			}
 			var ex pipeline.Executor
 			switch c.String("executor") {
 			case "host":
-				if c.String("engine") != "" {
-					return usagef("--engine is for --executor dagger")
-				}
-				if bases["devel"] != "" {
-					return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
-				}
-				if c.String("source") == "" {
-					return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
-				}
 				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
 				if err != nil {
 					return err
@@ -233,3 +227,24 @@ func buildImage(c *cli.Context, r pipeline.Result, base string) (string, error) 
 
 // defaultTarget is what `llbuild server` builds when no target is named.
 const defaultTarget = "cpu-v3"
+
+// checkExecutorFlags refuses flags that do not go with --executor (usage errors): the host
+// executor takes no engine and no devel image and needs a source it can build.
+func checkExecutorFlags(c *cli.Context, bases map[string]string) error {
+	switch c.String("executor") {
+	case pipeline.ExecutorHost:
+		if c.String("engine") != "" {
+			return usagef("--engine is for --executor dagger")
+		}
+		if bases["devel"] != "" {
+			return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
+		}
+		if c.String("source") == "" {
+			return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
+		}
+	case pipeline.ExecutorDagger:
+	default:
+		return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+	}
+	return nil
+}

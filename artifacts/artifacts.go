@@ -270,21 +270,7 @@ func writeJSON(name string, v any) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Base(name), err)
-	}
-	return nil
+	return atomicfile.WriteNew(name, b, 0o644)
 }
 
 // Marshal renders v the way artifact files are written: indented JSON, sorted map keys, a

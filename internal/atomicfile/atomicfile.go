@@ -37,6 +37,26 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 	return SyncDir(dir)
 }
 
+// WriteNew creates path, which must not exist, writes data and syncs it: for files of a
+// directory that is built aside and then renamed into place whole (ReplaceDir).
+func WriteNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
 // ReplaceDir renames the complete directory tmp to dest. rename(2) does not replace a
 // non-empty directory, so an existing dest is first moved aside (into a fresh directory
 // beside it) and removed only once tmp is in place; if that rename fails, dest is put back.
