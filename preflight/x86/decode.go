@@ -375,13 +375,9 @@ prefixes:
 			}
 		}
 	}
-	if i > len(code) {
-		return in, ErrTruncated
+	if err := setLen(&in, i, len(code)); err != nil {
+		return in, err
 	}
-	if i > 15 {
-		return in, ErrTooLong
-	}
-	in.Len = uint8(i)
 	in.Ext = classifyLegacy(&in)
 	return in, nil
 }
@@ -403,6 +399,30 @@ func undefinedGroupForm(op, modrm uint8) bool {
 		return reg == 7
 	}
 	return false
+}
+
+// readModRM reads the ModRM byte at code[i], with the SIB byte and displacement it implies, into
+// in and returns the index after them.
+func readModRM(code []byte, i int, in *Inst) (int, error) {
+	n, ok := modrmLen(code[i:])
+	if !ok {
+		return i, ErrTruncated
+	}
+	in.ModRM, in.HasModRM = code[i], true
+	return i + n, nil
+}
+
+// setLen records n, the bytes an instruction took, refusing one that runs past the avail bytes
+// of code or is longer than the architectural limit of 15 bytes.
+func setLen(in *Inst, n, avail int) error {
+	if n > avail {
+		return ErrTruncated
+	}
+	if n > 15 {
+		return ErrTooLong
+	}
+	in.Len = uint8(n)
+	return nil
 }
 
 // vexImm reports whether a VEX/EVEX opcode in map m carries an imm8.
@@ -448,23 +468,17 @@ func decodeVEX(code []byte, i int, three bool) (Inst, error) {
 	in.Op = code[i]
 	i++
 	if !(in.Map == Map0F && in.Op == 0x77) { // vzeroupper/vzeroall have no ModRM
-		n, ok := modrmLen(code[i:])
-		if !ok {
-			return in, ErrTruncated
+		var err error
+		if i, err = readModRM(code, i, &in); err != nil {
+			return in, err
 		}
-		in.ModRM, in.HasModRM = code[i], true
-		i += n
 	}
 	if vexImm(in.Map, in.Op) {
 		i++
 	}
-	if i > len(code) {
-		return in, ErrTruncated
+	if err := setLen(&in, i, len(code)); err != nil {
+		return in, err
 	}
-	if i > 15 {
-		return in, ErrTooLong
-	}
-	in.Len = uint8(i)
 	in.Ext = classifyVEX(&in)
 	return in, nil
 }
@@ -491,22 +505,16 @@ func decodeEVEX(code []byte, i int) (Inst, error) {
 	}
 	in.Op = code[i]
 	i++
-	n, ok := modrmLen(code[i:])
-	if !ok {
-		return in, ErrTruncated
+	i, err := readModRM(code, i, &in)
+	if err != nil {
+		return in, err
 	}
-	in.ModRM, in.HasModRM = code[i], true
-	i += n
 	if vexImm(in.Map, in.Op) {
 		i++
 	}
-	if i > len(code) {
-		return in, ErrTruncated
+	if err := setLen(&in, i, len(code)); err != nil {
+		return in, err
 	}
-	if i > 15 {
-		return in, ErrTooLong
-	}
-	in.Len = uint8(i)
 	in.Ext = classifyEVEX(&in)
 	return in, nil
 }
@@ -528,25 +536,19 @@ func decodeXOP(code []byte, i int) (Inst, error) {
 	in.PP = code[i+2] & 3
 	in.Op = code[i+3]
 	i += 4
-	n, ok := modrmLen(code[i:])
-	if !ok {
-		return in, ErrTruncated
+	i, err := readModRM(code, i, &in)
+	if err != nil {
+		return in, err
 	}
-	in.ModRM, in.HasModRM = code[i], true
-	i += n
 	switch m {
 	case 8:
 		i++
 	case 10:
 		i += 4
 	}
-	if i > len(code) {
-		return in, ErrTruncated
+	if err := setLen(&in, i, len(code)); err != nil {
+		return in, err
 	}
-	if i > 15 {
-		return in, ErrTooLong
-	}
-	in.Len = uint8(i)
 	in.Ext = XOP
 	return in, nil
 }
