@@ -1,16 +1,14 @@
 package recipes
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/llbuild/llbuild/internal/strictyaml"
 )
 
 // SchemaVersion is the recipe format this llbuild reads.
@@ -84,14 +82,9 @@ func Load(name string) (*Recipe, error) {
 
 // Parse decodes and validates a recipe file's contents.
 func Parse(source string, data []byte) (*Recipe, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var r Recipe
-	if err := dec.Decode(&r); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty recipe", source)
-		}
-		return nil, fmt.Errorf("%s: %w", source, err)
+	if err := strictyaml.Decode(source, "recipe", data, &r); err != nil {
+		return nil, err
 	}
 	r.source = source
 	if err := r.Validate(); err != nil {

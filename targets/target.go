@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/llbuild/llbuild/internal/strictyaml"
 )
 
 // SchemaVersion is the target file format this llbuild reads and writes.
@@ -178,21 +179,21 @@ func Resolve(name, file string) (*Target, error) {
 // Parse decodes, defaults and validates a target file's contents. source names the file in
 // errors.
 func Parse(source string, data []byte) (*Target, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var t Target
-	if err := dec.Decode(&t); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty target file", source)
-		}
-		return nil, fmt.Errorf("%s: %w", source, err)
+	if err := strictyaml.Decode(source, "target file", data, &t); err != nil {
+		return nil, err
 	}
+	return t.complete(source)
+}
+
+// complete finishes a decoded target file: its source, defaults and validation.
+func (t *Target) complete(source string) (*Target, error) {
 	t.Source = source
 	t.setDefaults()
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return &t, nil
+	return t, nil
 }
 
 func (t *Target) setDefaults() {
@@ -553,14 +554,12 @@ func ResolveHost(name, file string) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading target file: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var t Target
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := strictyaml.Decode(file, "target file", data, &t); err != nil {
+		return nil, err
 	}
 	if t.Build.Backend != "" || t.Build.ISA != nil || t.Build.Images != (Images{}) || len(t.Build.CMake) > 0 {
-		return Parse(file, data)
+		return t.complete(file)
 	}
 	t.Source = file
 	var errs []error
