@@ -566,20 +566,14 @@ func decodeFixed(elem Type, raw []byte, o binary.ByteOrder) (Value, error) {
 	case TypeUint8:
 		return Array(raw), nil
 	case TypeInt8:
-		a := make([]int8, len(raw))
-		for i, b := range raw {
-			a[i] = int8(b)
-		}
-		return Array(a), nil
+		return Array(convert(raw, func(b byte) int8 { return int8(b) })), nil
 	case TypeBool:
-		a := make([]bool, len(raw))
 		for i, b := range raw {
 			if b > 1 {
 				return Value{}, fmt.Errorf("array element %d: bool byte %d, want 0 or 1", i, b)
 			}
-			a[i] = b == 1
 		}
-		return Array(a), nil
+		return Array(convert(raw, func(b byte) bool { return b == 1 })), nil
 	case TypeUint16, TypeInt16:
 		u := make([]uint16, len(raw)/2)
 		for i := range u {
@@ -588,11 +582,7 @@ func decodeFixed(elem Type, raw []byte, o binary.ByteOrder) (Value, error) {
 		if elem == TypeUint16 {
 			return Array(u), nil
 		}
-		a := make([]int16, len(u))
-		for i, x := range u {
-			a[i] = int16(x)
-		}
-		return Array(a), nil
+		return Array(convert(u, func(x uint16) int16 { return int16(x) })), nil
 	case TypeUint32, TypeInt32, TypeFloat32:
 		u := make([]uint32, len(raw)/4)
 		for i := range u {
@@ -602,17 +592,9 @@ func decodeFixed(elem Type, raw []byte, o binary.ByteOrder) (Value, error) {
 		case TypeUint32:
 			return Array(u), nil
 		case TypeInt32:
-			a := make([]int32, len(u))
-			for i, x := range u {
-				a[i] = int32(x)
-			}
-			return Array(a), nil
+			return Array(convert(u, func(x uint32) int32 { return int32(x) })), nil
 		}
-		a := make([]float32, len(u))
-		for i, x := range u {
-			a[i] = math.Float32frombits(x)
-		}
-		return Array(a), nil
+		return Array(convert(u, math.Float32frombits)), nil
 	default: // 64-bit
 		u := make([]uint64, len(raw)/8)
 		for i := range u {
@@ -622,18 +604,19 @@ func decodeFixed(elem Type, raw []byte, o binary.ByteOrder) (Value, error) {
 		case TypeUint64:
 			return Array(u), nil
 		case TypeInt64:
-			a := make([]int64, len(u))
-			for i, x := range u {
-				a[i] = int64(x)
-			}
-			return Array(a), nil
+			return Array(convert(u, func(x uint64) int64 { return int64(x) })), nil
 		}
-		a := make([]float64, len(u))
-		for i, x := range u {
-			a[i] = math.Float64frombits(x)
-		}
-		return Array(a), nil
+		return Array(convert(u, math.Float64frombits)), nil
 	}
+}
+
+// convert returns f of every element of s, in order.
+func convert[S, T any](s []S, f func(S) T) []T {
+	out := make([]T, len(s))
+	for i, x := range s {
+		out[i] = f(x)
+	}
+	return out
 }
 
 // maxDims is ggml's GGML_MAX_DIMS.
