@@ -147,10 +147,15 @@ func (j *job) echoRows(ctx context.Context, score bool) error {
 	if err != nil {
 		return err
 	}
+	j.setEchoScores(scored)
+	return nil
+}
+
+// setEchoScores gives echoed rows 1.. the scores of positions 1.. (row 0 has none).
+func (j *job) setEchoScores(scored []Row) {
 	for i := range scored {
 		j.rows[i+1].Row = &scored[i]
 	}
-	return nil
 }
 
 // echoPositions are the prompt positions echo scores: all but the first.
@@ -181,9 +186,7 @@ func (j *job) fillEchoRows(sent *[]nativeProb) error {
 	if err != nil {
 		return err
 	}
-	for i := range scored {
-		j.rows[i+1].Row = &scored[i]
-	}
+	j.setEchoScores(scored)
 	return nil
 }
 
