@@ -49,17 +49,10 @@ func (e *sse) raw(data []byte) error {
 	return nil
 }
 
-// streamChunk is one event of a streamed completion; with
-// stream_options.include_usage every chunk carries "usage": null.
-type streamChunk struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint,omitempty"`
-	Choices           []completionChoice `json:"choices"`
-	Usage             *usage             `json:"usage"`
-}
+// streamChunk is one event of a streamed completion, shaped like the
+// whole answer; with stream_options.include_usage every chunk carries
+// "usage": null.
+type streamChunk = completionResponse
 
 type streamChunkNoUsage struct {
 	ID                string             `json:"id"`

@@ -58,34 +58,25 @@ type llamaError struct {
 	Type    string `json:"type"`
 }
 
-// postJSON sends v to path and decodes the answer into out. An error
-// answer from llama-server becomes an apiError: its 4xx as 400 for the
-// client, 503 as 503, anything else as 502.
+// postJSON sends v to path as JSON and decodes the answer into out
+// (callJSON).
 func (u *upstream) postJSON(ctx context.Context, path string, v, out any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding request for %s: %w", path, err)
 	}
-	resp, err := u.do(ctx, http.MethodPost, path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return upstreamOrCanceled(ctx, fmt.Errorf("reading llama-server's answer to %s: %w", path, err))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return statusError(path, resp.StatusCode, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
-	}
-	return nil
+	return u.callJSON(ctx, http.MethodPost, path, body, out)
 }
 
 func (u *upstream) getJSON(ctx context.Context, path string, out any) error {
-	resp, err := u.do(ctx, http.MethodGet, path, nil)
+	return u.callJSON(ctx, http.MethodGet, path, nil, out)
+}
+
+// callJSON sends a request with body (nil for none) and decodes a 200
+// answer into out. An error answer from llama-server becomes an apiError:
+// its 4xx as 400 for the client, 503 as 503, anything else as 502.
+func (u *upstream) callJSON(ctx context.Context, method, path string, body []byte, out any) error {
+	resp, err := u.do(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
