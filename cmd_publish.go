@@ -265,7 +265,7 @@ func publishExecutor(c *cli.Context, bases map[string]string) (pipeline.Executor
 		return nil, err
 	}
 	b := pipeline.Builder{Version: version, Executor: c.String("executor")}
-	if c.String("executor") == "host" {
+	if c.String("executor") == pipeline.ExecutorHost {
 		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c)})
 	}
 	return newDaggerExecutor(c, series, b, bases)

@@ -111,19 +111,13 @@ func serverCommand() *cli.Command {
 				return err
 			}
 			var ex pipeline.Executor
-			switch c.String("executor") {
-			case "host":
+			if c.String("executor") == pipeline.ExecutorHost {
 				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
-				if err != nil {
-					return err
-				}
-			case "dagger":
+			} else { // dagger: checkExecutorFlags allows no other
 				ex, err = newDaggerExecutor(c, series, builder, bases)
-				if err != nil {
-					return err
-				}
-			default:
-				return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+			}
+			if err != nil {
+				return err
 			}
 
 			results := pipeline.BuildAll(c.Context, ex, plans, out, c.Int("jobs"))
