@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -136,9 +138,18 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 			return nil, fmt.Errorf("publish: the image maker returned %d results for %d plans", len(built), len(sub))
 		}
 		for k, i := range todo {
+			if built[k].Err != nil {
+				results[i].Err = fmt.Errorf("target %s: %w", plans[i].Target, built[k].Err)
+			}
+		}
+		for k, err := range uploadShared(ctx, opts, built, jobs) {
+			if i := todo[k]; results[i].Err == nil {
+				results[i].Err = fmt.Errorf("target %s: %w", plans[i].Target, err)
+			}
+		}
+		for k, i := range todo {
 			p, r, b := plans[i], &results[i], built[k]
-			if b.Err != nil {
-				r.Err = fmt.Errorf("target %s: %w", p.Target, b.Err)
+			if r.Err != nil {
 				continue
 			}
 			g.Go(func() error {
@@ -209,6 +220,75 @@ func retag(repo name.Repository, tags []string, d *remote.Descriptor, ropts []re
 		moved = append(moved, t)
 	}
 	return moved, nil
+}
+
+// uploadShared uploads, once each, the layers that more than one of the built images
+// holds, before any image is pushed, and returns the error of each image (by index) whose
+// shared layer could not be uploaded. Pushed concurrently, two images would each find the
+// layer missing and upload it at the same time, and registries do not all survive that:
+// distribution's filesystem storage rewrites the repository's link file for the blob in
+// place, and a manifest checked meanwhile reads it empty (DIGEST_INVALID and
+// MANIFEST_BLOB_UNKNOWN on the manifest PUT). Uploaded first, the layer is found by every
+// image's push and written by none.
+func uploadShared(ctx context.Context, opts Options, built []Built, jobs int) map[int]error {
+	type shared struct {
+		layer  v1.Layer
+		images []int
+	}
+	byDigest := map[v1.Hash]*shared{}
+	var order []v1.Hash
+	failed := map[int]error{}
+	for k, b := range built {
+		if b.Err != nil {
+			continue
+		}
+		layers, err := b.Image.Layers()
+		if err != nil {
+			failed[k] = fmt.Errorf("listing the image's layers: %w", err)
+			continue
+		}
+		seen := map[v1.Hash]bool{}
+		for _, l := range layers {
+			d, err := l.Digest()
+			if err != nil {
+				failed[k] = fmt.Errorf("digest of a layer: %w", err)
+				break
+			}
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			if byDigest[d] == nil {
+				byDigest[d] = &shared{layer: l}
+				order = append(order, d)
+			}
+			byDigest[d].images = append(byDigest[d].images, k)
+		}
+	}
+	wopts := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts.Remote...)
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(jobs)
+	for _, d := range order {
+		s := byDigest[d]
+		if len(s.images) < 2 {
+			continue
+		}
+		g.Go(func() error {
+			if err := remote.WriteLayer(opts.Repository, s.layer, wopts...); err != nil {
+				mu.Lock()
+				for _, k := range s.images {
+					if failed[k] == nil {
+						failed[k] = fmt.Errorf("uploading layer %s: %w%s", d, err, authHint(err))
+					}
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return failed
 }
 
 // push uploads img under every tag, the identity tag (tags[0]) last, and returns its digest.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,6 +159,87 @@ func TestPublishTwiceBuildsAndPushesNothing(t *testing.T) {
 			t.Errorf("second publish of %s = %+v, want existing digest %s and nothing moved", second[i].Target, second[i], first[i].Digest)
 		}
 	}
+}
+
+// Images pushed at the same time share their base layers; each shared layer must be uploaded
+// once, not once per image: two uploads of one blob at a time broke a manifest PUT on
+// distribution's filesystem storage in CI (DIGEST_INVALID, MANIFEST_BLOB_UNKNOWN). The
+// registry here holds each blob existence check until a second check for the same blob
+// arrives (or 300 ms pass), so two pushes that each check the layer find it missing together.
+func TestPublishUploadsSharedLayersOnce(t *testing.T) {
+	var mu sync.Mutex
+	waiting := map[string]chan struct{}{}
+	hold := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/blobs/sha256:") {
+				mu.Lock()
+				ch, ok := waiting[r.URL.Path]
+				if ok {
+					delete(waiting, r.URL.Path)
+					close(ch)
+					mu.Unlock()
+				} else {
+					ch = make(chan struct{})
+					waiting[r.URL.Path] = ch
+					mu.Unlock()
+					select {
+					case <-ch:
+					case <-time.After(300 * time.Millisecond):
+						mu.Lock()
+						if waiting[r.URL.Path] == ch {
+							delete(waiting, r.URL.Path)
+						}
+						mu.Unlock()
+					}
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	reg := publishtest.Memory(t, hold)
+	fx := newFixture(t, "olares-one", "cpu-v3")
+	opts := optsFor(t, reg.Host)
+	res, err := Publish(context.Background(), fx.plans, opts, fx.images)
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("publish: %v %+v", err, res)
+	}
+	shared := 0
+	a, b := layerDigests(t, opts, res[0].Digest), layerDigests(t, opts, res[1].Digest)
+	for d := range a {
+		if b[d] {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("the two targets' images share no layer; the test needs a shared base layer")
+	}
+	for d, n := range reg.Counter.BlobUploads() {
+		if n != 1 {
+			t.Errorf("blob %s uploaded %d times, want once", d, n)
+		}
+	}
+	t.Logf("%d shared layers, %d blobs uploaded", shared, len(reg.Counter.BlobUploads()))
+}
+
+func layerDigests(t *testing.T, opts Options, digest string) map[string]bool {
+	t.Helper()
+	img, err := remote.Image(opts.Repository.Digest(digest), opts.Remote...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[d.String()] = true
+	}
+	return out
 }
 
 // A moving tag that points elsewhere (another plan was published since) is pointed back at

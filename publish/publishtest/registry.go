@@ -35,6 +35,8 @@ type Counter struct {
 	n  map[string]int
 	// Requests are "METHOD PATH" in arrival order.
 	Requests []string
+	// committed counts finished blob uploads by digest.
+	committed map[string]int
 }
 
 // Handler wraps h, counting what passes.
@@ -46,6 +48,12 @@ func (c *Counter) Handler(h http.Handler) http.Handler {
 		}
 		c.n[r.Method]++
 		c.Requests = append(c.Requests, r.Method+" "+r.URL.Path)
+		if d := r.URL.Query().Get("digest"); d != "" && (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/blobs/uploads/") {
+			if c.committed == nil {
+				c.committed = map[string]int{}
+			}
+			c.committed[d]++
+		}
 		c.mu.Unlock()
 		h.ServeHTTP(w, r)
 	})
@@ -72,11 +80,22 @@ func (c *Counter) WriteRequests() []string {
 	return out
 }
 
+// BlobUploads counts the blob uploads finished (the request carrying the digest), by digest.
+func (c *Counter) BlobUploads() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for d, n := range c.committed {
+		out[d] = n
+	}
+	return out
+}
+
 // Reset forgets what was counted.
 func (c *Counter) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n, c.Requests = nil, nil
+	c.n, c.Requests, c.committed = nil, nil, nil
 }
 
 // Memory starts go-containerregistry's in-memory registry on loopback. wrap, when not nil,
