@@ -287,6 +287,7 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // tokens (the softmax over the vocabulary at every position is the native
 // path's own cost, small with the tiny model's 519 tokens) and
 // SHIM_SERVER_ARGS adds llama-server arguments ("-t 2", "-ngl 99").
+// SHIM_BENCH_ONLY=native sends native scorer requests alone, for a profiler.
 func BenchmarkPromptLogprobs(b *testing.B) {
 	o := gguf.DefaultTiny()
 	switch os.Getenv("SHIM_BENCH_MODEL") {
@@ -297,9 +298,15 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 	}
 	server := patchedServer(b)
 	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
-	model := filepath.Join(b.TempDir(), "bench.gguf")
-	if err := writeBenchModel(model, o, vocab); err != nil {
-		b.Fatal(err)
+	// SHIM_BENCH_GGUF keeps the model in that file between runs (a 1B model takes a while to write)
+	model := os.Getenv("SHIM_BENCH_GGUF")
+	if model == "" {
+		model = filepath.Join(b.TempDir(), "bench.gguf")
+	}
+	if _, err := os.Stat(model); err != nil {
+		if err := writeBenchModel(model, o, vocab); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ts, err := startShim(server, model, Options{ServerArgs: []string{promptLogprobsArg}})
 	if err != nil {
@@ -326,13 +333,32 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				positions[i] = i + 1
 			}
 			ctx := context.Background()
-			var prefill, echo, nat, forc []time.Duration
+			var prefill, echo, nat, forc, prefillSrv, nativeSrv []time.Duration
+			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
+				// for a profiler: native scorer requests alone
+				for b.Loop() {
+					if _, err := native.Score(ctx, 0, ids, positions, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
 			for b.Loop() {
 				t0 := time.Now()
-				if _, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true}); err != nil {
+				resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true})
+				if err != nil {
 					b.Fatal(err)
 				}
 				prefill = append(prefill, time.Since(t0))
+				prefillSrv = append(prefillSrv, serverTime(b, resp))
+
+				// the native request alone, for llama-server's own prompt time
+				one := 1
+				resp, err = u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, PromptLogprobs: &one})
+				if err != nil {
+					b.Fatal(err)
+				}
+				nativeSrv = append(nativeSrv, serverTime(b, resp))
 
 				t0 = time.Now()
 				out := ts.complete(b, map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true})
@@ -358,11 +384,24 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(echo), "echo_ms")
 			b.ReportMetric(ms(nat), "native_ms")
 			b.ReportMetric(ms(forc), "forcing_ms")
+			b.ReportMetric(ms(prefillSrv), "prefill_server_ms")
+			b.ReportMetric(ms(nativeSrv), "native_server_ms")
 			b.ReportMetric(ms(echo)/p, "echo/prefill")
 			b.ReportMetric(ms(nat)/p, "native/prefill")
 			b.ReportMetric(ms(forc)/p, "forcing/prefill")
 		})
 	}
+}
+
+// serverTime is llama-server's prompt processing time for one answer: the
+// decodes and, with prompt_logprobs, the prompt probabilities, but not
+// the response's JSON nor the HTTP around it.
+func serverTime(b *testing.B, resp *nativeResponse) time.Duration {
+	b.Helper()
+	if resp.Timings == nil {
+		b.Fatal("llama-server's answer has no timings")
+	}
+	return time.Duration(resp.Timings.PromptMS * float64(time.Millisecond))
 }
 
 // writeBenchModel writes the tiny llama o describes with its vocabulary
