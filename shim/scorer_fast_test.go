@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,6 +167,76 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestNativeScorerSlotsShareABatch scores two prompts at once on the two
+// slots, one with one alternative (computed in the graph) and one with
+// five (from the logits on the host), so that llama-server puts both
+// prompts' positions in the same batches (-b 128: each prompt spans
+// several), then checks each against teacher forcing.
+func TestNativeScorerSlotsShareABatch(t *testing.T) {
+	t.Setenv("SHIM_SERVER_ARGS", os.Getenv("SHIM_SERVER_ARGS")+" --device none")
+	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny(), chunkArgs...)
+	u := ts.upstream(t)
+	native, ok := u.scorer.(*nativeScorer)
+	if !ok {
+		t.Fatalf("scorer is %q, want the native scorer", u.scorer.Name())
+	}
+	words := strings.Fields(scoringPrompts()["long"])
+	slices.Reverse(words)
+	texts := []string{scoringPrompts()["long"], strings.Join(words, " ")}
+	tops := []int{1, 5}
+	ids := make([][]int, 2)
+	got := make([][]Row, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for k := range 2 {
+		ids[k] = ts.tokenize(t, texts[k], true)
+		slot, err := u.acquire(context.Background(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.release(slot)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[k], errs[k] = native.Score(context.Background(), slot, ids[k], positionsOf(ids[k]), tops[k])
+		}()
+	}
+	wg.Wait()
+	forcing := &forcingScorer{u: u}
+	for k := range 2 {
+		if errs[k] != nil {
+			t.Fatalf("prompt %d: %v", k, errs[k])
+		}
+		want, err := forcing.Score(context.Background(), 0, ids[k], positionsOf(ids[k]), tops[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for i := range want {
+			g, w := got[k][i], want[i]
+			if g.ID != w.ID || len(g.Top) != tops[k] || len(w.Top) != tops[k] {
+				t.Fatalf("prompt %d row %d: native %+v, forcing %+v", k, i, g, w)
+			}
+			worst = max(worst, math.Abs(g.Logprob-w.Logprob))
+			for j := range g.Top {
+				worst = max(worst, math.Abs(g.Top[j].Logprob-w.Top[j].Logprob))
+			}
+		}
+		t.Logf("prompt %d (top %d): %d positions, largest difference %.2g", k, tops[k], len(want), worst)
+		if worst > nativeTol {
+			t.Errorf("prompt %d: native and teacher-forced logprobs differ by up to %g, want <= %g", k, worst, nativeTol)
+		}
+	}
+}
+
+func positionsOf(ids []int) []int {
+	p := make([]int, len(ids)-1)
+	for i := range p {
+		p[i] = i + 1
+	}
+	return p
 }
 
 // TestNativeEchoThroughTheShim sends the request lm-evaluation-harness
