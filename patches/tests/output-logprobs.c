@@ -1,0 +1,200 @@
+// Checks the libllama API of patch 0005 (llama_set_output_logprobs, llama_set_output_targets,
+// llama_get_output_logprob_ith) against the logits on the host, on a model given on the
+// command line. Built and run by scripts/test-output-logprobs.sh; exits 0 when every check
+// passes, 1 otherwise, printing one line per check.
+//
+// The batch is two sequences of n tokens each (so that outputs of two sequences share the
+// ubatches), every token an output; the ubatch is small so that one decode spans several.
+// Pass 1 decodes with the next token of the sequence as target at every other position and
+// none elsewhere; pass 2 decodes the same batch with no targets and computes the log softmax
+// of the target and the most probable token from the logits on the host. The two must agree.
+
+#include "llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+static void check(int ok, const char * what) {
+    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
+    if (!ok) {
+        failures++;
+    }
+}
+
+static void quiet(enum ggml_log_level level, const char * text, void * user) {
+    (void) user;
+    if (level == GGML_LOG_LEVEL_ERROR && getenv("SHOW_ERRORS")) {
+        fputs(text, stderr);
+    }
+}
+
+// log softmax of logits at token t, and the most probable token with its log softmax
+static double host_logprob(const float * logits, int n_vocab, int t, int * top, double * top_lp) {
+    int imax = 0;
+    for (int i = 1; i < n_vocab; i++) {
+        if (logits[i] > logits[imax]) {
+            imax = i;
+        }
+    }
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; i++) {
+        sum += exp((double) logits[i] - logits[imax]);
+    }
+    *top    = imax;
+    *top_lp = -log(sum);
+    return (double) logits[t] - logits[imax] - log(sum);
+}
+
+static void fill(struct llama_batch * b, const llama_token * toks, int n) {
+    b->n_tokens = 0;
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < n; i++) {
+            const int k = b->n_tokens++;
+            b->token[k]     = toks[s*n + i];
+            b->pos[k]       = i;
+            b->n_seq_id[k]  = 1;
+            b->seq_id[k][0] = s;
+            b->logits[k]    = 1;
+        }
+    }
+}
+
+int main(int argc, char ** argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    llama_log_set(quiet, NULL);
+    llama_backend_init();
+
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    struct llama_model * model = llama_model_load_from_file(argv[1], mp);
+    if (!model) {
+        fprintf(stderr, "cannot load %s\n", argv[1]);
+        return 2;
+    }
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+
+    const int n = 40; // tokens per sequence
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx      = 256;
+    cp.n_batch    = 2*n;
+    cp.n_ubatch   = 16;
+    cp.n_seq_max  = 2;
+    cp.n_threads  = 2;
+    cp.n_threads_batch = 2;
+    struct llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) {
+        fprintf(stderr, "cannot create a context\n");
+        return 2;
+    }
+
+    llama_token toks[2*40];
+    srand(7);
+    for (int i = 0; i < 2*n; i++) {
+        toks[i] = 1 + rand() % (n_vocab - 1);
+    }
+    // the target of output i (batch order) is the next token of its sequence, at even positions
+    llama_token targets[2*40];
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < n; i++) {
+            targets[s*n + i] = (i % 2 == 0 && i + 1 < n) ? toks[s*n + i + 1] : -1;
+        }
+    }
+
+    struct llama_batch b = llama_batch_init(2*n, 0, 1);
+    fill(&b, toks, n);
+
+    // errors: targets without the option, a wrong count, a token outside the vocabulary
+    llama_set_output_targets(ctx, targets, 2*n);
+    check(llama_decode(ctx, b) == -1, "targets without llama_set_output_logprobs: decode returns -1");
+    llama_memory_clear(llama_get_memory(ctx), true);
+
+    llama_set_output_logprobs(ctx, true);
+    llama_set_output_targets(ctx, targets, 2*n - 1);
+    check(llama_decode(ctx, b) == -1, "a target count other than the batch's: decode returns -1");
+    llama_memory_clear(llama_get_memory(ctx), true);
+
+    llama_token bad[2*40];
+    memcpy(bad, targets, sizeof(bad));
+    bad[3] = n_vocab;
+    llama_set_output_targets(ctx, bad, 2*n);
+    check(llama_decode(ctx, b) == -1, "a target outside the vocabulary: decode returns -1");
+    llama_memory_clear(llama_get_memory(ctx), true);
+
+    // pass 1: targets at even positions
+    llama_set_output_targets(ctx, targets, 2*n);
+    check(llama_decode(ctx, b) == 0, "decode with targets");
+    float lp[2*40], lp_top[2*40];
+    llama_token top[2*40];
+    int n_with = 0, n_logits_ok = 0, n_null = 0, n_false = 0;
+    float * kept[2*40] = { 0 };
+    for (int i = 0; i < 2*n; i++) {
+        const bool got = llama_get_output_logprob_ith(ctx, i, &lp[i], &top[i], &lp_top[i]);
+        const float * row = llama_get_logits_ith(ctx, i);
+        if (targets[i] >= 0) {
+            n_with += got;
+            n_null += row == NULL;
+        } else {
+            n_false += !got;
+            if (row) {
+                n_logits_ok++;
+                kept[i] = malloc(sizeof(float)*n_vocab);
+                memcpy(kept[i], row, sizeof(float)*n_vocab);
+            }
+        }
+    }
+    int n_targets = 0;
+    for (int i = 0; i < 2*n; i++) {
+        n_targets += targets[i] >= 0;
+    }
+    check(n_with == n_targets, "llama_get_output_logprob_ith answers for every output with a target");
+    check(n_null == n_targets, "llama_get_logits_ith is NULL for every output with a target");
+    check(n_false == 2*n - n_targets, "llama_get_output_logprob_ith is false for outputs without a target");
+    check(n_logits_ok == 2*n - n_targets, "outputs without a target keep their logits");
+
+    // the next decode has no targets unless they are set again
+    llama_memory_clear(llama_get_memory(ctx), true);
+    check(llama_decode(ctx, b) == 0, "decode without targets");
+    double worst = 0.0, worst_kept = 0.0;
+    int top_same = 0;
+    for (int i = 0; i < 2*n; i++) {
+        const float * row = llama_get_logits_ith(ctx, i);
+        if (!row) {
+            check(0, "logits of every output after a decode without targets");
+            break;
+        }
+        if (kept[i]) {
+            for (int k = 0; k < n_vocab; k++) {
+                worst_kept = fmax(worst_kept, fabs(kept[i][k] - row[k]));
+            }
+            free(kept[i]);
+        }
+        if (targets[i] < 0) {
+            continue;
+        }
+        int t; double t_lp;
+        const double want = host_logprob(row, n_vocab, targets[i], &t, &t_lp);
+        worst = fmax(worst, fabs(want - lp[i]));
+        worst = fmax(worst, fabs(t_lp - lp_top[i]));
+        top_same += t == top[i];
+    }
+    printf("      %d outputs with a target, largest difference to the host's log softmax %.2g\n", n_targets, worst);
+    check(worst < 1e-4, "graph and host log probabilities agree within 1e-4");
+    check(top_same == n_targets, "the most probable token agrees with the host's");
+    printf("      outputs without a target: largest logit difference between the passes %.2g\n", worst_kept);
+    check(worst_kept < 1e-4, "kept logits are those of a decode without targets");
+
+    llama_batch_free(b);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+
+    printf("%s\n", failures ? "FAIL" : "PASS");
+    return failures ? 1 : 0;
+}
