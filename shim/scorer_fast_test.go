@@ -122,10 +122,7 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 		for name, text := range scoringPrompts() {
 			t.Run(fmt.Sprintf("%s/top%d", name, top), func(t *testing.T) {
 				ids := ts.tokenize(t, text, true)
-				positions := make([]int, len(ids)-1)
-				for i := range positions {
-					positions[i] = i + 1
-				}
+				positions := echoPositions(len(ids))
 				if name == "long" && len(ids) <= 2*64 {
 					t.Fatalf("long prompt has %d tokens, want more than two ubatches", len(ids))
 				}
@@ -142,28 +139,7 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				worst := 0.0
-				for i, p := range positions {
-					g, w := got[i], want[i]
-					if g.ID != ids[p] || w.ID != ids[p] {
-						t.Fatalf("position %d: row ids native %d, forcing %d, want %d", p, g.ID, w.ID, ids[p])
-					}
-					worst = max(worst, math.Abs(g.Logprob-w.Logprob))
-					if len(g.Top) != len(w.Top) {
-						t.Fatalf("position %d: %d native alternatives, %d forced", p, len(g.Top), len(w.Top))
-					}
-					for j := range g.Top {
-						// Near-ties may swap places; the values at each rank must agree.
-						worst = max(worst, math.Abs(g.Top[j].Logprob-w.Top[j].Logprob))
-						if g.Top[j].ID != w.Top[j].ID && math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > nativeTol {
-							t.Errorf("position %d rank %d: native token %d (%g), forced %d (%g)", p, j, g.Top[j].ID, g.Top[j].Logprob, w.Top[j].ID, w.Top[j].Logprob)
-						}
-					}
-				}
-				t.Logf("%d positions, largest difference %.2g", len(positions), worst)
-				if worst > nativeTol {
-					t.Errorf("native and teacher-forced logprobs differ by up to %g, want <= %g", worst, nativeTol)
-				}
+				compareScores(t, ids, positions, got, want)
 			})
 		}
 	}
@@ -200,7 +176,7 @@ func TestNativeScorerSlotsShareABatch(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[k], errs[k] = native.Score(context.Background(), slot, ids[k], positionsOf(ids[k]), tops[k])
+			got[k], errs[k] = native.Score(context.Background(), slot, ids[k], echoPositions(len(ids[k])), tops[k])
 		}()
 	}
 	wg.Wait()
@@ -209,34 +185,47 @@ func TestNativeScorerSlotsShareABatch(t *testing.T) {
 		if errs[k] != nil {
 			t.Fatalf("prompt %d: %v", k, errs[k])
 		}
-		want, err := forcing.Score(context.Background(), 0, ids[k], positionsOf(ids[k]), tops[k])
+		want, err := forcing.Score(context.Background(), 0, ids[k], echoPositions(len(ids[k])), tops[k])
 		if err != nil {
 			t.Fatal(err)
 		}
-		worst := 0.0
 		for i := range want {
-			g, w := got[k][i], want[i]
-			if g.ID != w.ID || len(g.Top) != tops[k] || len(w.Top) != tops[k] {
-				t.Fatalf("prompt %d row %d: native %+v, forcing %+v", k, i, g, w)
-			}
-			worst = max(worst, math.Abs(g.Logprob-w.Logprob))
-			for j := range g.Top {
-				worst = max(worst, math.Abs(g.Top[j].Logprob-w.Top[j].Logprob))
+			if len(want[i].Top) != tops[k] {
+				t.Fatalf("prompt %d row %d: %d forced alternatives, want %d", k, i, len(want[i].Top), tops[k])
 			}
 		}
-		t.Logf("prompt %d (top %d): %d positions, largest difference %.2g", k, tops[k], len(want), worst)
-		if worst > nativeTol {
-			t.Errorf("prompt %d: native and teacher-forced logprobs differ by up to %g, want <= %g", k, worst, nativeTol)
-		}
+		t.Logf("prompt %d, top %d:", k, tops[k])
+		compareScores(t, ids[k], echoPositions(len(ids[k])), got[k], want)
 	}
 }
 
-func positionsOf(ids []int) []int {
-	p := make([]int, len(ids)-1)
-	for i := range p {
-		p[i] = i + 1
+// compareScores checks the native scorer's rows against teacher forcing's
+// for the same positions: the same token ids and, within nativeTol, the
+// same logprobs for the token and at each rank of the alternatives.
+func compareScores(t *testing.T, ids, positions []int, got, want []Row) {
+	t.Helper()
+	worst := 0.0
+	for i, p := range positions {
+		g, w := got[i], want[i]
+		if g.ID != ids[p] || w.ID != ids[p] {
+			t.Fatalf("position %d: row ids native %d, forcing %d, want %d", p, g.ID, w.ID, ids[p])
+		}
+		worst = max(worst, math.Abs(g.Logprob-w.Logprob))
+		if len(g.Top) != len(w.Top) {
+			t.Fatalf("position %d: %d native alternatives, %d forced", p, len(g.Top), len(w.Top))
+		}
+		for j := range g.Top {
+			// Near-ties may swap places; the values at each rank must agree.
+			worst = max(worst, math.Abs(g.Top[j].Logprob-w.Top[j].Logprob))
+			if g.Top[j].ID != w.Top[j].ID && math.Abs(g.Top[j].Logprob-w.Top[j].Logprob) > nativeTol {
+				t.Errorf("position %d rank %d: native token %d (%g), forced %d (%g)", p, j, g.Top[j].ID, g.Top[j].Logprob, w.Top[j].ID, w.Top[j].Logprob)
+			}
+		}
 	}
-	return p
+	t.Logf("%d positions, largest difference %.2g", len(positions), worst)
+	if worst > nativeTol {
+		t.Errorf("native and teacher-forced logprobs differ by up to %g, want <= %g", worst, nativeTol)
+	}
 }
 
 // TestNativeEchoThroughTheShim sends the request lm-evaluation-harness
@@ -402,10 +391,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 	for _, n := range []int{128, 512} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			ids := all[:n]
-			positions := make([]int, n-1)
-			for i := range positions {
-				positions[i] = i + 1
-			}
+			positions := echoPositions(n)
 			ctx := context.Background()
 			var prefill, echo, nat, forc, prefillSrv, nativeSrv []time.Duration
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
