@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -265,7 +264,6 @@ func uploadShared(ctx context.Context, opts Options, built []Built, jobs int) ma
 			byDigest[d].images = append(byDigest[d].images, k)
 		}
 	}
-	wopts := append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts.Remote...)
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(jobs)
@@ -275,7 +273,7 @@ func uploadShared(ctx context.Context, opts Options, built []Built, jobs int) ma
 			continue
 		}
 		g.Go(func() error {
-			if err := remote.WriteLayer(opts.Repository, s.layer, wopts...); err != nil {
+			if err := image.PushLayer(ctx, opts.Repository, s.layer, opts.Remote...); err != nil {
 				mu.Lock()
 				for _, k := range s.images {
 					if failed[k] == nil {

@@ -504,7 +504,7 @@ func tarDir(dir string, w io.Writer) error {
 
 // Push writes img to every ref; the blobs go up once and later refs only add tags.
 func Push(ctx context.Context, img v1.Image, refs []string, opts ...remote.Option) error {
-	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	opts = pushOptions(ctx, opts)
 	for _, r := range refs {
 		ref, err := name.ParseReference(r)
 		if err != nil {
@@ -515,6 +515,18 @@ func Push(ctx context.Context, img v1.Image, refs []string, opts ...remote.Optio
 		}
 	}
 	return nil
+}
+
+// PushLayer uploads one layer to repo, unless the registry has it already, with the
+// options and credentials Push uses.
+func PushLayer(ctx context.Context, repo name.Repository, l v1.Layer, opts ...remote.Option) error {
+	return remote.WriteLayer(repo, l, pushOptions(ctx, opts)...)
+}
+
+// pushOptions are the registry options of a push: ctx, the Docker config's credentials,
+// then opts (which may override them).
+func pushOptions(ctx context.Context, opts []remote.Option) []remote.Option {
+	return append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
 }
 
 // redact drops credentials from a URL-like reference.
