@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/publish"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -32,8 +33,8 @@ type publishFixture struct {
 
 func newPublishFixture(t *testing.T) *publishFixture {
 	t.Helper()
-	base := publishtest.BaseImage(t)
-	fx := &publishFixture{dir: t.TempDir(), out: t.TempDir(), base: "oci-layout:" + publishtest.WriteLayout(t, base)}
+	base := imagetest.BaseImage(t)
+	fx := &publishFixture{dir: t.TempDir(), out: t.TempDir(), base: "oci-layout:" + imagetest.WriteLayout(t, base)}
 	for _, tg := range []*targets.Target{
 		publishtest.Target(t, "olares-one", base, nil),
 		// The image upstream moved to: CUDA 13.3, for a driver of branch R610.
@@ -116,7 +117,7 @@ func TestPublishPushesTaggedImagesThatPreflightJudges(t *testing.T) {
 		{"cpu-v3", "cpu-v3", 0, "ok"},
 	}
 	hostFile := publishtest.TargetFile(t, t.TempDir(), func() *targets.Target {
-		tg := publishtest.Target(t, "olares-one", publishtest.BaseImage(t), nil)
+		tg := publishtest.Target(t, "olares-one", imagetest.BaseImage(t), nil)
 		tg.Name, tg.Host.Driver.Version, tg.Host.Driver.CUDA, tg.Build.CUDA.Toolkit = "olares-one-cuda133-host", "610.43.02", "13.3", "13.3.0"
 		return tg
 	}())
@@ -276,11 +277,11 @@ func TestPublishBuildsMissingArtifactsAndPushesNothingWhenTheBuildFails(t *testi
 func TestPublishFloatingTargetNeedsAllowFloating(t *testing.T) {
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	reg := publishtest.Memory(t, nil)
-	base := publishtest.BaseImage(t)
+	base := imagetest.BaseImage(t)
 	file := publishtest.TargetFile(t, t.TempDir(), publishtest.Target(t, "b70", base, nil))
 	out := t.TempDir()
 	repo := reg.Host + "/llbuild/llama-server"
-	args := []string{"publish", "--target-file", file, "--registry", repo, "--out", out, "--base", "runtime=oci-layout:" + publishtest.WriteLayout(t, base)}
+	args := []string{"publish", "--target-file", file, "--registry", repo, "--out", out, "--base", "runtime=oci-layout:" + imagetest.WriteLayout(t, base)}
 
 	code, stdout, stderr := runCLI(t, args...)
 	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "--allow-floating") {

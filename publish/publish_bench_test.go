@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -16,7 +17,7 @@ import (
 // that finds the plan already published, against the in-memory registry over loopback HTTP.
 // The image is assembled once, outside the timing: this measures registry traffic only.
 func BenchmarkPublish(b *testing.B) {
-	base := publishtest.BaseImage(b)
+	base := imagetest.BaseImage(b)
 	p := resolve(b, publishtest.Target(b, "olares-one", base, nil))
 	a := publishtest.ServerArtifacts(b, b.TempDir(), p)
 	img, err := image.Assemble(base, a)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -34,8 +35,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, names ...string) *fixture {
 	t.Helper()
-	base := publishtest.BaseImage(t)
-	fx := &fixture{base: "oci-layout:" + publishtest.WriteLayout(t, base), out: t.TempDir()}
+	base := imagetest.BaseImage(t)
+	fx := &fixture{base: "oci-layout:" + imagetest.WriteLayout(t, base), out: t.TempDir()}
 	for _, n := range names {
 		fx.plans = append(fx.plans, resolve(t, publishtest.Target(t, n, base, nil)))
 	}
@@ -252,7 +253,7 @@ func TestPublishMovesMovingTagsToTheExistingImage(t *testing.T) {
 	if err != nil || first[0].Err != nil {
 		t.Fatalf("first publish: %v %+v", err, first)
 	}
-	other := publishtest.BaseImage(t)
+	other := imagetest.BaseImage(t)
 	moving := opts.Repository.Tag("cpu-v3")
 	if err := remote.Write(moving, other); err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestPublishRefusesToOverwriteAForeignIdentityTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(opts.Repository.Tag(tags[0]), publishtest.BaseImage(t)); err != nil {
+	if err := remote.Write(opts.Repository.Tag(tags[0]), imagetest.BaseImage(t)); err != nil {
 		t.Fatal(err)
 	}
 	reg.Counter.Reset()

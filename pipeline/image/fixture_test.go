@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
@@ -16,7 +17,7 @@ import (
 // compiler's output, the artifacts and the layer are all reproducible.
 func TestImagesOfTwoFixtureBuildsAreIdentical(t *testing.T) {
 	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
-	base := baseImage(t)
+	base := imagetest.BaseImage(t)
 	series := fixture.Patches(t, "0001-server-greeting.patch")
 	var digests []string
 	for i := 0; i < 2; i++ {
@@ -33,7 +34,7 @@ func TestImagesOfTwoFixtureBuildsAreIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		loaded, err := LoadBase(context.Background(), "oci-layout:"+writeLayout(t, base), plan.Images.Runtime)
+		loaded, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), plan.Images.Runtime)
 		if err != nil {
 			t.Fatal(err)
 		}

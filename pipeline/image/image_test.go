@@ -2,7 +2,6 @@ package image
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -18,66 +17,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
 	"github.com/llbuild/llbuild/targets"
 )
-
-// baseImage is a small OCI runtime base made here: one layer with /etc/os-release and a
-// PATH in its config, as ubuntu's has.
-func baseImage(t *testing.T) v1.Image {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	body := []byte("ID=testbase\n")
-	tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755})
-	tw.WriteHeader(&tar.Header{Name: "etc/os-release", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
-	tw.Write(body)
-	tw.Close()
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.AppendLayers(img, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LLAMA_ARG_HOST=127.0.0.1"}
-	cf.Config.Cmd = []string{"/bin/bash"}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-func writeLayout(t *testing.T, img v1.Image) string {
-	t.Helper()
-	dir := t.TempDir()
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // planFor resolves the fixture recipe for cpu-v3 with its runtime base set to base.
 func planFor(t *testing.T, base v1.Image, cmake ...string) *pipeline.Plan {
@@ -122,9 +71,9 @@ func writeArtifacts(t *testing.T, p *pipeline.Plan) *artifacts.Artifacts {
 
 func assemble(t *testing.T) (v1.Image, *pipeline.Plan, v1.Image) {
 	t.Helper()
-	base := baseImage(t)
+	base := imagetest.BaseImage(t)
 	p := planFor(t, base)
-	loaded, err := LoadBase(context.Background(), "oci-layout:"+writeLayout(t, base), p.Images.Runtime)
+	loaded, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), p.Images.Runtime)
 	if err != nil {
 		t.Fatalf("LoadBase() = %v", err)
 	}
@@ -266,9 +215,9 @@ func TestOCIArchiveRoundTrip(t *testing.T) {
 }
 
 func TestLoadBaseRefusesAnotherDigest(t *testing.T) {
-	base := baseImage(t)
+	base := imagetest.BaseImage(t)
 	other := "sha256:" + strings.Repeat("ab", 32)
-	_, err := LoadBase(context.Background(), "oci-layout:"+writeLayout(t, base), pipeline.Image{Ref: "x@" + other, Repository: "x", Digest: other})
+	_, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), pipeline.Image{Ref: "x@" + other, Repository: "x", Digest: other})
 	if err == nil || !strings.Contains(err.Error(), "does not hold the plan's runtime base "+other) {
 		t.Errorf("LoadBase() = %v, want a refusal naming %s", err, other)
 	}
