@@ -141,16 +141,23 @@ func planCommand() *cli.Command {
 		Description: "Prints exactly what `llbuild server` will do: base images with digests, source and commit,\n" +
 			"patches with digests, CMake arguments in order, environment, build targets, outputs and\n" +
 			"image labels. The same inputs print the same bytes.",
-		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag},
+		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("plan takes no arguments, got %q", c.Args().Slice())
 			}
 			out := stdoutOf(c)
 			if c.String("recipe") == "wheel" {
+				if c.IsSet("series") {
+					return usagef("--series applies to the server recipe; the wheel plan vendors the server recipe's built-in series")
+				}
 				return printWheelPlan(c, out)
 			}
-			p, err := resolvePlan(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"))
+			series, err := seriesOf(c)
+			if err != nil {
+				return err
+			}
+			p, err := resolvePlanWith(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"), series)
 			if err != nil {
 				return err
 			}
@@ -180,6 +187,15 @@ func loadTarget(name, file string) (*targets.Target, error) {
 
 // resolvePlan loads everything a plan needs and resolves it.
 func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeline.Plan, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return resolvePlanWith(target, targetFile, recipe, allowFloating, series)
+}
+
+// resolvePlanWith is resolvePlan with a patch series of the caller's (--series).
+func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, series []patches.Patch) (*pipeline.Plan, error) {
 	t, err := loadTarget(target, targetFile)
 	if err != nil {
 		return nil, err
@@ -193,10 +209,6 @@ func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeli
 		if vendor, err = recipes.Load(r.Source.Vendor); err != nil {
 			return nil, err
 		}
-	}
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
 	}
 	return pipeline.Resolve(t, r, series, vendor, pipeline.Options{AllowFloating: allowFloating})
 }

@@ -36,6 +36,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://)"},
 			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built at once"},
 			floatingFlag,
+			seriesFlag,
 			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
 			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
 			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
@@ -71,6 +72,10 @@ func serverCommand() *cli.Command {
 			if c.Int("jobs") < 1 {
 				return usagef("--jobs must be at least 1")
 			}
+			series, err := seriesOf(c)
+			if err != nil {
+				return err
+			}
 			var plans []*pipeline.Plan
 			var errs []error
 			for _, n := range names {
@@ -78,7 +83,7 @@ func serverCommand() *cli.Command {
 				if n == "" {
 					file = c.String("target-file")
 				}
-				p, err := resolvePlan(n, file, "server", c.Bool("allow-floating"))
+				p, err := resolvePlanWith(n, file, "server", c.Bool("allow-floating"), series)
 				if err != nil {
 					var ue usageError
 					if errors.As(err, &ue) {
@@ -90,10 +95,6 @@ func serverCommand() *cli.Command {
 				plans = append(plans, p)
 			}
 			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			series, err := patches.Series()
-			if err != nil {
 				return err
 			}
 			out, err := filepath.Abs(c.String("out"))
