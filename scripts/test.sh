@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs llbuild's whole test suite. On a fresh Debian 12 machine it first installs what the tests
 # use for real (cmake, ninja, ccache, binutils' objdump, dpkg tools for the llama-server fixture);
-# it needs root for that, or the packages already installed.
+# it needs root for that, or the packages already installed. With ../shared beside the
+# repository it then starts the Dagger engine and builds the pinned llama.cpp (provision.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +20,10 @@ if ((${#need[@]})); then
 fi
 
 export PATH=$PATH:/usr/local/go/bin
+# the engine, stand-in images, pinned llama.cpp and its builds (scripts/provision.sh says what)
+# shellcheck source=scripts/provision.sh
+source scripts/provision.sh
+trap provision_stop_engine EXIT
+provision
 go vet ./...
-go test -timeout 30m -count=1 ./... "$@"
+go test -timeout 45m -count=1 ./... "$@"

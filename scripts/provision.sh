@@ -1,0 +1,113 @@
+# shellcheck shell=bash
+# Sourced by scripts/test.sh: provides, from ../shared when it is beside the repository, what
+# the tests that prove the default path need, and exports where it is:
+#   - the Dagger engine (../shared/dagger: installed, started, stopped again by its pid when
+#     the tests end, also on failure) -> _EXPERIMENTAL_DAGGER_RUNNER_HOST, _EXPERIMENTAL_DAGGER_CLI_BIN
+#   - stand-in base images made from Debian packages (mk-image.sh)
+#     -> LLBUILD_TEST_DEVEL_IMAGE, LLBUILD_TEST_RUNTIME_IMAGE
+#   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
+#   - llama-server of that commit built with `llbuild server -t cpu-v3 --executor host`, with
+#     the patch series and without 0002-0006 -> LLBUILD_PATCHED_LLAMA_SERVER,
+#     LLBUILD_PATCHED_LLAMA_SOURCE, LLBUILD_UNPATCHED_LLAMA_SERVER
+# Everything is cached under ~/.cache/llbuild-test (ccache under ~/.cache/llbuild/ccache), so a
+# second run on the same machine rebuilds from ccache. Without ../shared, or not as root, it
+# provides nothing and says so; the tests that need it then skip (and fail under CI=true).
+# Each step's time goes to stderr as "provision: STEP took Ns".
+
+shared=${LLBUILD_SHARED:-$(cd .. && pwd)/shared}
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/llbuild-test
+export PATH=$PATH:/usr/local/go/bin
+
+provision_timed() { # provision_timed NAME CMD...: runs CMD, prints how long it took
+	local name=$1 t0=$SECONDS
+	shift
+	"$@" || { echo "provision: $name failed" >&2; return 1; }
+	echo "provision: $name took $((SECONDS - t0))s" >&2
+}
+
+provision_engine() {
+	local state=/run/dagger/engine.pid env
+	if [[ -f $state ]] && kill -0 "$(cat "$state")" 2>/dev/null; then
+		provision_engine_ours=0 # someone else's engine: leave it running
+	else
+		provision_engine_ours=1
+	fi
+	bash "$shared/dagger/install.sh" || return 1
+	env=$(bash "$shared/dagger/start-engine.sh") || return 1
+	eval "$env"
+}
+
+provision_stop_engine() {
+	if [[ ${provision_engine_ours:-0} == 1 ]]; then
+		bash "$shared/dagger/stop-engine.sh" >&2 || true
+		provision_engine_ours=0
+	fi
+}
+
+# provision_images: the stand-in images, made again only when mk-image.sh, its ocitool or the
+# package list change. The devel image carries the wheel recipe's apt packages too (python3,
+# venv, pip, python-build), so its builds need no network.
+provision_images() {
+	local extra=python3,python3-venv,python3-pip,python3-build key dir
+	key=$( { cat "$shared/dagger/mk-image.sh" "$shared"/dagger/ocitool/*; echo "$extra"; } | sha256sum | cut -c1-16)
+	dir=$cache/images/$key
+	mkdir -p "$dir"
+	if [[ ! -s $dir/devel.tar ]]; then
+		EXTRA=$extra bash "$shared/dagger/mk-image.sh" devel "$dir/devel.tar" >/dev/null 2>"$dir/devel.log" ||
+			{ tail -20 "$dir/devel.log" >&2; rm -f "$dir/devel.tar"; return 1; }
+	fi
+	if [[ ! -s $dir/runtime.tar ]]; then
+		bash "$shared/dagger/mk-image.sh" runtime "$dir/runtime.tar" >/dev/null 2>"$dir/runtime.log" ||
+			{ tail -20 "$dir/runtime.log" >&2; rm -f "$dir/runtime.tar"; return 1; }
+	fi
+	export LLBUILD_TEST_DEVEL_IMAGE=$dir/devel.tar LLBUILD_TEST_RUNTIME_IMAGE=$dir/runtime.tar
+}
+
+provision_source() {
+	local tarball name dir
+	tarball=$(find "$shared/llama.cpp" -maxdepth 1 -name 'llama.cpp-*.tar.xz' | sort | tail -1)
+	[[ -n $tarball ]] || { echo "provision: no llama.cpp-*.tar.xz in $shared/llama.cpp" >&2; return 1; }
+	name=$(basename "$tarball" .tar.xz)
+	dir=$cache/llama.cpp/$name
+	if [[ ! -f $dir/.ready ]]; then
+		rm -rf "$dir" && mkdir -p "$dir/src" && tar -xJf "$tarball" -C "$dir/src" && touch "$dir/.ready" || return 1
+	fi
+	export LLBUILD_TEST_LLAMA_SOURCE=$dir/src
+}
+
+# provision_llama_builds: the series build and the build without 0002-0006 (only 0001, which
+# touches the CUDA backend alone), both through llbuild's own host executor.
+provision_llama_builds() {
+	local bin=$cache/bin/llbuild root=$cache/llama.cpp/builds series dir first hash
+	mkdir -p "$cache/bin" "$root/unpatched-series"
+	go build -o "$bin" . || return 1
+	dir=$("$bin" server -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" \
+		--out "$root/out" --work-dir "$root/work" 2>"$root/patched.log") ||
+		{ tail -30 "$root/patched.log" >&2; return 1; }
+	# the host executor's work directory of a plan is <target>-<first 12 digits of its hash>
+	hash=$(basename "$dir")
+	export LLBUILD_PATCHED_LLAMA_SERVER=$dir/llama-server
+	export LLBUILD_PATCHED_LLAMA_SOURCE=$root/work/cpu-v3-${hash:0:12}/src
+	first=$(grep -m1 -E '^0001-[^ ]+\.patch ' patches/series)
+	series=$root/unpatched-series/series
+	cp "patches/${first%% *}" "$root/unpatched-series/" && echo "$first" >"$series" || return 1
+	dir=$("$bin" server -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$series" \
+		--out "$root/out" --work-dir "$root/work" 2>"$root/unpatched.log") ||
+		{ tail -30 "$root/unpatched.log" >&2; return 1; }
+	export LLBUILD_UNPATCHED_LLAMA_SERVER=$dir/llama-server
+}
+
+provision() {
+	if [[ ! -d $shared/dagger || ! -d $shared/llama.cpp ]]; then
+		echo "provision: no $shared/dagger and $shared/llama.cpp: the tests of the Dagger engine and of the patch series on the pinned llama.cpp will skip" >&2
+		return 0
+	fi
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "provision: not root: the engine cannot be started here; the tests that need it, the stand-in images or the llama.cpp builds will skip" >&2
+		return 0
+	fi
+	provision_timed "engine (install, start)" provision_engine &&
+		provision_timed "stand-in images" provision_images &&
+		provision_timed "llama.cpp source" provision_source &&
+		provision_timed "llama.cpp builds (series, and without 0002-0006)" provision_llama_builds
+}
