@@ -21,7 +21,7 @@ fi
 
 export PATH=$PATH:/usr/local/go/bin
 # the engine, stand-in images, pinned llama.cpp and its builds (scripts/provision.sh says what)
-# shellcheck source=scripts/provision.sh
+# shellcheck source=scripts/provision.sh disable=SC1091
 source scripts/provision.sh
 trap provision_stop_engine EXIT
 provision
