@@ -21,7 +21,7 @@ var (
 	targetFlag     = &cli.StringFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME` (see llbuild targets)"}
 	targetFileFlag = &cli.StringFlag{Name: "target-file", Usage: "target `FILE` describing your own host (llbuild target detect writes one)"}
 	jsonFlag       = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
-	floatingFlag   = &cli.BoolFlag{Name: "allow-floating", Usage: "accept base images given by tag without a digest (the build is then not reproducible)"}
+	floatingFlag   = &cli.BoolFlag{Name: "allow-floating", Usage: "accept unpinned inputs: base images given by tag without a digest, apt packages without pinned versions (the build is then not reproducible)"}
 	recipeFlag     = &cli.StringFlag{Name: "recipe", Value: "server", Usage: "recipe `NAME`: server or wheel"}
 )
 
@@ -138,9 +138,9 @@ func planCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "plan",
 		Usage: "resolve a target and a recipe into the full build plan, without building",
-		Description: "Prints exactly what `llbuild server` will do: base images with digests, source and commit,\n" +
-			"patches with digests, CMake arguments in order, environment, build targets, outputs and\n" +
-			"image labels. The same inputs print the same bytes.",
+		Description: "Prints exactly what `llbuild server` will do: base images with digests, apt packages with\n" +
+			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
+			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
 		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -230,8 +230,17 @@ func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) 
 	for _, pt := range p.Patches {
 		fmt.Fprintf(&b, "patch:         %s sha256:%s\n", pt.Name, pt.SHA256)
 	}
-	if len(p.Apt) > 0 {
-		fmt.Fprintf(&b, "apt:           %s\n", strings.Join(p.Apt, " "))
+	if a := p.Apt; a != nil {
+		snap := a.Snapshot
+		if snap == "" {
+			snap = "none: apt reads the archive as it is on the day (not reproducible)"
+		}
+		distro := a.Distro
+		if distro == "" {
+			distro = "distribution not set"
+		}
+		fmt.Fprintf(&b, "apt snapshot:  %s (%s)\n", snap, distro)
+		fmt.Fprintf(&b, "apt:           %s\n", strings.Join(a.InstallArgs(), " "))
 	}
 	for _, e := range pipeline.SortedEnv(p.Env) {
 		fmt.Fprintf(&b, "env:           %s\n", e)

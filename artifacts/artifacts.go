@@ -18,8 +18,17 @@ import (
 	"github.com/llbuild/llbuild/internal/atomicfile"
 )
 
-// SchemaVersion is the version of artifacts.json and provenance.json.
+// SchemaVersion is the version of artifacts.json.
 const SchemaVersion = 1
+
+// ProvenanceSchemaVersion is the version of provenance.json this llbuild writes. Version 2
+// names the images a build used (marking a substitution of the plan's), marks a source built
+// from a plain directory as unverified with the tree's hash, and records the apt pins; Open
+// still reads version 1, whose images are always the plan's.
+const ProvenanceSchemaVersion = 2
+
+// minProvenanceSchemaVersion is the oldest provenance.json Open reads.
+const minProvenanceSchemaVersion = 1
 
 // File names inside an artifact directory.
 const (
@@ -63,18 +72,43 @@ type Provenance struct {
 	Builder       Builder         `json:"builder"`
 }
 
-// Materials are the pinned inputs of a build.
+// Materials are the inputs of a build, as the build used them.
 type Materials struct {
 	Source  Source  `json:"source"`
 	Vendor  *Source `json:"vendor,omitempty"`
 	Patches []Patch `json:"patches"`
 	Images  []Image `json:"images"`
+	// Apt is what the devel step installed with apt, when the build ran in a devel image.
+	Apt *Apt `json:"apt,omitempty"`
 }
 
 // Source is a git source at a full commit.
 type Source struct {
 	URL    string `json:"url"`
 	Commit string `json:"commit"`
+	// Unverified says the build used a plain directory, not a git checkout of Commit: URL and
+	// Commit are what the plan named, which nothing checked, and Tree is what was built.
+	Unverified bool `json:"unverified,omitempty"`
+	// Tree is the content hash of an unverified source's tree (pipeline.TreeHash),
+	// "sha256:<hex>".
+	Tree string `json:"tree,omitempty"`
+}
+
+// Apt is the devel step's apt packages: the archive snapshot and each package's version.
+type Apt struct {
+	Distro   string       `json:"distro,omitempty"`
+	Snapshot string       `json:"snapshot,omitempty"`
+	Packages []AptPackage `json:"packages"`
+	// Unverified says the build ran in a substituted devel image, which was only required
+	// to have the packages: those it had were used at whatever version it has, and only
+	// missing ones were installed at the versions listed.
+	Unverified bool `json:"unverified,omitempty"`
+}
+
+// AptPackage is one apt package; Version is empty when the plan did not pin it.
+type AptPackage struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
 }
 
 // Patch is one applied patch.
@@ -83,9 +117,21 @@ type Patch struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Image is a base image, by role (devel, runtime).
+// Image is a base image, by role (devel, runtime): the one the build used. In provenance of
+// schema version 1 it is always the plan's.
 type Image struct {
 	Role   string `json:"role"`
+	Ref    string `json:"ref"`
+	Digest string `json:"digest,omitempty"`
+	// Substituted says the build used another image than the plan's (--base): Planned names
+	// the plan's. An image of the plan's digest from elsewhere (a mirror, an archive of it) is
+	// not a substitution; Planned then still says what the plan named.
+	Substituted bool      `json:"substituted,omitempty"`
+	Planned     *ImageRef `json:"planned,omitempty"`
+}
+
+// ImageRef names an image.
+type ImageRef struct {
 	Ref    string `json:"ref"`
 	Digest string `json:"digest,omitempty"`
 }
@@ -182,7 +228,7 @@ func Write(out string, in Input) (dir string, err error) {
 		}
 	}
 	prov := in.Provenance
-	prov.SchemaVersion = SchemaVersion
+	prov.SchemaVersion = ProvenanceSchemaVersion
 	prov.Target, prov.PlanHash = in.Target, in.PlanHash
 	if prov.Materials.Patches == nil {
 		prov.Materials.Patches = []Patch{}
@@ -325,8 +371,8 @@ func Open(dir string) (*Artifacts, error) {
 	if a.Manifest.SchemaVersion != SchemaVersion {
 		bad("%s: schemaVersion is %d, this llbuild reads %d", ManifestFile, a.Manifest.SchemaVersion, SchemaVersion)
 	}
-	if a.Provenance.SchemaVersion != SchemaVersion {
-		bad("%s: schemaVersion is %d, this llbuild reads %d", ProvenanceFile, a.Provenance.SchemaVersion, SchemaVersion)
+	if v := a.Provenance.SchemaVersion; v < minProvenanceSchemaVersion || v > ProvenanceSchemaVersion {
+		bad("%s: schemaVersion is %d, this llbuild reads %d to %d", ProvenanceFile, v, minProvenanceSchemaVersion, ProvenanceSchemaVersion)
 	}
 	if a.Provenance.PlanHash != a.Manifest.PlanHash || a.Provenance.Target != a.Manifest.Target {
 		bad("%s and %s name different builds", ManifestFile, ProvenanceFile)

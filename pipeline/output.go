@@ -66,8 +66,9 @@ func Collect(p *Plan, root string) ([]artifacts.InputFile, error) {
 }
 
 // WriteArtifacts collects the plan's outputs under root and writes them, with provenance, to
-// the plan's artifact directory under out.
-func WriteArtifacts(p *Plan, root, out string, b Builder) (string, error) {
+// the plan's artifact directory under out. opts record where the build's inputs differed
+// from the plan's.
+func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOption) (string, error) {
 	files, err := Collect(p, root)
 	if err != nil {
 		return "", err
@@ -76,14 +77,49 @@ func WriteArtifacts(p *Plan, root, out string, b Builder) (string, error) {
 		Target:     p.Target,
 		PlanHash:   p.Hash,
 		Files:      files,
-		Provenance: ProvenanceOf(p, b),
+		Provenance: ProvenanceOf(p, b, opts...),
 	})
 }
 
-// ProvenanceOf lists the plan's materials: source, patches and base images, all pinned. A host
-// build ran on the machine itself, not in the devel image, so the devel image is not among its
-// materials; the runtime image stays, as the base the artifacts' image is assembled on.
-func ProvenanceOf(p *Plan, b Builder) artifacts.Provenance {
+// A ProvenanceOption records an input the executor used where it differs from the plan's, so
+// that provenance names what was built rather than what was planned.
+type ProvenanceOption func(*provenance)
+
+type provenance struct {
+	devel      *artifacts.Image
+	tree       string
+	vendorTree bool
+}
+
+// WithDevelImage records the devel image the build ran in: its reference (no host paths:
+// oci-archive:NAME) and digest, "" when unknown. An image of another digest than the plan's,
+// or of an unknown one, is marked substituted.
+func WithDevelImage(ref, digest string) ProvenanceOption {
+	return func(pv *provenance) { pv.devel = &artifacts.Image{Role: "devel", Ref: ref, Digest: digest} }
+}
+
+// WithUnverifiedSource records that the llama.cpp source (the vendored one when the plan has
+// a vendor) was a plain directory with content hash tree (TreeHash), not a checkout of the
+// plan's commit.
+func WithUnverifiedSource(p *Plan, tree string) ProvenanceOption {
+	return func(pv *provenance) { pv.tree, pv.vendorTree = tree, p.Vendor != nil }
+}
+
+// DevelSubstituted reports whether an image of digest used is another than the plan's devel
+// image: a different digest, or one not known on either side.
+func DevelSubstituted(p *Plan, used string) bool {
+	return used == "" || used != p.Images.Devel.Digest
+}
+
+// ProvenanceOf lists the build's materials: source, patches, base images and apt packages, as
+// the plan pins them unless opts say the executor used something else. A host build ran on
+// the machine itself, not in the devel image, so neither the devel image nor apt is among
+// its materials; the runtime image stays, as the base the artifacts' image is assembled on.
+func ProvenanceOf(p *Plan, b Builder, opts ...ProvenanceOption) artifacts.Provenance {
+	var pv provenance
+	for _, o := range opts {
+		o(&pv)
+	}
 	m := artifacts.Materials{
 		Source:  artifacts.Source{URL: p.Source.URL, Commit: p.Source.Commit},
 		Patches: []artifacts.Patch{},
@@ -91,17 +127,42 @@ func ProvenanceOf(p *Plan, b Builder) artifacts.Provenance {
 	if p.Vendor != nil {
 		m.Vendor = &artifacts.Source{URL: p.Vendor.URL, Commit: p.Vendor.Commit}
 	}
+	if pv.tree != "" {
+		src := &m.Source
+		if pv.vendorTree && m.Vendor != nil {
+			src = m.Vendor
+		}
+		src.Unverified, src.Tree = true, pv.tree
+	}
 	for _, pt := range p.Patches {
 		m.Patches = append(m.Patches, artifacts.Patch{Name: pt.Name, SHA256: pt.SHA256})
 	}
+	inDevel := b.Executor != ExecutorHost
+	substituted := false
 	for _, im := range []struct {
 		role string
 		img  Image
 	}{{"devel", p.Images.Devel}, {"runtime", p.Images.Runtime}} {
-		if im.role == "devel" && b.Executor == ExecutorHost {
+		if im.role == "devel" && !inDevel {
 			continue
 		}
-		m.Images = append(m.Images, artifacts.Image{Role: im.role, Ref: im.img.Ref, Digest: im.img.Digest})
+		planned := artifacts.Image{Role: im.role, Ref: im.img.Ref, Digest: im.img.Digest}
+		if im.role == "devel" && pv.devel != nil && pv.devel.Ref != planned.Ref {
+			used := *pv.devel
+			used.Substituted = DevelSubstituted(p, used.Digest)
+			substituted = used.Substituted
+			used.Planned = &artifacts.ImageRef{Ref: planned.Ref, Digest: planned.Digest}
+			planned = used
+		}
+		m.Images = append(m.Images, planned)
+	}
+	if p.Apt != nil && inDevel {
+		a := &artifacts.Apt{Distro: p.Apt.Distro, Snapshot: p.Apt.Snapshot, Packages: []artifacts.AptPackage{}}
+		for _, pk := range p.Apt.Packages {
+			a.Packages = append(a.Packages, artifacts.AptPackage{Name: pk.Name, Version: pk.Version})
+		}
+		a.Unverified = substituted
+		m.Apt = a
 	}
 	return artifacts.Provenance{
 		Materials: m,

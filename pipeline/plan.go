@@ -15,8 +15,9 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
-// PlanSchemaVersion is the version of the Plan's JSON form.
-const PlanSchemaVersion = 1
+// PlanSchemaVersion is the version of the Plan's JSON form. Version 2 pins apt: Apt became an
+// object with a snapshot and package versions (version 1's list of names still decodes).
+const PlanSchemaVersion = 2
 
 // SourceDirToken stands for the source directory in configure arguments and environment; each
 // executor replaces it with where it put the source (/src in a container).
@@ -32,7 +33,8 @@ type Plan struct {
 	Target        string `json:"target"`
 	Recipe        string `json:"recipe"`
 	Backend       string `json:"backend"`
-	// Reproducible is false when an input is not pinned (a floating image tag).
+	// Reproducible is false when an input is not pinned (a floating image tag, an apt package
+	// without a version, no apt snapshot).
 	Reproducible bool     `json:"reproducible"`
 	Warnings     []string `json:"warnings,omitempty"`
 	Notes        []string `json:"notes,omitempty"`
@@ -41,7 +43,7 @@ type Plan struct {
 	Source  Source    `json:"source"`
 	Vendor  *Source   `json:"vendor,omitempty"`
 	Patches []Patch   `json:"patches"`
-	Apt     []string  `json:"apt,omitempty"`
+	Apt     *Apt      `json:"apt,omitempty"`
 
 	// Configure are CMake's arguments after -S and -B, in order.
 	Configure []string `json:"configure"`
@@ -107,10 +109,67 @@ type RuntimePlan struct {
 	AppDir string `json:"appDir"`
 }
 
+// Apt is what the devel step installs with apt-get, and from which state of the archive.
+type Apt struct {
+	// Distro is the devel image's distribution, whose apt pins gave Snapshot and the versions.
+	Distro string `json:"distro,omitempty"`
+	// Snapshot is the archive snapshot apt reads (apt-get --snapshot), YYYYMMDDTHHMMSSZ.
+	Snapshot string       `json:"snapshot,omitempty"`
+	Packages []AptPackage `json:"packages"`
+}
+
+// AptPackage is one package apt installs; Version is empty when it is not pinned.
+type AptPackage struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+// UnmarshalJSON reads an Apt, or a plan of schema version 1's list of package names.
+func (a *Apt) UnmarshalJSON(b []byte) error {
+	var names []string
+	if json.Unmarshal(b, &names) == nil {
+		*a = Apt{Packages: []AptPackage{}}
+		for _, n := range names {
+			a.Packages = append(a.Packages, AptPackage{Name: n})
+		}
+		return nil
+	}
+	type plain Apt
+	return json.Unmarshal(b, (*plain)(a))
+}
+
+// InstallArgs are apt-get install's package arguments: name=version, or the name alone for
+// a package the plan does not pin.
+func (a *Apt) InstallArgs() []string {
+	args := make([]string, len(a.Packages))
+	for i, p := range a.Packages {
+		args[i] = p.Name
+		if p.Version != "" {
+			args[i] += "=" + p.Version
+		}
+	}
+	return args
+}
+
+// Unpinned names what the apt step leaves to the day it runs: packages without a version and
+// a missing snapshot.
+func (a *Apt) Unpinned() []string {
+	var u []string
+	for _, p := range a.Packages {
+		if p.Version == "" {
+			u = append(u, p.Name)
+		}
+	}
+	if a.Snapshot == "" {
+		u = append(u, "the archive snapshot")
+	}
+	return u
+}
+
 // Options are the choices a user makes beyond target and recipe.
 type Options struct {
-	// AllowFloating accepts base images given by tag without a digest; the plan is then marked
-	// not reproducible.
+	// AllowFloating accepts unpinned inputs: base images given by tag without a digest and apt
+	// packages without pinned versions or snapshot. The plan is then marked not reproducible.
 	AllowFloating bool
 }
 
@@ -123,7 +182,6 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 		Recipe:        r.Name,
 		Backend:       string(t.Build.Backend),
 		Reproducible:  true,
-		Apt:           append([]string(nil), r.Apt...),
 		BuildTargets:  append([]string(nil), r.BuildTargets...),
 		Outputs:       append([]recipes.Output(nil), r.Outputs...),
 		Env:           map[string]string{},
@@ -148,6 +206,19 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 			p.Warnings = append(p.Warnings, fmt.Sprintf("build.images.%s %q is not pinned by digest: this build is not reproducible", im.role, im.ref))
 		}
 		*im.dst = img
+	}
+
+	if len(r.Apt) > 0 {
+		apt, err := resolveApt(t, r)
+		p.Apt = apt
+		if err != nil {
+			if !opts.AllowFloating {
+				errs = append(errs, fmt.Errorf("%w, or pass --allow-floating", err))
+			} else {
+				p.Reproducible = false
+				p.Warnings = append(p.Warnings, err.Error())
+			}
+		}
 	}
 
 	src := r.Source
@@ -254,6 +325,39 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 	}
 	p.Hash = h
 	return p, nil
+}
+
+// resolveApt pins the recipe's apt packages with the apt pins of the target's devel image's
+// distribution. The error says what is left unpinned and how to pin it; the Apt is complete
+// either way, with the unpinned packages given by name alone.
+func resolveApt(t *targets.Target, r *recipes.Recipe) (*Apt, error) {
+	a := &Apt{Distro: t.Build.Images.DevelDistro}
+	var pins *recipes.AptPins
+	var why string
+	if a.Distro == "" {
+		why = fmt.Sprintf("target %s: build.images.develDistro is not set, so recipe %s's apt packages are not pinned and this build is not reproducible; set it to the devel image's distribution (llbuild pins %s)",
+			t.Name, r.Name, strings.Join(recipes.AptDistros(), ", "))
+	} else if p, err := recipes.LoadAptPins(a.Distro); err != nil {
+		why = fmt.Sprintf("target %s: build.images.develDistro: %v, so recipe %s's apt packages are not pinned and this build is not reproducible; pin them in recipes/apt/%s.yaml", t.Name, err, r.Name, a.Distro)
+	} else {
+		pins = p
+		a.Snapshot = p.Snapshot
+	}
+	for _, n := range r.Apt {
+		v := ""
+		if pins != nil {
+			v = pins.Packages[n]
+		}
+		a.Packages = append(a.Packages, AptPackage{Name: n, Version: v})
+	}
+	if why != "" {
+		return a, errors.New(why)
+	}
+	if u := a.Unpinned(); len(u) > 0 {
+		return a, fmt.Errorf("recipe %s's apt packages %s have no version in the %s apt pins, so this build is not reproducible; add them to recipes/apt/%s.yaml (apt-cache policy shows the versions at snapshot %s)",
+			r.Name, strings.Join(u, ", "), a.Distro, a.Distro, a.Snapshot)
+	}
+	return a, nil
 }
 
 func runtimePlan(t *targets.Target, p *Plan) RuntimePlan {

@@ -175,3 +175,68 @@ func TestParseImage(t *testing.T) {
 		t.Error("short digest accepted")
 	}
 }
+
+func TestAptPins(t *testing.T) {
+	tg, _ := targets.Load("cpu-v3")
+	r, _ := recipes.Load("server")
+	series, _ := patches.Series()
+
+	pinned, err := Resolve(tg, r, series, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pinned.Reproducible || pinned.Apt.Snapshot == "" || len(pinned.Apt.Unpinned()) != 0 {
+		t.Errorf("pinned plan: reproducible=%v apt=%+v, want reproducible with a snapshot and every version", pinned.Reproducible, pinned.Apt)
+	}
+	if got := strings.Join(pinned.Apt.InstallArgs(), " "); !strings.Contains(got, "cmake=3.28.3-1build7") || !strings.Contains(got, "git=1:2.43.0-1ubuntu7.3") {
+		t.Errorf("InstallArgs() = %s, want name=version for each package", got)
+	}
+
+	noDistro := *tg
+	noDistro.Build.Images.DevelDistro = ""
+	extra := *r
+	extra.Apt = append(append([]string(nil), r.Apt...), "libcurl4-openssl-dev")
+	tests := []struct {
+		name   string
+		target *targets.Target
+		recipe *recipes.Recipe
+		want   []string // in the error, and in the warning with --allow-floating
+	}{
+		{"a target that names no distribution pins nothing", &noDistro, r, []string{"build.images.develDistro is not set", "not reproducible", "ubuntu-24.04"}},
+		{"a package the pins lack is unpinned", tg, &extra, []string{"libcurl4-openssl-dev", "not reproducible", "recipes/apt/ubuntu-24.04.yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Resolve(tt.target, tt.recipe, series, nil, Options{})
+			if err == nil || !strings.Contains(err.Error(), "--allow-floating") {
+				t.Fatalf("Resolve() = %v, want an error suggesting --allow-floating, as for a floating image", err)
+			}
+			p, err := Resolve(tt.target, tt.recipe, series, nil, Options{AllowFloating: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Reproducible {
+				t.Errorf("Reproducible = true for a plan with unpinned apt packages")
+			}
+			warn := strings.Join(p.Warnings, "\n")
+			for _, w := range tt.want {
+				if !strings.Contains(warn, w) {
+					t.Errorf("warnings %q lack %q", warn, w)
+				}
+			}
+			if p.Hash == pinned.Hash {
+				t.Errorf("an unpinned plan has the pinned plan's hash")
+			}
+		})
+	}
+}
+
+func TestAptOfVersion1Plans(t *testing.T) {
+	var p Plan
+	if err := json.Unmarshal([]byte(`{"schemaVersion":1,"apt":["cmake","git"]}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Apt.InstallArgs(), " "); got != "cmake git" {
+		t.Errorf("a version 1 plan's apt list reads as %q, want cmake git, unpinned", got)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // SchemaVersion is the recipe format this llbuild reads.
 const SchemaVersion = 1
 
-//go:embed *.yaml
+//go:embed *.yaml apt/*.yaml
 var builtin embed.FS
 
 // Recipe is what to build: a pinned source, how to configure it, what to build and which
@@ -25,7 +25,9 @@ type Recipe struct {
 	Description   string `yaml:"description,omitempty" json:"description,omitempty"`
 	Source        Source `yaml:"source" json:"source"`
 	// Patches says whether the patch series (patches/series) is applied to the source.
-	Patches      bool     `yaml:"patches" json:"patches"`
+	Patches bool `yaml:"patches" json:"patches"`
+	// Apt names the packages the build installs into the devel image; their versions and
+	// the archive snapshot come from the AptPins of the devel image's distribution.
 	Apt          []string `yaml:"apt,omitempty" json:"apt,omitempty"`
 	CMake        []string `yaml:"cmake" json:"cmake"`
 	BuildTargets []string `yaml:"buildTargets" json:"buildTargets"`
@@ -62,10 +64,16 @@ const (
 
 // Names returns the built-in recipe names, sorted.
 func Names() []string {
-	entries, _ := builtin.ReadDir(".")
+	return yamlNames(".")
+}
+
+func yamlNames(dir string) []string {
+	entries, _ := builtin.ReadDir(dir)
 	var names []string
 	for _, e := range entries {
-		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && !e.IsDir() {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -139,6 +147,11 @@ func (r *Recipe) Validate() error {
 			bad(fmt.Sprintf("cmake[%d]", i), fmt.Sprintf("%q is not a -D definition", a))
 		}
 	}
+	for i, n := range r.Apt {
+		if !aptName.MatchString(n) {
+			bad(fmt.Sprintf("apt[%d]", i), fmt.Sprintf("%q is not a Debian package name (versions are pinned in apt/<distro>.yaml, not here)", n))
+		}
+	}
 	if len(r.Outputs) == 0 {
 		bad("outputs", "is empty")
 	}
@@ -150,6 +163,95 @@ func (r *Recipe) Validate() error {
 		}
 		if o.Glob == "" || strings.HasPrefix(o.Glob, "/") || strings.Contains(o.Glob, "..") {
 			bad(fmt.Sprintf("outputs[%d].glob", i), fmt.Sprintf("%q must be a relative path inside the build directory", o.Glob))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AptPinsSchemaVersion is the apt pins format this llbuild reads.
+const AptPinsSchemaVersion = 1
+
+// AptPins pin what apt installs in devel images of one distribution: the archive snapshot apt
+// reads and a version for each package. They are shared by every recipe, as one snapshot is
+// one consistent state of the archive; the built-in ones are apt/<distro>.yaml.
+type AptPins struct {
+	SchemaVersion int    `yaml:"schemaVersion" json:"schemaVersion"`
+	Distro        string `yaml:"distro" json:"distro"`
+	// Snapshot is an archive snapshot id, YYYYMMDDTHHMMSSZ (UTC), as apt-get --snapshot takes.
+	Snapshot string `yaml:"snapshot" json:"snapshot"`
+	// Packages maps a package name to its version, epoch included (1:2.43.0-1ubuntu7.3).
+	Packages map[string]string `yaml:"packages" json:"packages"`
+
+	source string
+}
+
+// AptDistros returns the distributions llbuild has apt pins for, sorted.
+func AptDistros() []string { return yamlNames("apt") }
+
+// LoadAptPins returns the built-in apt pins of distro.
+func LoadAptPins(distro string) (*AptPins, error) {
+	data, err := builtin.ReadFile("apt/" + distro + ".yaml")
+	if err != nil || distro == "" || strings.ContainsAny(distro, "/\\") {
+		return nil, fmt.Errorf("no apt pins for distribution %q; llbuild pins %s", distro, strings.Join(AptDistros(), ", "))
+	}
+	return ParseAptPins("builtin:apt/"+distro+".yaml", data)
+}
+
+// ParseAptPins decodes and validates an apt pins file's contents.
+func ParseAptPins(source string, data []byte) (*AptPins, error) {
+	var a AptPins
+	if err := strictyaml.Decode(source, "apt pins file", data, &a); err != nil {
+		return nil, err
+	}
+	a.source = source
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+var (
+	snapshotID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z$`)
+	aptName    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	aptVersion = regexp.MustCompile(`^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`)
+	distroName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+)
+
+// ValidSnapshot checks that id is an apt snapshot id, YYYYMMDDTHHMMSSZ.
+func ValidSnapshot(id string) error {
+	if !snapshotID.MatchString(id) {
+		return fmt.Errorf("%q is not a snapshot id: write YYYYMMDDTHHMMSSZ in UTC, e.g. 20260723T000000Z", id)
+	}
+	return nil
+}
+
+// Validate reports every problem in the pins together.
+func (a *AptPins) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, fmt.Errorf("%s: %s: %s", a.source, field, problem)) }
+	if a.SchemaVersion != AptPinsSchemaVersion {
+		bad("schemaVersion", fmt.Sprintf("is %d, this llbuild reads %d", a.SchemaVersion, AptPinsSchemaVersion))
+	}
+	if !distroName.MatchString(a.Distro) {
+		bad("distro", fmt.Sprintf("%q is not a distribution name like ubuntu-24.04", a.Distro))
+	}
+	if err := ValidSnapshot(a.Snapshot); err != nil {
+		bad("snapshot", err.Error())
+	}
+	if len(a.Packages) == 0 {
+		bad("packages", "is empty")
+	}
+	names := make([]string, 0, len(a.Packages))
+	for n := range a.Packages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !aptName.MatchString(n) {
+			bad("packages."+n, "is not a Debian package name")
+		}
+		if !aptVersion.MatchString(a.Packages[n]) {
+			bad("packages."+n, fmt.Sprintf("%q is not a Debian version (apt-cache policy %s shows it)", a.Packages[n], n))
 		}
 	}
 	return errors.Join(errs...)

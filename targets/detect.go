@@ -20,6 +20,8 @@ var cudaImages = []struct {
 
 const (
 	ubuntuImage = "ubuntu:24.04@sha256:224a1869083a311ef3f13648a154ba79832fbef6364d31493642ca03082da254"
+	// develDistro is the distribution of every devel image above: its apt pins apply.
+	develDistro = "ubuntu-24.04"
 	// No digest of Intel's oneAPI image could be found: plans for SYCL hosts need --allow-floating.
 	oneAPIImage = "intel/deep-learning-essentials:2025.3.3-0-devel-ubuntu24.04"
 )
@@ -37,7 +39,7 @@ func FromHost(name string, h Host) (*Target, []string) {
 	t := &Target{SchemaVersion: SchemaVersion, Name: name, Host: h, Source: "detected"}
 	t.Build.ISA = ISAFromFeatures(h.CPU.FeatureSet())
 	t.Build.Backend = BackendCPU
-	t.Build.Images = Images{Devel: ubuntuImage, Runtime: ubuntuImage}
+	t.Build.Images = Images{Devel: ubuntuImage, Runtime: ubuntuImage, DevelDistro: develDistro}
 	var warnings []string
 	for i := range t.Host.GPUs {
 		g := &t.Host.GPUs[i]
@@ -55,7 +57,7 @@ func FromHost(name string, h Host) (*Target, []string) {
 				tk, _ := ParseVersion(im.Toolkit)
 				if Compare(tk[:2], cap) <= 0 {
 					t.Build.CUDA.Toolkit = im.Toolkit
-					t.Build.Images = Images{Devel: im.Devel, Runtime: im.Runtime}
+					t.Build.Images = Images{Devel: im.Devel, Runtime: im.Runtime, DevelDistro: develDistro}
 					break
 				}
 			}
@@ -75,7 +77,7 @@ func FromHost(name string, h Host) (*Target, []string) {
 			t.Build.Backend = BackendSYCL
 			t.Build.SYCL = &SYCL{DeviceArch: dev}
 			t.Build.Compilers = &Compilers{C: "icx", CXX: "icpx"}
-			t.Build.Images = Images{Devel: oneAPIImage, Runtime: oneAPIImage}
+			t.Build.Images = Images{Devel: oneAPIImage, Runtime: oneAPIImage, DevelDistro: develDistro}
 			warnings = append(warnings, "Intel's oneAPI image is not pinned by digest: plans need --allow-floating until build.images are pinned")
 		}
 	}

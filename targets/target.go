@@ -87,6 +87,10 @@ type Compilers struct {
 type Images struct {
 	Devel   string `yaml:"devel" json:"devel"`
 	Runtime string `yaml:"runtime" json:"runtime"`
+	// DevelDistro is the devel image's distribution (ubuntu-24.04): the apt packages a recipe
+	// installs into it are pinned by that distribution's apt pins (recipes/apt/<distro>.yaml).
+	// Empty: they are not pinned, and the plan is not reproducible.
+	DevelDistro string `yaml:"develDistro,omitempty" json:"develDistro,omitempty"`
 }
 
 // Runtime is what the server needs at run time.
@@ -280,6 +284,9 @@ func (t *Target) Validate() error {
 		} else if strings.Contains(im.ref, "@") && !digestRef.MatchString(im.ref) {
 			bad(im.field, fmt.Sprintf("%q has a malformed digest", im.ref), "write repo:tag@sha256:<64 lower-case hex>")
 		}
+	}
+	if d := t.Build.Images.DevelDistro; d != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`).MatchString(d) {
+		bad("build.images.develDistro", fmt.Sprintf("%q is not a distribution name", d), "write it as the apt pins name it, e.g. ubuntu-24.04")
 	}
 	switch t.Build.Backend {
 	case BackendCPU:

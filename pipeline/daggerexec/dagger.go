@@ -17,6 +17,7 @@ import (
 	"dagger.io/dagger"
 	"dagger.io/dagger/engineconn"
 
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -163,6 +164,28 @@ type state struct {
 	artifact string
 	// patchExecs maps a patch exec's command line to the patch, to name it in errors.
 	patchExecs map[string]string
+	// develRef and develDigest name the devel image the build runs in (develDigest "" when
+	// unknown); develRef is empty when it is the plan's.
+	develRef, develDigest string
+	// sourceTree is the content hash of a plain-directory source, whose commit nothing checks.
+	sourceTree string
+}
+
+// provenance says where the build's inputs differed from the plan's.
+func (s *state) provenance() []pipeline.ProvenanceOption {
+	var opts []pipeline.ProvenanceOption
+	if s.develRef != "" {
+		opts = append(opts, pipeline.WithDevelImage(s.develRef, s.develDigest))
+	}
+	if s.sourceTree != "" {
+		opts = append(opts, pipeline.WithUnverifiedSource(s.plan, s.sourceTree))
+	}
+	return opts
+}
+
+// develSubstituted reports whether the build runs in another devel image than the plan's.
+func (s *state) develSubstituted() bool {
+	return s.develRef != "" && pipeline.DevelSubstituted(s.plan, s.develDigest)
 }
 
 func steps() []pipeline.Step[*state] {
@@ -214,13 +237,33 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 func develImage(_ context.Context, s *state) error {
 	p := s.plan
 	ctr := s.dag.Container(dagger.ContainerOpts{Platform: platform})
+	// Provenance names the image the build ran in, by digest, and no host path: an archive
+	// or layout by its base name.
 	switch d := s.opts.Devel; {
 	case strings.HasPrefix(d, "oci-archive:"):
-		ctr = ctr.Import(s.dag.Host().File(strings.TrimPrefix(d, "oci-archive:")))
+		file := strings.TrimPrefix(d, "oci-archive:")
+		m, err := ocitar.IndexManifest(file)
+		if err == nil {
+			s.develDigest, err = ocitar.OnlyDigest(m)
+		}
+		if err != nil {
+			return fmt.Errorf("--base devel=%s: %w", d, err)
+		}
+		s.develRef = "oci-archive:" + filepath.Base(file)
+		ctr = ctr.Import(s.dag.Host().File(file))
 	case strings.HasPrefix(d, "oci-layout:"):
+		dir := strings.TrimPrefix(d, "oci-layout:")
+		m, err := ocitar.LayoutIndexManifest(dir)
+		if err == nil {
+			s.develDigest, err = ocitar.OnlyDigest(m)
+		}
+		if err != nil {
+			return fmt.Errorf("--base devel=%s: %w", d, err)
+		}
+		s.develRef = "oci-layout:" + filepath.Base(filepath.Clean(dir))
 		// The engine imports archives: tar the layout for it. The file must outlive the
 		// build, as the engine reads it when it evaluates the container.
-		f, err := tarLayout(strings.TrimPrefix(d, "oci-layout:"), s.export)
+		f, err := tarLayout(dir, s.export)
 		if err != nil {
 			return fmt.Errorf("--base devel=%s: %w", d, err)
 		}
@@ -229,6 +272,10 @@ func develImage(_ context.Context, s *state) error {
 		ref := d
 		if p.Images.Devel.Digest != "" && !strings.Contains(ref, "@") {
 			ref += "@" + p.Images.Devel.Digest
+		}
+		s.develRef = ref
+		if _, dg, ok := strings.Cut(ref, "@"); ok {
+			s.develDigest = dg
 		}
 		ctr = ctr.From(ref)
 	default:
@@ -295,23 +342,65 @@ func tarLayout(dir, tmpDir string) (string, error) {
 	return name, nil
 }
 
+// aptScript installs the packages given as its arguments (name=version, or a name alone)
+// unless the image already has every one: at that version (exact), or at any version. It
+// checks with dpkg-query first, so a complete devel image needs no network. %[1]s is the
+// check of one argument, %[2]s apt's snapshot option.
+const aptScript = `set -e
+missing=
+for want in "$@"; do
+  have=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "${want%%%%=*}" 2>/dev/null) || have=
+  %[1]s || missing="$missing $want"
+done
+if [ -z "$missing" ]; then
+  echo "llbuild: the devel image has every apt package the plan installs: apt-get is not run" >&2
+  exit 0
+fi
+echo "llbuild: installing$missing" >&2
+rm -f /etc/apt/apt.conf.d/docker-clean
+echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache
+apt-get update -q%[2]s
+apt-get install -y -q --no-install-recommends%[2]s "$@"`
+
+const (
+	// aptExact: installed at the version asked for; a bare name, at any version.
+	aptExact = `case "$want" in *=*) [ "$have" = "installed ${want#*=}" ] ;; *) [ "${have%% *}" = installed ] ;; esac`
+	aptAny   = `[ "${have%% *}" = installed ]`
+)
+
+// aptPackages installs the plan's apt packages at their pinned versions from the pinned
+// archive snapshot, unless the image already has them. A substituted devel image (--base
+// devel=... of another digest) is only required to have them, at any version: the plan's
+// pins are for its own image's distribution, and provenance marks the apt material as
+// unverified then.
 func aptPackages(_ context.Context, s *state) error {
-	if len(s.plan.Apt) == 0 {
+	a := s.plan.Apt
+	if a == nil || len(a.Packages) == 0 {
 		return nil
 	}
 	// One cache per devel image, locked: apt does not share its cache between processes.
-	key := "llbuild-apt-" + strings.TrimPrefix(s.plan.Images.Devel.Digest, "sha256:")
+	digest := s.plan.Images.Devel.Digest
+	if s.develRef != "" {
+		digest = s.develDigest
+	}
+	key := "llbuild-apt-" + strings.TrimPrefix(digest, "sha256:")
 	if len(key) > len("llbuild-apt-")+16 {
 		key = key[:len("llbuild-apt-")+16]
 	}
+	check := aptExact
+	if s.develSubstituted() {
+		check = aptAny
+	}
+	snapshot := ""
+	if a.Snapshot != "" {
+		snapshot = " --snapshot " + a.Snapshot
+	}
+	args := append([]string{"bash", "-c", fmt.Sprintf(aptScript, check, snapshot), "llbuild-apt"}, a.InstallArgs()...)
 	locked := dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeLocked}
-	script := "rm -f /etc/apt/apt.conf.d/docker-clean && " +
-		"echo 'Binary::apt::APT::Keep-Downloaded-Packages \"true\";' > /etc/apt/apt.conf.d/keep-cache && " +
-		"apt-get update -q && apt-get install -y -q --no-install-recommends " + strings.Join(s.plan.Apt, " ")
 	s.ctr = s.ctr.
 		WithMountedCache(aptCache, s.dag.CacheVolume(key+"-cache"), locked).
 		WithMountedCache(aptLists, s.dag.CacheVolume(key+"-lists"), locked).
-		WithExec([]string{"bash", "-c", script})
+		WithExec(args)
 	return nil
 }
 
@@ -328,7 +417,12 @@ func source(ctx context.Context, s *state) error {
 	case isGitRepo(ctx, s.opts.Source):
 		dir = s.dag.Host().Directory(s.opts.Source).AsGit().Commit(commit).Tree()
 	default:
-		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's", "source", s.opts.Source, "commit", commit)
+		tree, err := pipeline.TreeHash(s.opts.Source)
+		if err != nil {
+			return err
+		}
+		s.sourceTree = tree
+		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", s.opts.Source, "commit", commit, "tree", tree)
 		dir = s.dag.Host().Directory(s.opts.Source, dagger.HostDirectoryOpts{Exclude: []string{".git"}})
 	}
 	s.ctr = s.ctr.WithDirectory(srcDir, dir).WithWorkdir(srcDir)
@@ -411,7 +505,7 @@ func export(ctx context.Context, s *state) error {
 }
 
 func writeArtifacts(_ context.Context, s *state) error {
-	dir, err := pipeline.WriteArtifacts(s.plan, s.export, s.out, s.opts.Builder)
+	dir, err := pipeline.WriteArtifacts(s.plan, s.export, s.out, s.opts.Builder, s.provenance()...)
 	if err != nil {
 		return err
 	}
@@ -442,7 +536,7 @@ type ExecError struct {
 }
 
 func (e *ExecError) Error() string {
-	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(the engine's full log: rerun with --progress or see the Dagger trace)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
+	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(its full output is in the engine's progress log, which llbuild server writes to stderr; under `dagger run`, in dagger's own view)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
 }
 
 var hunkFailed = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)

@@ -262,13 +262,11 @@ func TestNewFailsFastWithoutEngine(t *testing.T) {
 }
 
 func TestDevelBaseFromLocalFiles(t *testing.T) {
-	layoutDir := t.TempDir()
-	os.WriteFile(filepath.Join(layoutDir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
-	os.WriteFile(filepath.Join(layoutDir, "index.json"), []byte(`{"schemaVersion":2,"manifests":[]}`), 0o644)
+	layoutDir, archive, _ := standInDevel(t)
 	tests := []struct {
 		name, base, want string
 	}{
-		{"an OCI archive is imported", "oci-archive:/images/devel.tar", `import(source:"id-`},
+		{"an OCI archive is imported", "oci-archive:" + archive, `import(source:"id-`},
 		{"an OCI layout is tarred and imported", "oci-layout:" + layoutDir, `import(source:"id-`},
 		{"a mirror keeps the plan's digest", "mirror.invalid/ubuntu:24.04", `from(address:"mirror.invalid/ubuntu:24.04@sha256:224a1869083a311ef3f13648a154ba79832fbef6364d31493642ca03082da254")`},
 	}

@@ -92,6 +92,8 @@ type state struct {
 	cfgArgs  []string
 	artifact string
 	nlog     int
+	// sourceTree is the content hash of a plain-directory source, whose commit nothing checks.
+	sourceTree string
 }
 
 func (s *state) logPath(name string) string {
@@ -268,7 +270,12 @@ func prepareSource(ctx context.Context, s *state) error {
 		}
 		return nil
 	}
-	s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's", "source", src, "commit", commit)
+	tree, err := pipeline.TreeHash(src)
+	if err != nil {
+		return err
+	}
+	s.sourceTree = tree
+	s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", src, "commit", commit, "tree", tree)
 	if err := copyTree(ctx, src, s.src); err != nil {
 		return fmt.Errorf("copying the source %s: %w", src, err)
 	}
@@ -349,7 +356,11 @@ func build(ctx context.Context, s *state) error {
 }
 
 func writeArtifacts(_ context.Context, s *state) error {
-	dir, err := pipeline.WriteArtifacts(s.plan, s.build, s.out, s.opts.Builder)
+	var opts []pipeline.ProvenanceOption
+	if s.sourceTree != "" {
+		opts = append(opts, pipeline.WithUnverifiedSource(s.plan, s.sourceTree))
+	}
+	dir, err := pipeline.WriteArtifacts(s.plan, s.build, s.out, s.opts.Builder, opts...)
 	if err != nil {
 		return err
 	}
