@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -187,10 +188,17 @@ func cudaVerdicts(host targets.Host, in Input, bins []*Binary) []Verdict {
 			for _, g := range gpus {
 				devs = append(devs, cudareq.Device{Arch: g.ComputeCapability, Brand: g.Brand})
 			}
-			if err := cudareq.Check(reqs, drv, devs); err != nil {
+			var undecided *cudareq.UndecidedError
+			err := cudareq.Check(reqs, drv, devs)
+			switch {
+			case errors.As(err, &undecided):
+				v.Status = Unknown
+				v.Reason = fmt.Sprintf("the image requires %s; with driver %s (CUDA %s) the outcome depends on GPU %d's %s, which the host description does not give: %s",
+					firstTerms(reqs), drv.Version, drv.CUDA, undecided.Device, undecided.Field, missingGPUField(undecided.Device, undecided.Field))
+			case err != nil:
 				v.Status, v.Reason = Fail, cudareq.CLIMessage(err)
 				v.Fix = driverFix(reqs, drv)
-			} else {
+			default:
 				v.Status = OK
 				v.Reason = fmt.Sprintf("driver %s (CUDA %s) meets %s", drv.Version, drv.CUDA, firstTerms(reqs))
 			}
@@ -222,6 +230,14 @@ func cudaVerdicts(host targets.Host, in Input, bins []*Binary) []Verdict {
 		out = append(out, v)
 	}
 	return out
+}
+
+// missingGPUField says which host-description field to add for a GPU fact.
+func missingGPUField(idx int, field string) string {
+	if field == "brand" {
+		return fmt.Sprintf("add gpus[%d].brand (nvidia-container-cli's name for nvidia-smi -q's Product Brand: geforce, nvidia, tesla, quadro, nvidiartx, ...; llbuild target detect fills it in)", idx)
+	}
+	return fmt.Sprintf("add gpus[%d].computeCapability (nvidia-smi --query-gpu=compute_cap)", idx)
 }
 
 func cudaNeed(b *Binary) string {

@@ -199,3 +199,34 @@ func TestDamagedFatbinIsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingBrandIsUnknown: the seed story's GeForce with a 590 driver fails a CUDA 13.3
+// image, but a host file that leaves the brand out must not pass it.
+func TestMissingBrandIsUnknown(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		host       targets.Host
+		want       Status
+	}{
+		{"13.3 on R590, brand left out", "cudareq/testdata/cuda-13.3.require", nvidiaHost("12.0", "", "590.44.01", "13.1"), Unknown},
+		{"13.3 on R590, geforce", "cudareq/testdata/cuda-13.3.require", nvidiaHost("12.0", "geforce", "590.44.01", "13.1"), Fail},
+		{"13.1.1 on R580, brand left out", "cudareq/testdata/cuda-13.1.1.require", nvidiaHost("9.0", "", "580.95.05", "13.0"), Unknown},
+		{"13.1.1 on R580, nvidia (datacenter)", "cudareq/testdata/cuda-13.1.1.require", nvidiaHost("9.0", "nvidia", "580.95.05", "13.0"), OK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := os.ReadFile(c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"NVIDIA_REQUIRE_CUDA": strings.TrimSpace(string(req))}
+			r := Check(c.host, c.name, Input{Name: "image", Env: env})
+			v := verdictFor(r, CheckCUDADriver, "image")
+			if v == nil || v.Status != c.want {
+				t.Fatalf("driver verdict = %+v, want %s", v, c.want)
+			}
+			if c.want == Unknown && !strings.Contains(v.Reason, "gpus[0].brand") {
+				t.Errorf("reason = %q, want it to say which field to add (gpus[0].brand)", v.Reason)
+			}
+		})
+	}
+}

@@ -117,10 +117,28 @@ func majorMinor(v string) (string, error) {
 	return parts[0] + "." + parts[1], nil
 }
 
+// UndecidedError is a requirement whose outcome depends on a fact of a device the caller
+// does not know (an empty Device.Brand or Device.Arch): nvidia-container-cli reads it from
+// NVML, so it may go either way.
+type UndecidedError struct {
+	// Requirement is the whole requirement string.
+	Requirement string
+	// Device is the index of the GPU whose fact is missing.
+	Device int
+	// Field is the missing fact: "brand" or "arch".
+	Field string
+}
+
+func (e *UndecidedError) Error() string {
+	first, _, _ := strings.Cut(e.Requirement, " ")
+	return fmt.Sprintf("whether %s (or its other terms) holds depends on GPU %d's %s, which is unknown", first, e.Device, e.Field)
+}
+
 // Check evaluates every requirement for every device as nvidia-container-cli does: each
 // device must satisfy each requirement; without devices they are evaluated once with arch
-// and brand conditions taken as true. It returns nil, an *UnsatisfiedError, or an error
-// wrapping ErrInvalid.
+// and brand conditions taken as true. It returns nil, an *UnsatisfiedError, an error
+// wrapping ErrInvalid, or, when nothing fails for certain but a device's unknown brand or
+// arch decides a requirement, an *UndecidedError.
 func Check(reqs []string, drv Driver, devs []Device) error {
 	if len(devs) == 0 {
 		for _, r := range reqs {
@@ -133,17 +151,91 @@ func Check(reqs []string, drv Driver, devs []Device) error {
 		}
 		return nil
 	}
+	var undecided error
 	for i := range devs {
 		for _, r := range reqs {
-			if err := evaluate(r, drv, &devs[i]); err != nil {
-				if errors.Is(err, errUnsatisfied) {
-					return &UnsatisfiedError{Requirement: r, Device: i}
+			err := evaluateDevice(r, drv, devs[i])
+			var u *UndecidedError
+			switch {
+			case err == nil:
+			case errors.As(err, &u):
+				if undecided == nil {
+					u.Requirement, u.Device = r, i
+					undecided = u
 				}
+			case errors.Is(err, errUnsatisfied):
+				return &UnsatisfiedError{Requirement: r, Device: i}
+			default:
 				return err
 			}
 		}
 	}
-	return nil
+	return undecided
+}
+
+// evaluateDevice evaluates req for dev. A brand the caller does not know is tried as every
+// brand req names and as one it does not: any brand behaves like one of those under = and
+// !=. When they disagree the result is an *UndecidedError. An unknown arch under an arch
+// condition is undecided outright.
+func evaluateDevice(req string, drv Driver, dev Device) error {
+	brands, hasArch := mentioned(req)
+	if dev.Arch == "" && hasArch {
+		return &UndecidedError{Field: "arch"}
+	}
+	if dev.Brand != "" || len(brands) == 0 {
+		return evaluate(req, drv, &dev)
+	}
+	// NUL never appears in a requirement, so this brand matches none of its terms.
+	candidates := append(brands, "\x00another brand")
+	var first error
+	for i, b := range candidates {
+		d := dev
+		d.Brand = b
+		err := evaluate(req, drv, &d)
+		if i == 0 {
+			first = err
+			continue
+		}
+		if outcome(err) != outcome(first) {
+			return &UndecidedError{Field: "brand"}
+		}
+	}
+	return first
+}
+
+func outcome(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUnsatisfied):
+		return 1
+	}
+	return 2
+}
+
+// mentioned returns the values req's brand conditions compare against and whether it has an
+// arch condition.
+func mentioned(req string) (brands []string, arch bool) {
+	seen := map[string]bool{}
+	for _, term := range strings.Split(req, " ") {
+		for _, cond := range strings.Split(term, ",") {
+			n := strings.IndexAny(cond, "<>=!")
+			if n <= 0 {
+				continue
+			}
+			switch strings.ToLower(cond[:n]) {
+			case "arch":
+				arch = true
+			case "brand":
+				v := strings.ToLower(strings.TrimLeft(cond[n:], "<>=!"))
+				if !seen[v] {
+					seen[v] = true
+					brands = append(brands, v)
+				}
+			}
+		}
+	}
+	return brands, arch
 }
 
 var errUnsatisfied = errors.New("unsatisfied")
@@ -234,7 +326,7 @@ func condition(cond string, drv Driver, dev *Device) (bool, error) {
 		}
 		r, err = compareVersion(dev.Arch, cmp, val)
 	case "brand":
-		if dev == nil || dev.Brand == "" {
+		if dev == nil {
 			return true, nil
 		}
 		switch cmp {

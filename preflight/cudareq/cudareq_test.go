@@ -155,3 +155,56 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestUnknownBrandIsUndecided: nvidia-container-cli reads the brand from NVML, so a host
+// description without one cannot say how brand= terms come out. Where they decide the
+// outcome (a GeForce fails where a datacenter GPU passes) the answer is undecided, never
+// satisfied; where they cannot change it, the answer stands.
+func TestUnknownBrandIsUndecided(t *testing.T) {
+	noBrand := Device{Arch: "12.0"}
+	r580 := Driver{CUDA: "13.0", Version: "580.95.05"}
+	for _, c := range []struct {
+		name string
+		file string
+		drv  Driver
+		want string // "ok", "unsatisfied", "undecided"
+	}{
+		{"13.3 image, R590 driver: a GeForce fails, a Tesla passes", "cuda-13.3.require", olaresDriver, "undecided"},
+		{"13.1.1 image, R580 driver: the 580 band needs a non-GeForce brand", "cuda-13.1.1.require", r580, "undecided"},
+		{"13.3 image, R610 driver: cuda>=13.3 holds whatever the brand", "cuda-13.3.require", driver610, "ok"},
+		{"13.2.0 image, R575 driver: no brand has a 575 band", "cuda-13.2.0.require", driver575, "unsatisfied"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Check([]string{readReq(t, c.file)}, c.drv, []Device{noBrand})
+			var u *UndecidedError
+			var un *UnsatisfiedError
+			got := "ok"
+			switch {
+			case errors.As(err, &u):
+				got = "undecided"
+				if u.Field != "brand" || u.Device != 0 {
+					t.Errorf("UndecidedError = %+v, want field brand, device 0", u)
+				}
+			case errors.As(err, &un):
+				got = "unsatisfied"
+			case err != nil:
+				t.Fatalf("Check = %v", err)
+			}
+			if got != c.want {
+				t.Errorf("Check with no brand = %s (%v), want %s", got, err, c.want)
+			}
+		})
+	}
+	// A definite failure on another GPU still fails.
+	err := Check([]string{readReq(t, "cuda-13.3.require")}, olaresDriver, []Device{noBrand, rtx5090})
+	var un *UnsatisfiedError
+	if !errors.As(err, &un) || un.Device != 1 {
+		t.Errorf("Check(no brand, GeForce) = %v, want unsatisfied on device 1", err)
+	}
+	// An unknown compute capability is undecided where arch= conditions are evaluated.
+	err = Check([]string{"cuda>=12.0 arch>=9.0"}, Driver{CUDA: "11.8", Version: "520.1"}, []Device{{Brand: "tesla"}})
+	var u *UndecidedError
+	if !errors.As(err, &u) || u.Field != "arch" {
+		t.Errorf("Check(unknown arch) = %v, want undecided on arch", err)
+	}
+}
