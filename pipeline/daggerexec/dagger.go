@@ -387,15 +387,19 @@ func aptPackages(_ context.Context, s *state) error {
 	if len(key) > len("llbuild-apt-")+16 {
 		key = key[:len("llbuild-apt-")+16]
 	}
-	check := aptExact
-	if s.develSubstituted() {
-		check = aptAny
-	}
-	snapshot := ""
+	check, snapshot, pkgs := aptExact, "", a.InstallArgs()
 	if a.Snapshot != "" {
 		snapshot = " --snapshot " + a.Snapshot
 	}
-	args := append([]string{"bash", "-c", fmt.Sprintf(aptScript, check, snapshot), "llbuild-apt"}, a.InstallArgs()...)
+	if s.develSubstituted() {
+		// The pins name the plan's distribution's versions and snapshot: a missing package
+		// is installed from the substituted image's own archive, by name.
+		check, snapshot, pkgs = aptAny, "", nil
+		for _, p := range a.Packages {
+			pkgs = append(pkgs, p.Name)
+		}
+	}
+	args := append([]string{"bash", "-c", fmt.Sprintf(aptScript, check, snapshot), "llbuild-apt"}, pkgs...)
 	locked := dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeLocked}
 	s.ctr = s.ctr.
 		WithMountedCache(aptCache, s.dag.CacheVolume(key+"-cache"), locked).

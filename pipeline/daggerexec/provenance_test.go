@@ -80,11 +80,12 @@ func TestAptPinsReachTheContainer(t *testing.T) {
 	tests := []struct {
 		name       string
 		plan       *pipeline.Plan
+		devel      string
 		wantArgs   []string
 		wantScript []string
 		notScript  []string
 	}{
-		{"a pinned plan installs name=version from its snapshot", pinned,
+		{"a pinned plan installs name=version from its snapshot", pinned, "",
 			[]string{"build-essential=12.10ubuntu1", "ccache=4.9.1-1", "cmake=3.28.3-1build7", "git=1:2.43.0-1ubuntu7.3", "ninja-build=1.11.1-2"},
 			[]string{
 				"apt-get update -q --snapshot " + pinned.Apt.Snapshot + "\n",
@@ -94,16 +95,21 @@ func TestAptPinsReachTheContainer(t *testing.T) {
 				`[ "$have" = "installed ${want#*=}" ]`,
 				`if [ -z "$missing" ]; then`,
 			}, nil},
-		{"an unpinned plan installs names from the archive of the day", unpinned,
+		{"an unpinned plan installs names from the archive of the day", unpinned, "",
 			[]string{"build-essential", "ccache", "cmake", "git", "ninja-build"},
 			[]string{"apt-get update -q\n", `[ "${have%% *}" = installed ]`},
 			[]string{"--snapshot"}},
+		{"a substituted devel image gets missing packages from its own archive, by name", pinned,
+			"mirror.invalid/other@sha256:" + strings.Repeat("b", 64),
+			[]string{"build-essential", "ccache", "cmake", "git", "ninja-build"},
+			[]string{"apt-get update -q\n", `[ "${have%% *}" = installed ]`},
+			[]string{"--snapshot", "ubuntu"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
 			f := newFake(out)
-			if _, err := newExecutor(t, f, Options{Series: s}).Build(context.Background(), tt.plan, out); err != nil {
+			if _, err := newExecutor(t, f, Options{Series: s, Devel: tt.devel}).Build(context.Background(), tt.plan, out); err != nil {
 				t.Fatal(err)
 			}
 			args := aptExec(t, f.recorded())
