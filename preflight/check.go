@@ -31,6 +31,7 @@ const (
 	CheckCUDARuntime = "cuda-runtime"
 	CheckGPUKernels  = "gpu-kernels"
 	CheckSYCL        = "sycl-device"
+	CheckLibraries   = "libraries"
 )
 
 // Verdict is one check's outcome for one subject (a file, a directory or an image).
@@ -109,9 +110,12 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 		}
 		if s, ok := notLoaded[b.Path]; ok {
 			v := Verdict{Check: CheckCPU, Subject: b.Path, Status: OK}
-			if s.Score == 0 {
+			switch {
+			case s.Variant == "(fallback)":
+				v.Reason = "not loaded: ggml loads the plain libggml-cpu.so only when every variant scores 0"
+			case s.Score == 0:
 				v.Reason = fmt.Sprintf("not loaded: ggml scores the %s variant 0 here (the CPU lacks %s), so its code never runs", s.Variant, strings.Join(s.Missing, " "))
-			} else {
+			default:
 				v.Reason = fmt.Sprintf("not loaded: the %s variant scores %d, below the variant ggml picks", s.Variant, s.Score)
 			}
 			r.Verdicts = append(r.Verdicts, v)
@@ -119,10 +123,35 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 		}
 		r.Verdicts = append(r.Verdicts, cpuVerdict(b, ch))
 	}
+	r.Verdicts = append(r.Verdicts, libraryVerdicts(bins)...)
 	r.Verdicts = append(r.Verdicts, cudaVerdicts(host, in, bins)...)
 	r.Verdicts = append(r.Verdicts, kernelVerdicts(host, bins)...)
 	r.Verdicts = append(r.Verdicts, syclVerdicts(host, bins)...)
 	return r
+}
+
+// libraryVerdicts reports what the loader would not find: a DT_NEEDED library missing from
+// every directory it searches, and an executable whose ggml is built to dlopen its CPU
+// backend where none was found.
+func libraryVerdicts(bins []*Binary) []Verdict {
+	var out []Verdict
+	for _, b := range bins {
+		for _, lib := range b.NotFound {
+			runpath := "no RUNPATH"
+			if len(b.Runpath) > 0 {
+				runpath = "RUNPATH " + strings.Join(b.Runpath, ":")
+			}
+			out = append(out, Verdict{Check: CheckLibraries, Subject: lib + " (needed by " + b.Path + ")", Status: Unknown,
+				Reason: fmt.Sprintf("%s not found (%s, LD_LIBRARY_PATH, the system library directories), not checked", lib, runpath),
+				Fix:    "name it with --binary, or check the directory it is installed in"})
+		}
+		if bs := b.Backends; bs != nil && bs.DL && !bs.CPUFound {
+			out = append(out, Verdict{Check: CheckGGMLVariant, Subject: b.Path, Status: Unknown,
+				Reason: fmt.Sprintf("its libggml.so is built with GGML_BACKEND_DL and no libggml-cpu*.so is in %s: the CPU backend comes from the GGML_BACKEND_DIR compiled into libggml.so, which preflight cannot read, so its instructions were not checked", strings.Join(bs.Dirs, " or ")),
+				Fix:    "name the CPU backends with --binary (e.g. --binary /usr/lib/x86_64-linux-gnu/ggml/backends0/libggml-cpu-*.so)"})
+		}
+	}
+	return out
 }
 
 func ggmlVerdict(c GGMLChoice) Verdict {

@@ -76,6 +76,9 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	if n := b.Code.DecodeErrors; n > 0 {
 		v.Reason += fmt.Sprintf(" (%d undecodable bytes skipped, first at %#x)", n, b.Code.FirstDecodeError)
 	}
+	if len(b.SystemLibs) > 0 {
+		v.Reason += "; the system libraries it loads (" + strings.Join(b.SystemLibs, " ") + ") are not decoded, as in bundles: they choose their code by CPUID at run time"
+	}
 	return v
 }
 
@@ -237,11 +240,20 @@ type GGMLVariant struct {
 
 // ggmlChoices groups the binaries that are ggml CPU variants by directory and scores them.
 func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
+	// ggml scores the variants of one search together; without a search (bundles, images)
+	// each directory is one.
 	byDir := map[string][]*Binary{}
+	fallback := map[string]*Binary{}
 	for _, b := range bins {
-		if b.GGMLVariant() != "" {
-			d := path.Dir(b.Path)
+		d := b.GGMLSearch
+		if d == "" {
+			d = path.Dir(b.Path)
+		}
+		switch {
+		case b.GGMLVariant() != "":
 			byDir[d] = append(byDir[d], b)
+		case b.GGMLSearch != "" && path.Base(b.Path) == "libggml-cpu.so":
+			fallback[d] = b
 		}
 	}
 	var dirs []string
@@ -265,6 +277,14 @@ func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
 			if s > best {
 				best, c.Loaded = s, b.Path
 			}
+		}
+		// With every variant at 0 ggml loads the plain libggml-cpu.so of the search.
+		if fb := fallback[d]; fb != nil {
+			v := GGMLVariant{File: fb.Path, Variant: "(fallback)", Score: 0}
+			if c.Loaded == "" {
+				c.Loaded = fb.Path
+			}
+			c.Scores = append(c.Scores, v)
 		}
 		out = append(out, c)
 	}

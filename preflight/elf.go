@@ -27,6 +27,23 @@ type Binary struct {
 	Needed  []string `json:"needed,omitempty"`
 	// Runpath is DT_RUNPATH (or DT_RPATH), the directories searched for Needed.
 	Runpath []string `json:"runpath,omitempty"`
+	// RPath is set when Runpath came from DT_RPATH, which the loader also searches for the
+	// libraries that the libraries this file loads need.
+	RPath bool `json:"rpath,omitempty"`
+	// Executable is set for a file with a program interpreter (PT_INTERP).
+	Executable bool `json:"executable,omitempty"`
+	// NotFound lists the DT_NEEDED libraries the loader would not find, and SystemLibs those
+	// it would take from LD_LIBRARY_PATH or the system library directories, which are not
+	// decoded. Only ReadFiles fills them in.
+	NotFound   []string `json:"notFound,omitempty"`
+	SystemLibs []string `json:"systemLibs,omitempty"`
+	// GGMLSearch names the ggml backend search that found this file (ggml's loader scans
+	// the executable's directory and the working directory); the CPU variants of one search
+	// are scored together. Empty for files not found that way.
+	GGMLSearch string `json:"ggmlSearch,omitempty"`
+	// Backends is, for an executable read by ReadFiles, where ggml's loader would look for
+	// backends and what it found.
+	Backends *BackendSearch `json:"backends,omitempty"`
 	// Code is the x86-64 code scan; nil for other machines.
 	Code *CodeFacts `json:"code,omitempty"`
 	// Fatbin lists the .nv_fatbin entries; FatbinError says why the listing stopped early.
@@ -122,7 +139,13 @@ func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
 		if rp, err := f.DynString(tag); err == nil && len(rp) > 0 {
 			b.Runpath = strings.Split(rp[0], ":")
+			b.RPath = tag == elf.DT_RPATH
 			break
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b.Executable = true
 		}
 	}
 	if sn, err := f.DynString(elf.DT_SONAME); err == nil && len(sn) > 0 {

@@ -40,63 +40,6 @@ func IsLlamaFile(p string) bool {
 	return base == "llama" || base == "server"
 }
 
-// ReadFiles reads the named ELF files; every one is checked in full. The libraries they need
-// that the loader would find beside them (a RUNPATH of $ORIGIN, as llbuild's builds have) are
-// read and checked too: llama-server's own code is baseline x86-64, the instructions that can
-// kill it at start are in libggml-cpu.so next to it.
-func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
-	var out []*Binary
-	seen := map[string]bool{}
-	queue := append([]string(nil), paths...)
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		key := p
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			key = real
-		}
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return nil, fmt.Errorf("%s is a directory: name its ELF files, or check a bundle or artifact directory with --bundle", p)
-		}
-		b, err := readPath(p, p, true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-		queue = append(queue, besideOrigin(p, b)...)
-	}
-	return out, nil
-}
-
-// besideOrigin lists the libraries b needs that exist in its own directory when its RUNPATH
-// names $ORIGIN.
-func besideOrigin(path string, b *Binary) []string {
-	origin := false
-	for _, d := range b.Runpath {
-		if d == "$ORIGIN" || d == "${ORIGIN}" || d == "$ORIGIN/" {
-			origin = true
-		}
-	}
-	if !origin {
-		return nil
-	}
-	var libs []string
-	for _, n := range b.Needed {
-		lib := filepath.Join(filepath.Dir(path), n)
-		if st, err := os.Stat(lib); err == nil && st.Mode().IsRegular() {
-			libs = append(libs, lib)
-		}
-	}
-	return libs
-}
-
 func readPath(p, name string, decode bool) (*Binary, error) {
 	f, err := os.Open(p)
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 )
 
 // checkOrder is the order checks are printed in.
-var checkOrder = []string{CheckGGMLVariant, CheckCPU, CheckCUDADriver, CheckCUDARuntime, CheckGPUKernels, CheckSYCL}
+var checkOrder = []string{CheckLibraries, CheckGGMLVariant, CheckCPU, CheckCUDADriver, CheckCUDARuntime, CheckGPUKernels, CheckSYCL}
 
 var checkTitles = map[string]string{
+	CheckLibraries:   "libraries the loader would load",
 	CheckGGMLVariant: "ggml CPU variant (the one ggml's loader would pick)",
 	CheckCPU:         "CPU instructions",
 	CheckCUDADriver:  "driver against the image's NVIDIA_REQUIRE_CUDA",
