@@ -168,6 +168,11 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 				b.SystemLibs = appendLib(b.SystemLibs, lib, &queue, found, inherited)
 				continue
 			}
+			if _, backend := ggmlBackendFile(filepath.Base(it.path)); backend &&
+				(strings.HasPrefix(lib, "libggml-base.so") || strings.HasPrefix(lib, "libggml.so")) {
+				// A backend is dlopened by a process that has loaded ggml already.
+				continue
+			}
 			b.NotFound = append(b.NotFound, lib)
 		}
 		if b.Executable && it.search == "" {
