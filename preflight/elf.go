@@ -228,6 +228,24 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 		st.Scan(data, s.Addr)
 		spans = append(spans, span{s.Name, s.Addr, s.Addr + s.Size})
 	}
+	if len(spans) == 0 {
+		// No executable sections (section headers stripped, or never written): the loader
+		// maps and runs the executable PT_LOAD segments regardless, so decode those.
+		for i, p := range f.Progs {
+			if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 || p.Filesz == 0 {
+				continue
+			}
+			if p.Filesz > 1<<32 {
+				return nil, fmt.Errorf("segment %d: %d bytes of code is not a real file", i, p.Filesz)
+			}
+			data := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(data, 0); err != nil {
+				return nil, fmt.Errorf("segment %d: %w", i, err)
+			}
+			st.Scan(data, p.Vaddr)
+			spans = append(spans, span{fmt.Sprintf("PT_LOAD[%d]", i), p.Vaddr, p.Vaddr + p.Filesz})
+		}
+	}
 	facts.Bytes, facts.Instructions, facts.DecodeErrors = st.Bytes, st.Insts, st.Errors
 	if st.Errors > 0 {
 		facts.FirstDecodeError = st.FirstError
