@@ -61,10 +61,23 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Fix = "rebuild with those ISA options off (GGML_NATIVE=OFF and explicit GGML_<ISA> flags), or ship ggml's per-CPU variants (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS)"
 		return v
 	}
+	var unsure []string
 	if unknown != 0 {
-		v.Status = Unknown
-		v.Reason = fmt.Sprintf("uses %s, which the host description does not cover", unknown)
+		unsure = append(unsure, fmt.Sprintf("uses %s, which the host description does not cover", unknown))
 		v.Evidence = evidence(b, unknown, 6)
+	}
+	if b.Code.Uses&x86.Unclassified != 0 {
+		unsure = append(unsure, fmt.Sprintf("has %d instructions whose opcode the decoder's tables do not name, so what they need is not known", b.Code.Extensions[x86.Unclassified.String()]))
+		v.Evidence = append(v.Evidence, evidence(b, x86.Unclassified, 4)...)
+	}
+	if n := b.Code.DecodeErrors; n > 0 {
+		unsure = append(unsure, fmt.Sprintf("has %d bytes of executable code that do not decode as an instruction the decoder knows (data in code, or an encoding it lacks)", n))
+		v.Evidence = append(v.Evidence, fmt.Sprintf("%s %s  does not decode", path.Base(b.Path), b.Code.FirstDecodeErrorAt))
+	}
+	if len(unsure) > 0 {
+		v.Status = Unknown
+		v.Reason = strings.Join(unsure, "; ")
+		v.Fix = "check the listed bytes with objdump -d; report an instruction the decoder should know"
 		return v
 	}
 	v.Status = OK
@@ -72,9 +85,6 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Reason = "baseline x86-64 only"
 	} else {
 		v.Reason = "uses " + featureList(need) + "; the CPU has them"
-	}
-	if n := b.Code.DecodeErrors; n > 0 {
-		v.Reason += fmt.Sprintf(" (%d undecodable bytes skipped, first at %#x)", n, b.Code.FirstDecodeError)
 	}
 	if len(b.SystemLibs) > 0 {
 		v.Reason += "; the system libraries it loads (" + strings.Join(b.SystemLibs, " ") + ") are not decoded, as in bundles: they choose their code by CPUID at run time"

@@ -63,6 +63,8 @@ type CodeFacts struct {
 	// encodings the decoder does not know); FirstDecodeError is where the first was.
 	DecodeErrors     int    `json:"decodeErrors"`
 	FirstDecodeError uint64 `json:"firstDecodeError,omitempty"`
+	// FirstDecodeErrorAt names the section (or segment) and bytes of the first one.
+	FirstDecodeErrorAt string `json:"firstDecodeErrorAt,omitempty"`
 	// Uses is every extension the code needs.
 	Uses x86.Ext `json:"-"`
 	// Extensions counts instructions per extension, by name.
@@ -249,6 +251,11 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 	facts.Bytes, facts.Instructions, facts.DecodeErrors = st.Bytes, st.Insts, st.Errors
 	if st.Errors > 0 {
 		facts.FirstDecodeError = st.FirstError
+		for _, sp := range spans {
+			if st.FirstError >= sp.start && st.FirstError < sp.end {
+				facts.FirstDecodeErrorAt = fmt.Sprintf("%s+%#x: %x", sp.name, st.FirstError, st.FirstErrorBytes)
+			}
+		}
 	}
 	facts.Uses = st.Used
 	st.Used.Each(func(e x86.Ext) {

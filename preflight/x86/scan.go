@@ -20,8 +20,10 @@ type Stats struct {
 	Bytes  int // bytes of code scanned
 	Insts  int // instructions decoded
 	Errors int // bytes skipped because they did not decode
-	// FirstError is the address of the first byte that did not decode (valid when Errors > 0).
-	FirstError uint64
+	// FirstError is the address of the first byte that did not decode (valid when Errors > 0)
+	// and FirstErrorBytes the bytes from there (up to 15, fewer at the end of the code).
+	FirstError      uint64
+	FirstErrorBytes []byte
 	// Used is the union of every instruction's extensions.
 	Used Ext
 	// Count[i] is the number of instructions needing extension bit i.
@@ -40,6 +42,7 @@ func (s *Stats) Scan(code []byte, addr uint64) {
 		if err != nil {
 			if s.Errors == 0 {
 				s.FirstError = addr + uint64(off)
+				s.FirstErrorBytes = append([]byte(nil), code[off:min(off+15, len(code))]...)
 			}
 			s.Errors++
 			off++
