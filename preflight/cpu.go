@@ -11,35 +11,58 @@ import (
 )
 
 // extFeature maps the decoder's extensions to the features a host description lists.
-// SSE3 through SSE4.1 and POPCNT fold into SSE42: a host description cannot say more, and
-// every SSE4.2 CPU has them.
 var extFeature = map[x86.Ext]targets.Feature{
-	x86.SSE3: targets.SSE42, x86.SSSE3: targets.SSE42, x86.SSE41: targets.SSE42, x86.SSE42: targets.SSE42,
-	x86.POPCNT: targets.SSE42,
-	x86.AVX:    targets.AVX, x86.AVX2: targets.AVX2, x86.FMA: targets.FMA, x86.F16C: targets.F16C,
+	x86.SSE3: targets.SSE3, x86.SSSE3: targets.SSSE3, x86.SSE41: targets.SSE41, x86.SSE42: targets.SSE42,
+	x86.POPCNT: targets.POPCNT, x86.LZCNT: targets.LZCNT, x86.CX16: targets.CX16,
+	x86.AVX: targets.AVX, x86.AVX2: targets.AVX2, x86.FMA: targets.FMA, x86.F16C: targets.F16C,
 	x86.BMI1: targets.BMI1, x86.BMI2: targets.BMI2, x86.AVXVNNI: targets.AVXVNNI,
 	x86.AVX512F: targets.AVX512F, x86.AVX512CD: targets.AVX512CD, x86.AVX512VL: targets.AVX512VL,
 	x86.AVX512DQ: targets.AVX512DQ, x86.AVX512BW: targets.AVX512BW, x86.AVX512VBMI: targets.AVX512VBMI,
 	x86.AVX512VNNI: targets.AVX512VNNI, x86.AVX512BF16: targets.AVX512BF16,
 	x86.AMXTile: targets.AMXTile, x86.AMXInt8: targets.AMXInt8, x86.AMXBF16: targets.AMXBF16,
+	x86.MOVBE: targets.MOVBE, x86.ADX: targets.ADX, x86.AES: targets.AES, x86.PCLMUL: targets.PCLMULQDQ,
+	x86.SHA: targets.SHA, x86.GFNI: targets.GFNI, x86.VAES: targets.VAES, x86.VPCLMUL: targets.VPCLMULQDQ,
+	x86.FMA4: targets.FMA4, x86.XOP: targets.XOP, x86.SSE4A: targets.SSE4A, x86.ThreeDNow: targets.ThreeDNow,
+	x86.RDRAND: targets.RDRAND, x86.RDSEED: targets.RDSEED, x86.RTM: targets.RTM, x86.XSAVE: targets.XSAVE,
+	x86.XSAVEOPT: targets.XSAVEOPT, x86.XSAVEC: targets.XSAVEC, x86.XSAVES: targets.XSAVES, x86.PKU: targets.PKU,
+	x86.RDTSCP: targets.RDTSCP, x86.RDPID: targets.RDPID, x86.CLWB: targets.CLWB, x86.CLFLUSHOPT: targets.CLFLUSHOPT,
+	x86.CMPCCXADD: targets.CMPCCXADD, x86.AVXVNNIINT8: targets.AVXVNNIINT8, x86.AVXVNNIINT16: targets.AVXVNNIINT16,
+	x86.AVXIFMA: targets.AVXIFMA, x86.AVXNECONVERT: targets.AVXNECONVERT, x86.AVX512VBMI2: targets.AVX512VBMI2,
+	x86.AVX512FP16: targets.AVX512FP16, x86.AVX512IFMA: targets.AVX512IFMA, x86.AVX512VPOPCNTDQ: targets.AVX512VPOPCNTDQ,
+	x86.AVX512BITALG: targets.AVX512BITALG, x86.AVX512VP2INTERSECT: targets.AVX512VP2INTERSECT,
+	x86.AVX5124VNNIW: targets.AVX5124VNNIW, x86.AMXFP16: targets.AMXFP16,
 }
 
-// cpuHost is a host CPU as the decoder's extension bits: what it has, and which bits the
-// host description lets us know at all.
+// impliedFeatures are what a host description's features imply: every CPU with the first
+// has the others (x86-64-v2 for SSE4.2; LZCNT came with BMI1 on Intel and AMD; AVX state
+// needs XSAVE enabled by the OS).
+var impliedFeatures = map[targets.Feature][]targets.Feature{
+	targets.SSE42: {targets.SSE3, targets.SSSE3, targets.SSE41, targets.POPCNT, targets.CX16},
+	targets.SSE41: {targets.SSE3, targets.SSSE3},
+	targets.SSSE3: {targets.SSE3},
+	targets.BMI1:  {targets.LZCNT},
+	targets.AVX:   {targets.XSAVE},
+}
+
+// cpuHost is a host CPU as the decoder's extension bits: what it has. A host description
+// can name every extension the decoder knows, so every bit is known; one it does not list
+// is absent.
 type cpuHost struct{ has, known x86.Ext }
 
 func newCPUHost(fs targets.FeatureSet) cpuHost {
+	full := targets.FeatureSet{}
+	for f := range fs {
+		full[f] = true
+		for _, g := range impliedFeatures[f] {
+			full[g] = true
+		}
+	}
 	var h cpuHost
 	for e, f := range extFeature {
 		h.known |= e
-		if fs[f] {
+		if full[f] {
 			h.has |= e
 		}
-	}
-	// Every CPU with BMI1 (Intel Haswell on, AMD Piledriver on) also has LZCNT.
-	if fs[targets.BMI1] {
-		h.known |= x86.LZCNT
-		h.has |= x86.LZCNT
 	}
 	return h
 }
@@ -98,7 +121,7 @@ func featureList(e x86.Ext) string {
 	var out []string
 	e.Each(func(b x86.Ext) {
 		name := b.String()
-		if f, ok := extFeature[b]; ok && b != x86.SSE3 && b != x86.SSSE3 && b != x86.SSE41 && b != x86.POPCNT {
+		if f, ok := extFeature[b]; ok {
 			name = string(f)
 		}
 		if !seen[name] {

@@ -31,6 +31,23 @@ var cpuidFeatures = []struct {
 	{cpuid.AVX512BW, targets.AVX512BW}, {cpuid.AVX512VBMI, targets.AVX512VBMI},
 	{cpuid.AVX512VNNI, targets.AVX512VNNI}, {cpuid.AVX512BF16, targets.AVX512BF16},
 	{cpuid.AMXTILE, targets.AMXTile}, {cpuid.AMXINT8, targets.AMXInt8}, {cpuid.AMXBF16, targets.AMXBF16},
+	{cpuid.SSE3, targets.SSE3}, {cpuid.SSSE3, targets.SSSE3}, {cpuid.SSE4, targets.SSE41},
+	{cpuid.POPCNT, targets.POPCNT}, {cpuid.LZCNT, targets.LZCNT}, {cpuid.CX16, targets.CX16},
+	{cpuid.MOVBE, targets.MOVBE}, {cpuid.ADX, targets.ADX}, {cpuid.AESNI, targets.AES},
+	{cpuid.CLMUL, targets.PCLMULQDQ}, {cpuid.SHA, targets.SHA}, {cpuid.GFNI, targets.GFNI},
+	{cpuid.VAES, targets.VAES}, {cpuid.VPCLMULQDQ, targets.VPCLMULQDQ}, {cpuid.FMA4, targets.FMA4},
+	{cpuid.XOP, targets.XOP}, {cpuid.SSE4A, targets.SSE4A}, {cpuid.AMD3DNOW, targets.ThreeDNow},
+	{cpuid.RDRAND, targets.RDRAND}, {cpuid.RDSEED, targets.RDSEED}, {cpuid.RTM, targets.RTM},
+	{cpuid.XSAVEOPT, targets.XSAVEOPT}, {cpuid.XSAVEC, targets.XSAVEC}, {cpuid.XSAVES, targets.XSAVES},
+	{cpuid.RDTSCP, targets.RDTSCP}, {cpuid.CMPCCXADD, targets.CMPCCXADD},
+	{cpuid.AVXVNNIINT8, targets.AVXVNNIINT8}, {cpuid.AVXVNNIINT16, targets.AVXVNNIINT16},
+	{cpuid.AVXIFMA, targets.AVXIFMA}, {cpuid.AVXNECONVERT, targets.AVXNECONVERT},
+	{cpuid.AVX512VBMI2, targets.AVX512VBMI2}, {cpuid.AVX512FP16, targets.AVX512FP16},
+	{cpuid.AVX512IFMA, targets.AVX512IFMA}, {cpuid.AVX512VPOPCNTDQ, targets.AVX512VPOPCNTDQ},
+	{cpuid.AVX512BITALG, targets.AVX512BITALG}, {cpuid.AVX512VP2INTERSECT, targets.AVX512VP2INTERSECT},
+	{cpuid.AMXFP16, targets.AMXFP16},
+	// PKU, RDPID, CLWB, CLFLUSHOPT and AVX512_4VNNIW have no cpuid feature ID: name them in
+	// a host file by hand.
 }
 
 // DetectHost describes this machine: CPU features through CPUID, NVIDIA GPUs and the
@@ -45,7 +62,14 @@ func DetectHost(ctx context.Context) (targets.Host, error) {
 			h.CPU.Features = append(h.CPU.Features, c.f)
 		}
 	}
+	// xsave, xrstor and xgetbv need the OS to have set CR4.OSXSAVE.
+	if cpuid.CPU.Supports(cpuid.XSAVE, cpuid.OSXSAVE) {
+		h.CPU.Features = append(h.CPU.Features, targets.XSAVE)
+	}
 	h.CPU.Features = targets.CPU{Features: h.CPU.Features}.FeatureSet().Sorted()
+	if h.CPU.Features == nil {
+		h.CPU.Features = []targets.Feature{} // a baseline CPU: [], which a target file accepts
+	}
 
 	nv, err := detectNVIDIA(ctx)
 	if err != nil {

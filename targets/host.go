@@ -36,11 +36,65 @@ const (
 	AMXBF16    Feature = "AMX_BF16"
 )
 
+// Features preflight's instruction classifier also tells apart, so that a host description
+// can say exactly what an older or a different CPU has. A host listing SSE42 is taken to
+// have SSE3, SSSE3, SSE41, POPCNT and CX16 too (x86-64-v2), one listing BMI1 LZCNT, one
+// listing AVX XSAVE.
+const (
+	SSE3               Feature = "SSE3"
+	SSSE3              Feature = "SSSE3"
+	SSE41              Feature = "SSE41"
+	POPCNT             Feature = "POPCNT"
+	LZCNT              Feature = "LZCNT"
+	CX16               Feature = "CX16"
+	MOVBE              Feature = "MOVBE"
+	ADX                Feature = "ADX"
+	AES                Feature = "AES"
+	PCLMULQDQ          Feature = "PCLMULQDQ"
+	SHA                Feature = "SHA"
+	GFNI               Feature = "GFNI"
+	VAES               Feature = "VAES"
+	VPCLMULQDQ         Feature = "VPCLMULQDQ"
+	FMA4               Feature = "FMA4"
+	XOP                Feature = "XOP"
+	SSE4A              Feature = "SSE4A"
+	ThreeDNow          Feature = "3DNOW"
+	RDRAND             Feature = "RDRAND"
+	RDSEED             Feature = "RDSEED"
+	RTM                Feature = "RTM"
+	XSAVE              Feature = "XSAVE"
+	XSAVEOPT           Feature = "XSAVEOPT"
+	XSAVEC             Feature = "XSAVEC"
+	XSAVES             Feature = "XSAVES"
+	PKU                Feature = "PKU"
+	RDTSCP             Feature = "RDTSCP"
+	RDPID              Feature = "RDPID"
+	CLWB               Feature = "CLWB"
+	CLFLUSHOPT         Feature = "CLFLUSHOPT"
+	CMPCCXADD          Feature = "CMPCCXADD"
+	AVXVNNIINT8        Feature = "AVX_VNNI_INT8"
+	AVXVNNIINT16       Feature = "AVX_VNNI_INT16"
+	AVXIFMA            Feature = "AVX_IFMA"
+	AVXNECONVERT       Feature = "AVX_NE_CONVERT"
+	AVX512VBMI2        Feature = "AVX512_VBMI2"
+	AVX512FP16         Feature = "AVX512_FP16"
+	AVX512IFMA         Feature = "AVX512_IFMA"
+	AVX512VPOPCNTDQ    Feature = "AVX512_VPOPCNTDQ"
+	AVX512BITALG       Feature = "AVX512_BITALG"
+	AVX512VP2INTERSECT Feature = "AVX512_VP2INTERSECT"
+	AVX5124VNNIW       Feature = "AVX512_4VNNIW"
+	AMXFP16            Feature = "AMX_FP16"
+)
+
 // KnownFeatures lists every Feature in a stable order.
 var KnownFeatures = []Feature{
-	SSE42, AVX, AVX2, FMA, F16C, BMI1, BMI2, AVXVNNI,
+	SSE3, SSSE3, SSE41, SSE42, POPCNT, LZCNT, CX16, AVX, AVX2, FMA, F16C, BMI1, BMI2, AVXVNNI,
 	AVX512F, AVX512CD, AVX512VL, AVX512DQ, AVX512BW, AVX512VBMI, AVX512VNNI, AVX512BF16,
 	AMXTile, AMXInt8, AMXBF16,
+	MOVBE, ADX, AES, PCLMULQDQ, SHA, GFNI, VAES, VPCLMULQDQ, FMA4, XOP, SSE4A, ThreeDNow,
+	RDRAND, RDSEED, RTM, XSAVE, XSAVEOPT, XSAVEC, XSAVES, PKU, RDTSCP, RDPID, CLWB, CLFLUSHOPT,
+	CMPCCXADD, AVXVNNIINT8, AVXVNNIINT16, AVXIFMA, AVXNECONVERT, AVX512VBMI2, AVX512FP16,
+	AVX512IFMA, AVX512VPOPCNTDQ, AVX512BITALG, AVX512VP2INTERSECT, AVX5124VNNIW, AMXFP16,
 }
 
 // AVX512Foundation is the set GGML_AVX512 compiles for and ggml's loader requires together.

@@ -578,8 +578,8 @@ func ResolveHost(name, file string) (*Target, error) {
 			errs = append(errs, &FieldError{File: file, Field: fmt.Sprintf("host.cpu.features[%d]", i), Problem: fmt.Sprintf("unknown CPU feature %q", f), Fix: "use one of " + joinFeatures(KnownFeatures)})
 		}
 	}
-	if len(t.Host.CPU.Features) == 0 {
-		errs = append(errs, &FieldError{File: file, Field: "host.cpu.features", Problem: "is empty", Fix: "list the CPU's features (llbuild target detect writes them)"})
+	if t.Host.CPU.Features == nil {
+		errs = append(errs, &FieldError{File: file, Field: "host.cpu.features", Problem: "is missing", Fix: "list the CPU's features (llbuild target detect writes them), or write [] for a CPU with nothing beyond baseline x86-64"})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -9,11 +9,65 @@ package x86
 // the SSE2 baseline return 0.
 func classifyLegacy(in *Inst) Ext {
 	op, pp := in.Op, in.PP
+	mem := in.HasModRM && in.ModRM>>6 != 3
+	reg := (in.ModRM >> 3) & 7
 	switch in.Map {
+	case Map1Byte:
+		switch {
+		case (op == 0xdb || op == 0xdd || op == 0xdf) && mem && reg == 1:
+			return SSE3 // fisttp
+		case (op == 0xc6 || op == 0xc7) && in.ModRM == 0xf8:
+			return RTM // xabort, xbegin
+		}
 	case Map0F:
 		switch op {
-		case 0x0f:
+		case 0x0e, 0x0f: // femms, 3DNow! (the opcode byte comes after the operands)
 			return ThreeDNow
+		case 0x01:
+			switch in.ModRM {
+			case 0xd0, 0xd1: // xgetbv, xsetbv
+				return XSAVE
+			case 0xd5, 0xd6: // xend, xtest
+				return RTM
+			case 0xee, 0xef: // rdpkru, wrpkru
+				return PKU
+			case 0xf9:
+				return RDTSCP
+			}
+		case 0x2b:
+			if pp >= 2 { // movntss, movntsd
+				return SSE4A
+			}
+		case 0x78, 0x79:
+			if pp == 1 || pp == 3 { // extrq, insertq
+				return SSE4A
+			}
+		case 0xae:
+			switch {
+			case mem && pp == 0 && (reg == 4 || reg == 5): // xsave, xrstor
+				return XSAVE
+			case mem && pp == 0 && reg == 6:
+				return XSAVEOPT
+			case mem && pp == 1 && reg == 6:
+				return CLWB
+			case mem && pp == 1 && reg == 7:
+				return CLFLUSHOPT
+			}
+		case 0xc7:
+			switch {
+			case mem && reg == 1 && in.W:
+				return CX16
+			case mem && reg == 4: // xsavec
+				return XSAVEC
+			case mem && (reg == 3 || reg == 5): // xrstors, xsaves
+				return XSAVES
+			case !mem && reg == 6:
+				return RDRAND
+			case !mem && reg == 7 && pp == 2:
+				return RDPID
+			case !mem && reg == 7:
+				return RDSEED
+			}
 		case 0x12:
 			if pp >= 2 { // movsldup (F3), movddup (F2)
 				return SSE3
@@ -79,6 +133,7 @@ func classifyLegacy(in *Inst) Ext {
 				return ADX
 			}
 		}
+		return Unclassified
 	case Map0F3A:
 		switch {
 		case op == 0x0f:
@@ -111,6 +166,7 @@ func classifyLegacy(in *Inst) Ext {
 				return AES
 			}
 		}
+		return Unclassified
 	}
 	return 0
 }
@@ -226,6 +282,10 @@ func classifyVEX(in *Inst) Ext {
 			}
 		case op == 0xcf:
 			return AVX | GFNI
+		case op >= 0xe0 && op <= 0xef:
+			if pp == 1 && in.HasModRM && in.ModRM>>6 != 3 {
+				return CMPCCXADD
+			}
 		case op == 0xdb:
 			return AVX | AES
 		case op >= 0xdc && op <= 0xdf:

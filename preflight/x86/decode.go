@@ -336,6 +336,9 @@ prefixes:
 			return in, ErrInvalid
 		}
 	}
+	if in.Map == Map0F && in.Op == 0x78 && (pp == 1 || pp == 3) {
+		i += 2 // SSE4A extrq/insertq with immediates: two imm8 (without a prefix, 0F 78 is vmread)
+	}
 	switch info & immMask {
 	case immB:
 		i++

@@ -60,8 +60,24 @@ const (
 	FMA4
 	XOP
 	ThreeDNow
-	// Unclassified marks a VEX or EVEX instruction whose opcode the decoder's tables do not
-	// name; it is counted with the least extension its encoding implies (AVX or AVX512F).
+	SSE4A
+	CX16
+	RDRAND
+	RDSEED
+	RTM
+	XSAVE
+	XSAVEOPT
+	XSAVEC
+	XSAVES
+	PKU
+	RDTSCP
+	RDPID
+	CLWB
+	CLFLUSHOPT
+	CMPCCXADD
+	// Unclassified marks an instruction whose opcode the decoder's tables do not name (VEX,
+	// EVEX, or legacy 0F38/0F3A, where every opcode is an extension); it is counted with the
+	// least extension its encoding implies (AVX or AVX512F) and makes a verdict unknown.
 	Unclassified
 	extEnd
 )
@@ -73,7 +89,9 @@ var extNames = [...]string{
 	"AVX512F", "AVX512CD", "AVX512VL", "AVX512DQ", "AVX512BW", "AVX512_VBMI", "AVX512_VBMI2",
 	"AVX512_VNNI", "AVX512_BF16", "AVX512_FP16", "AVX512_IFMA", "AVX512_VPOPCNTDQ",
 	"AVX512_BITALG", "AVX512_VP2INTERSECT", "AVX512_4VNNIW", "AMX_TILE", "AMX_INT8",
-	"AMX_BF16", "AMX_FP16", "FMA4", "XOP", "3DNOW", "UNCLASSIFIED",
+	"AMX_BF16", "AMX_FP16", "FMA4", "XOP", "3DNOW", "SSE4A", "CX16", "RDRAND", "RDSEED", "RTM",
+	"XSAVE", "XSAVEOPT", "XSAVEC", "XSAVES", "PKU", "RDTSCP", "RDPID", "CLWB", "CLFLUSHOPT",
+	"CMPCCXADD", "UNCLASSIFIED",
 }
 
 // AVX512Any is every AVX-512 extension bit: an instruction with any of them is EVEX-encoded

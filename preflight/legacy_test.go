@@ -1,0 +1,69 @@
+package preflight
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/llbuild/llbuild/targets"
+)
+
+// TestLegacyEncodedExtensions: instructions without VEX or EVEX that still need an
+// extension (bytes checked with objdump -D -b binary -mi386:x86-64) against hosts that
+// have it and hosts that do not, including a host file describing a baseline CPU.
+func TestLegacyEncodedExtensions(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "k8.yaml")
+	if err := os.WriteFile(old, []byte("schemaVersion: 1\nname: k8\nhost:\n  cpu:\n    model: AMD Athlon 64\n    features: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k8, err := targets.ResolveHost("", old)
+	if err != nil {
+		t.Fatalf("a host file with features: [] = %v, want it accepted", err)
+	}
+	host := func(fs ...targets.Feature) targets.Host { return targets.Host{CPU: targets.CPU{Features: fs}} }
+	for _, c := range []struct {
+		name string
+		code []byte
+		host targets.Host
+		want Status
+	}{
+		{"fisttpl on a baseline CPU", []byte{0xdb, 0x08}, k8.Host, Fail},
+		{"fisttpl on an SSE4.2 CPU (SSE3 implied)", []byte{0xdb, 0x08}, host(targets.SSE42), OK},
+		{"popcnt on a baseline CPU", []byte{0xf3, 0x48, 0x0f, 0xb8, 0xd8}, k8.Host, Fail},
+		{"popcnt on a CPU listing POPCNT alone", []byte{0xf3, 0x48, 0x0f, 0xb8, 0xd8}, host(targets.POPCNT), OK},
+		{"lzcnt without BMI1 or LZCNT", []byte{0xf3, 0x48, 0x0f, 0xbd, 0xd8}, host(targets.SSE42), Fail},
+		{"cmpxchg16b on a baseline CPU", []byte{0xf0, 0x48, 0x0f, 0xc7, 0x0f}, k8.Host, Fail},
+		{"rdrand without RDRAND", []byte{0x48, 0x0f, 0xc7, 0xf0}, loadTarget(t, "cpu-v3"), Fail},
+		{"rdrand with RDRAND", []byte{0x48, 0x0f, 0xc7, 0xf0}, host(targets.RDRAND), OK},
+		{"xbegin without RTM", []byte{0xc7, 0xf8, 0, 0, 0, 0}, loadTarget(t, "cpu-v3"), Fail},
+		{"xgetbv on an AVX host (XSAVE implied)", []byte{0x0f, 0x01, 0xd0}, loadTarget(t, "cpu-v3"), OK},
+		{"xgetbv on a baseline CPU", []byte{0x0f, 0x01, 0xd0}, k8.Host, Fail},
+		{"rdpkru without PKU", []byte{0x0f, 0x01, 0xee}, loadTarget(t, "cpu-v3"), Fail},
+		{"rdtscp without RDTSCP", []byte{0x0f, 0x01, 0xf9}, k8.Host, Fail},
+		{"extrq (SSE4A) on an Intel-like host", []byte{0x66, 0x0f, 0x78, 0xc0, 0x04, 0x08}, loadTarget(t, "cpu-v3"), Fail},
+		{"clwb without CLWB", []byte{0x66, 0x0f, 0xae, 0x30}, loadTarget(t, "cpu-v3"), Fail},
+		{"movbe without MOVBE", []byte{0x0f, 0x38, 0xf0, 0x00}, loadTarget(t, "cpu-v3"), Fail},
+		{"aesenc with AES", []byte{0x66, 0x0f, 0x38, 0xdc, 0xc1}, host(targets.SSE42, targets.AES), OK},
+		{"aesenc without AES", []byte{0x66, 0x0f, 0x38, 0xdc, 0xc1}, loadTarget(t, "cpu-v3"), Fail},
+		{"femms (3DNow!)", []byte{0x0f, 0x0e}, loadTarget(t, "cpu-v3"), Fail},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code := append(append([]byte(nil), c.code...), 0xc3)
+			b, err := ReadBinary("lib/libx.so", bytes.NewReader(buildELF(code, nil, "libx.so")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Check(c.host, c.name, Input{Binaries: []*Binary{b}})
+			v := verdictFor(r, CheckCPU, "lib/libx.so")
+			if v == nil || v.Status != c.want {
+				t.Errorf("cpu verdict = %+v, want %s", v, c.want)
+			}
+			if c.want == Fail && (len(v.Evidence) == 0 || !strings.Contains(v.Evidence[0], ".text+0x1000")) {
+				t.Errorf("evidence = %q, want the instruction's address", v.Evidence)
+			}
+		})
+	}
+}
