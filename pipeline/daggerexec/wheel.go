@@ -19,12 +19,14 @@ import (
 // Paths of a wheel build inside the container.
 const (
 	distDir = "/dist"
-	// pyVenv holds python-build and scikit-build-core, installed with the plan's interpreter.
+	// pyVenv is the venv the wheel is built with: python-build and scikit-build-core, the
+	// devel image's own or installed into it with the plan's interpreter.
 	pyVenv = "/opt/llbuild-python"
 )
 
-// PythonBuildTools are the build frontend and backend installed into the devel image, pinned
-// to the versions llbuild's tests build the fake package with (Debian sid's).
+// PythonBuildTools are the build frontend and backend wheels are built with: the devel image's
+// own when it carries exactly these versions, else pip-installed. Pinned to the versions
+// llbuild's tests build the fake package with (Debian sid's).
 var PythonBuildTools = []string{"build==1.5.1", "scikit-build-core==0.12.2"}
 
 // WheelOptions configure a Dagger build of the llama-cpp-python wheel.
@@ -128,16 +130,51 @@ func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, 
 	return s.artifact, nil
 }
 
-// pythonTools makes a virtual environment with the plan's interpreter and installs the
-// pinned build tools into it. The interpreter's absence fails here with the image named.
+// pythonTools gives the build a Python with the pinned build tools at pyVenv. A devel image
+// that already carries them for the plan's interpreter (Debian's python3-build and
+// python3-scikit-build-core, or a pip install baked in) is used as is, through a venv that sees
+// its packages: nothing is downloaded, which is the only way an engine without PyPI (an
+// air-gapped one, or CI's) can build wheels. Otherwise the tools are pip-installed into a
+// fresh venv; when that fails too, the error says what to do. The interpreter's absence fails
+// here with the image named.
+//
+// The image's tools must be exactly the pinned versions, not merely new enough: the backend
+// writes itself into the wheel (WHEEL's Generator) and shapes its layout, so accepting whatever
+// the image has would let one plan give different wheels on different devel images, and
+// PythonBuildTools would no longer say what built them. Debian sid's versions are
+// the pins today (internal/pybuild extracts them for the tests); when sid moves, the engine
+// wheel test fails naming both versions, and the pins move with it.
 func pythonTools(_ context.Context, s *wheelState) error {
 	py := s.wp.Interpreter()
-	script := fmt.Sprintf(`command -v %[1]s >/dev/null || { echo "the devel image %[2]s has no %[1]s: pass --python with a version it has" >&2; exit 3; }; %[1]s -m venv %[3]s && %[3]s/bin/python -m pip install --no-cache-dir --disable-pip-version-check -q %[4]s`,
-		py, s.plan.Images.Devel.Ref, pyVenv, strings.Join(PythonBuildTools, " "))
-	s.ctr = s.ctr.WithExec([]string{"sh", "-c", script})
+	pins := strings.Join(PythonBuildTools, " ")
+	script := fmt.Sprintf(`command -v %[1]s >/dev/null || { echo "the devel image %[2]s has no %[1]s: pass --python with a version it has" >&2; exit 3; }
+if %[1]s -c "$1" %[4]s; then exec %[1]s -m venv --system-site-packages --without-pip %[3]s; fi
+%[1]s -m venv %[3]s && %[3]s/bin/python -m pip install --no-cache-dir --disable-pip-version-check -q %[4]s && exit 0
+echo "no python build tools: the devel image %[2]s does not carry %[4]s for %[1]s, and installing them from the package index failed; use a devel image that has them (pip install %[4]s into it, or Debian's python3-build and python3-scikit-build-core at those versions), or let the engine reach a package index (PIP_INDEX_URL for a mirror)" >&2
+exit 4`, py, s.plan.Images.Devel.Ref, pyVenv, pins)
+	s.ctr = s.ctr.WithExec([]string{"sh", "-c", script, "llbuild-python-tools", probeTools})
 	s.python = pyVenv + "/bin/python"
 	return nil
 }
+
+// probeTools exits 0 when the interpreter imports every tool named in its arguments
+// ("name==version") at exactly that version, and says on stderr which it found either way: the
+// engine's log then records the versions the wheel was built with.
+const probeTools = `import importlib, importlib.metadata as md, sys
+pins = dict(a.split("==") for a in sys.argv[1:])
+found = {}
+for name in pins:
+    try:
+        found[name] = md.version(name)
+    except md.PackageNotFoundError:
+        found[name] = None
+bad = [n + " " + (found[n] or "missing") + " (pinned: " + pins[n] + ")" for n in pins if found[n] != pins[n]]
+if bad:
+    sys.exit("llbuild: the devel image has " + ", ".join(bad) + "; installing the pinned tools into a venv")
+for n in pins:
+    importlib.import_module(n.replace("-", "_"))
+print("llbuild: using the python build tools of the devel image: " + ", ".join(n + " " + found[n] for n in pins), file=sys.stderr)
+`
 
 // wheelSources puts llama-cpp-python at /src and the plan's llama.cpp at /src/vendor/llama.cpp.
 func wheelSources(ctx context.Context, s *wheelState) error {
