@@ -67,3 +67,31 @@ func TestLegacyEncodedExtensions(t *testing.T) {
 		})
 	}
 }
+
+// TestAVX512SubsetsOnKnightsLanding: Knights Landing has AVX512F and CD but not BW, DQ or
+// VL; kunpckwd and EVEX vpackusdw need BW (they were counted as F, so it passed them).
+func TestAVX512SubsetsOnKnightsLanding(t *testing.T) {
+	knl := targets.Host{CPU: targets.CPU{Features: []targets.Feature{targets.SSE42, targets.AVX, targets.AVX2,
+		targets.FMA, targets.F16C, targets.BMI1, targets.BMI2, targets.AVX512F, targets.AVX512CD}}}
+	for _, c := range []struct {
+		name string
+		code []byte
+		want Status
+	}{
+		{"kunpckwd %k1,%k2,%k3", []byte{0xc5, 0xec, 0x4b, 0xd9}, Fail},
+		{"vpackusdw %zmm0,%zmm1,%zmm2", []byte{0x62, 0xf2, 0x75, 0x48, 0x2b, 0xd0}, Fail},
+		{"kunpckbw %k1,%k2,%k3", []byte{0xc5, 0xed, 0x4b, 0xd9}, OK},
+		{"vmovlhps %xmm16,%xmm1,%xmm2", []byte{0x62, 0xb1, 0x74, 0x08, 0x16, 0xd0}, OK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := ReadBinary("lib/libx.so", bytes.NewReader(buildELF(append(c.code, 0xc3), nil, "libx.so")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Check(knl, "knl", Input{Binaries: []*Binary{b}})
+			if v := verdictFor(r, CheckCPU, "lib/libx.so"); v == nil || v.Status != c.want {
+				t.Errorf("cpu verdict = %+v, want %s", v, c.want)
+			}
+		})
+	}
+}

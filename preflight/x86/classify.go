@@ -198,7 +198,12 @@ func classifyVEX(in *Inst) Ext {
 	switch in.Map {
 	case Map0F:
 		switch {
-		case op == 0x41 || op == 0x42 || (op >= 0x44 && op <= 0x47) || op == 0x4b ||
+		case op == 0x4b: // kunpckbw (66 W0) builds a word: F; kunpckwd and kunpckdq: BW
+			if pp == 1 && !in.W {
+				return AVX512F
+			}
+			return AVX512F | AVX512BW
+		case op == 0x41 || op == 0x42 || (op >= 0x44 && op <= 0x47) ||
 			(op >= 0x90 && op <= 0x91) || op == 0x98:
 			return kmaskWidth(pp, in.W)
 		case op == 0x4a || op == 0x99: // kadd, ktest: the word form needs DQ too
@@ -354,6 +359,8 @@ func evexScalar(in *Inst) bool {
 			return pp >= 2
 		case 0x2e, 0x2f:
 			return pp <= 1
+		case 0x12, 0x13, 0x16, 0x17: // vmovlps/hps/lpd/hpd, vmovhlps/lhps: 128-bit only
+			return pp <= 1
 		case 0x6e, 0x7e, 0xd6, 0xc4, 0xc5:
 			return true
 		}
@@ -409,8 +416,8 @@ func evexSpecific(in *Inst) Ext {
 		switch pp {
 		case 1:
 			switch op {
-			case 0x00, 0x04, 0x0b, 0x1c, 0x1d, 0x20, 0x30, 0x26, 0x38, 0x3a, 0x3c, 0x3e, 0x66, 0x78, 0x79, 0x7a, 0x7b:
-				return AVX512BW
+			case 0x00, 0x04, 0x0b, 0x1c, 0x1d, 0x20, 0x2b, 0x30, 0x26, 0x38, 0x3a, 0x3c, 0x3e, 0x66, 0x78, 0x79, 0x7a, 0x7b:
+				return AVX512BW // 2B: vpackusdw
 			case 0x10, 0x11, 0x12: // vpsrlvw, vpsravw, vpsllvw
 				if w {
 					return AVX512BW

@@ -124,6 +124,18 @@ var decodeCases = []struct {
 	{"vpternlogd $0xff,%zmm0,%zmm1,%zmm2", "62f3754825d0ff", AVX512F},
 	{"vextracti32x4 $1,%zmm0,%xmm1", "62f37d4839c101", AVX512F},
 	{"vmovdqu8 %zmm0,%zmm1", "62f17f486fc8", AVX512F | AVX512BW},
+	// AVX-512 subsets, exactly (objdump -D -b binary -mi386:x86-64 of the same bytes).
+	{"kunpckbw %k1,%k2,%k3", "c5ed4bd9", AVX512F},
+	{"kunpckwd %k1,%k2,%k3", "c5ec4bd9", AVX512F | AVX512BW},
+	{"kunpckdq %k1,%k2,%k3", "c4e1ec4bd9", AVX512F | AVX512BW},
+	{"vpackusdw %zmm0,%zmm1,%zmm2", "62f275482bd0", AVX512F | AVX512BW},
+	{"vpackusdw %xmm16,%xmm1,%xmm2", "62b275082bd0", AVX512F | AVX512BW | AVX512VL},
+	{"vmovlhps %xmm16,%xmm1,%xmm2", "62b1740816d0", AVX512F},
+	{"{evex} vmovhps (%rax),%xmm1,%xmm2", "62f1740816" + "10", AVX512F},
+	{"vmovhlps %xmm16,%xmm1,%xmm2", "62b1740812d0", AVX512F},
+	{"{evex} vmovlpd (%rax),%xmm1,%xmm2", "62f1f5081210", AVX512F},
+	{"vmovhps %xmm16,(%rax)", "62e17c081700", AVX512F},
+	{"vmovsldup %xmm16,%xmm1", "62b17e0812c8", AVX512F | AVX512VL},
 }
 
 func TestDecodeLengthAndExtension(t *testing.T) {

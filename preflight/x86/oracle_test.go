@@ -161,7 +161,8 @@ func objdumpVL(o objdumpInst) (vl, ok bool) {
 		return false, false
 	}
 	scalar := []string{"vmovd", "vmovq", "vmovw", "vpextrb", "vpextrw", "vpextrd", "vpextrq", "vpinsrb", "vpinsrw",
-		"vpinsrd", "vpinsrq", "vextractps", "vinsertps", "vcomiss", "vucomiss", "vcomisd", "vucomisd"}
+		"vpinsrd", "vpinsrq", "vextractps", "vinsertps", "vcomiss", "vucomiss", "vcomisd", "vucomisd",
+		"vmovlhps", "vmovhlps", "vmovlps", "vmovhps", "vmovlpd", "vmovhpd"}
 	for _, s := range scalar {
 		if mn == s {
 			return false, true
