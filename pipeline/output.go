@@ -86,9 +86,9 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 type ProvenanceOption func(*provenance)
 
 type provenance struct {
-	devel      *artifacts.Image
-	tree       string
-	vendorTree bool
+	devel *artifacts.Image
+	// sourceTree and vendorTree are the content hashes of plain-directory sources.
+	sourceTree, vendorTree string
 }
 
 // WithDevelImage records the devel image the build ran in: its reference (no host paths:
@@ -102,7 +102,19 @@ func WithDevelImage(ref, digest string) ProvenanceOption {
 // a vendor) was a plain directory with content hash tree (TreeHash), not a checkout of the
 // plan's commit.
 func WithUnverifiedSource(p *Plan, tree string) ProvenanceOption {
-	return func(pv *provenance) { pv.tree, pv.vendorTree = tree, p.Vendor != nil }
+	return func(pv *provenance) {
+		if p.Vendor != nil {
+			pv.vendorTree = tree
+		} else {
+			pv.sourceTree = tree
+		}
+	}
+}
+
+// WithUnverifiedPackage records that the source of a plan with a vendor (llama-cpp-python,
+// which vendors llama.cpp) was a plain directory with content hash tree.
+func WithUnverifiedPackage(tree string) ProvenanceOption {
+	return func(pv *provenance) { pv.sourceTree = tree }
 }
 
 // DevelSubstituted reports whether an image of digest used is another than the plan's devel
@@ -127,12 +139,11 @@ func ProvenanceOf(p *Plan, b Builder, opts ...ProvenanceOption) artifacts.Proven
 	if p.Vendor != nil {
 		m.Vendor = &artifacts.Source{URL: p.Vendor.URL, Commit: p.Vendor.Commit}
 	}
-	if pv.tree != "" {
-		src := &m.Source
-		if pv.vendorTree && m.Vendor != nil {
-			src = m.Vendor
-		}
-		src.Unverified, src.Tree = true, pv.tree
+	if pv.sourceTree != "" {
+		m.Source.Unverified, m.Source.Tree = true, pv.sourceTree
+	}
+	if pv.vendorTree != "" && m.Vendor != nil {
+		m.Vendor.Unverified, m.Vendor.Tree = true, pv.vendorTree
 	}
 	for _, pt := range p.Patches {
 		m.Patches = append(m.Patches, artifacts.Patch{Name: pt.Name, SHA256: pt.SHA256})

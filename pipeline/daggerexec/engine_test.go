@@ -728,6 +728,15 @@ func TestEngineWheelUsesTheImagesBuildTools(t *testing.T) {
 	if strings.Contains(log.String(), "installing the pinned tools into a venv") {
 		t.Errorf("the devel image's build tools were not accepted:\n%s", lastLines(log.String(), 40))
 	}
+	m := a.Provenance.Materials
+	if !m.Source.Unverified || m.Source.Tree == "" || m.Vendor == nil || !m.Vendor.Unverified || m.Vendor.Tree == "" {
+		t.Errorf("provenance sources = %+v, vendor %+v; want both plain directories unverified with tree hashes", m.Source, m.Vendor)
+	}
+	for _, im := range m.Images {
+		if im.Role == "devel" && (!im.Substituted || im.Planned == nil || !strings.HasPrefix(im.Digest, "sha256:")) {
+			t.Errorf("provenance devel image = %+v; want the stand-in by digest, marked substituted for the plan's", im)
+		}
+	}
 	whl := filepath.Join(dir, name)
 	z, err := zip.OpenReader(whl)
 	if err != nil {

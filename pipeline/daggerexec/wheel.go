@@ -74,6 +74,8 @@ type wheelState struct {
 	python    string
 	version   string
 	wheelFile string
+	// pkgTree is the content hash of a plain-directory llama-cpp-python source.
+	pkgTree string
 }
 
 func (s *wheelState) vendorDir() string { return path.Join(srcDir, s.wp.VendorDir) }
@@ -179,11 +181,19 @@ print("llbuild: using the python build tools of the devel image: " + ", ".join(n
 // wheelSources puts llama-cpp-python at /src and the plan's llama.cpp at /src/vendor/llama.cpp.
 func wheelSources(ctx context.Context, s *wheelState) error {
 	p := s.plan
-	pkg := s.gitTree(ctx, s.pkg, p.Source)
+	pkg, pkgTree, err := s.gitTree(ctx, s.pkg, p.Source)
+	if err != nil {
+		return err
+	}
 	if p.Vendor == nil {
 		return errors.New("the wheel plan has no vendored llama.cpp")
 	}
-	llama := s.gitTree(ctx, s.opts.Source, *p.Vendor)
+	llama, llamaTree, err := s.gitTree(ctx, s.opts.Source, *p.Vendor)
+	if err != nil {
+		return err
+	}
+	// provenance records a plain directory as unverified, by its tree hash
+	s.pkgTree, s.sourceTree = pkgTree, llamaTree
 	s.ctr = s.ctr.
 		WithDirectory(srcDir, pkg).
 		WithoutDirectory(s.vendorDir()).
@@ -192,15 +202,21 @@ func wheelSources(ctx context.Context, s *wheelState) error {
 	return nil
 }
 
-func (s *wheelState) gitTree(ctx context.Context, local string, src pipeline.Source) *dagger.Directory {
+// gitTree is the source at the plan's commit, and for a plain directory (whose commit nothing
+// checks) its content hash.
+func (s *wheelState) gitTree(ctx context.Context, local string, src pipeline.Source) (*dagger.Directory, string, error) {
 	switch {
 	case local == "":
-		return s.dag.Git(src.URL).Commit(src.Commit).Tree()
+		return s.dag.Git(src.URL).Commit(src.Commit).Tree(), "", nil
 	case isGitRepo(ctx, local):
-		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree()
+		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree(), "", nil
 	default:
-		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's", "source", local, "commit", src.Commit)
-		return s.dag.Host().Directory(local, dagger.HostDirectoryOpts{Exclude: []string{".git"}})
+		tree, err := pipeline.TreeHash(local)
+		if err != nil {
+			return nil, "", err
+		}
+		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", local, "commit", src.Commit, "tree", tree)
+		return s.dag.Host().Directory(local, dagger.HostDirectoryOpts{Exclude: []string{".git"}}), tree, nil
 	}
 }
 
@@ -327,7 +343,11 @@ func wheelCheck(_ context.Context, s *wheelState) error {
 }
 
 func wheelArtifacts(_ context.Context, s *wheelState) error {
-	prov := pipeline.ProvenanceOf(s.plan, s.opts.Builder)
+	opts := s.provenance()
+	if s.pkgTree != "" {
+		opts = append(opts, pipeline.WithUnverifiedPackage(s.pkgTree))
+	}
+	prov := pipeline.ProvenanceOf(s.plan, s.opts.Builder, opts...)
 	prov.Plan = s.wp.JSON()
 	dir, err := artifacts.Write(s.out, artifacts.Input{
 		Target:     s.plan.Target,

@@ -387,7 +387,14 @@ func checkWheel(_ context.Context, s *wheelState) error {
 }
 
 func writeWheelArtifacts(_ context.Context, s *wheelState) error {
-	prov := pipeline.ProvenanceOf(s.plan.Plan, s.pkg.opts.Builder)
+	var opts []pipeline.ProvenanceOption
+	if s.pkg.sourceTree != "" {
+		opts = append(opts, pipeline.WithUnverifiedPackage(s.pkg.sourceTree))
+	}
+	if s.vendor.sourceTree != "" {
+		opts = append(opts, pipeline.WithUnverifiedSource(s.plan.Plan, s.vendor.sourceTree))
+	}
+	prov := pipeline.ProvenanceOf(s.plan.Plan, s.pkg.opts.Builder, opts...)
 	prov.Plan = s.plan.JSON()
 	dir, err := artifacts.Write(s.pkg.out, artifacts.Input{
 		Target:     s.plan.Plan.Target,

@@ -106,6 +106,11 @@ func TestWheelBuildsForCPUTarget(t *testing.T) {
 			t.Errorf("provenance.json lacks %s", want)
 		}
 	}
+	// both sources are plain directories here: neither commit was checked, both are hashed
+	src, vendor := a.Provenance.Materials.Source, a.Provenance.Materials.Vendor
+	if !src.Unverified || src.Tree == "" || vendor == nil || !vendor.Unverified || vendor.Tree == "" || src.Tree == vendor.Tree {
+		t.Errorf("provenance sources = %+v, vendor %+v; want both unverified with their own tree hashes", src, vendor)
+	}
 	whl := filepath.Join(dir, name)
 
 	// The libraries are AVX2 code without AVX-512 and name no build path.
