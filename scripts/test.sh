@@ -16,7 +16,14 @@ if ((${#need[@]})); then
 		echo "scripts/test.sh: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
 		exit 2
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
+	# a fresh machine has no package lists yet; apt's output is shown only when it fails
+	log=$(mktemp)
+	if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"; } >"$log" 2>&1; then
+		cat "$log" >&2
+		echo "scripts/test.sh: installing ${need[*]} failed (apt's output above)" >&2
+		exit 2
+	fi
+	rm -f "$log"
 fi
 
 export PATH=$PATH:/usr/local/go/bin
