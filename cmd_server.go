@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/artifacts"
@@ -111,6 +112,14 @@ func serverCommand() *cli.Command {
 			if err := checkExecutorFlags(c, bases); err != nil {
 				return err
 			}
+			// The runtime base is checked before anything builds: a wrong --base runtime (another
+			// digest than the plan's) must not cost a whole build first.
+			var runtimeBase v1.Image
+			if imaging {
+				if runtimeBase, err = image.LoadBase(c.Context, bases["runtime"], plans[0].Images.Runtime); err != nil {
+					return fmt.Errorf("target %s: runtime base image, checked before building: %w", plans[0].Target, err)
+				}
+			}
 			var ex pipeline.Executor
 			if c.String("executor") == pipeline.ExecutorHost {
 				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
@@ -137,7 +146,7 @@ func serverCommand() *cli.Command {
 					fmt.Fprintln(stdout, r.Dir)
 					continue
 				}
-				digest, err := buildImage(c, r, bases["runtime"])
+				digest, err := buildImage(c, r, runtimeBase)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("target %s: image: %w", r.Plan.Target, err))
 					continue
@@ -188,16 +197,12 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 
 // buildImage assembles the runtime image from r's artifacts, writes and pushes it as asked,
 // and returns its digest.
-func buildImage(c *cli.Context, r pipeline.Result, base string) (string, error) {
+func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, error) {
 	a, err := artifacts.Open(r.Dir)
 	if err != nil {
 		return "", err
 	}
 	p, err := image.PlanOf(a)
-	if err != nil {
-		return "", err
-	}
-	baseImg, err := image.LoadBase(c.Context, base, p.Images.Runtime)
 	if err != nil {
 		return "", err
 	}

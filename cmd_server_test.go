@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/internal/imagetest"
 )
 
 func TestServerRefusesBadUsage(t *testing.T) {
@@ -71,5 +73,24 @@ func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
 		t.Errorf("a failed build wrote %v", m)
+	}
+}
+
+// A runtime base of another digest than the plan's is refused before anything builds: the
+// fixture source here would otherwise fail at the series' first patch.
+func TestServerChecksTheRuntimeBaseBeforeBuilding(t *testing.T) {
+	layout := imagetest.WriteLayout(t, imagetest.BaseImage(t))
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir(),
+		"--base", "runtime=oci-layout:"+layout, "--image-out", filepath.Join(t.TempDir(), "img.tar"))
+	if code != exitFailed || stdout != "" {
+		t.Fatalf("exit %d stdout %q, want exit 1 and no stdout; stderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "checked before building") || strings.Contains(stderr, "does not apply") || strings.Contains(stderr, "msg=building") {
+		t.Errorf("want the runtime base refused before any build step; stderr:\n%s", stderr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
+		t.Errorf("a refused build wrote %v", m)
 	}
 }
