@@ -58,7 +58,7 @@ while read -r f; do
 	if cmp -s "$host_dir/$f" "$dagger_dir/$f"; then same=$((same + 1)); else differ=$((differ + 1)); echo "differs: $f" >&2; fi
 done < <(cd "$dagger_dir" && find . -type f ! -name '*.json' | sort)
 
-steps=$(grep -oE 'step done.*name="?[a-z ]+"? took=[0-9.]+[a-z]+' "$tmp/dagger.log" | sed -E 's/.*name="?([a-z ]+)"? took=/\1 /' | paste -sd, - || true)
+steps=$(grep -oE 'step done.*name="?[a-z ]+"? took=[0-9.a-zµ]+' "$tmp/dagger.log" | sed -E 's/.*name="?([a-z ]+)"? took=/\1 /' | paste -sd, - || true)
 awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v same="$same" -v differ="$differ" -v steps="$steps" -v cores="$(nproc)" 'BEGIN {
 	h = t1 - t0; d = t3 - t2
 	printf "machine: %d cores\n", cores
