@@ -99,6 +99,61 @@ func names(ns ...string) map[string]bool {
 	return m
 }
 
+// llamaFlags maps each of llama-server's flags, plain and negated, to its option;
+// llamaEnv maps each environment variable an option answers to onto the flag it stands for.
+var llamaFlags, llamaEnv = func() (map[string]*llamaOption, map[string]envFlag) {
+	flags, env := map[string]*llamaOption{}, map[string]envFlag{}
+	for i := range llamaOptions {
+		o := &llamaOptions[i]
+		for _, f := range append(append([]string(nil), o.flags...), o.neg...) {
+			flags[f] = o
+		}
+		if o.env == "" {
+			continue
+		}
+		env[o.env] = envFlag{flag: longest(o.flags), value: o.value}
+		if len(o.neg) > 0 {
+			// common_arg::get_value_from_env: LLAMA_ARG_NO_X turns a boolean option off.
+			env[strings.Replace(o.env, "LLAMA_ARG_", "LLAMA_ARG_NO_", 1)] = envFlag{flag: longest(o.neg)}
+		}
+	}
+	return flags, env
+}()
+
+// envFlag is the command-line form of an environment variable llama-server reads.
+type envFlag struct {
+	flag  string
+	value bool
+}
+
+func longest(ss []string) string {
+	l := ss[0]
+	for _, s := range ss {
+		if len(s) > len(l) {
+			l = s
+		}
+	}
+	return l
+}
+
+// classify says whether flag, or another name of the same option, reads a file of the
+// bundle (input) or is refused, and why.
+func classify(flag string) (input bool, refused string) {
+	names := []string{flag}
+	if o, ok := llamaFlags[flag]; ok {
+		names = append(append(names, o.flags...), o.neg...)
+	}
+	for _, n := range names {
+		if why, ok := refusedFlags[n]; ok {
+			return false, why
+		}
+		if inputFlags[n] {
+			input = true
+		}
+	}
+	return input, ""
+}
+
 // checkArgs reports arguments that reach outside the bundle: files that are not listed,
 // absolute or escaping paths, and flags a bundle may not use. kinds maps listed paths to
 // their kind.
@@ -112,14 +167,15 @@ func checkArgs(args []string, kinds map[string]string) []string {
 				flag, value, hasValue = f, v, true
 			}
 		}
-		if why, ok := refusedFlags[flag]; ok {
+		input, why := classify(flag)
+		if why != "" {
 			errs = append(errs, fmt.Sprintf("%s %s", flag, why))
-			if !hasValue {
+			if o, known := llamaFlags[flag]; !hasValue && (!known || o.value) {
 				i++
 			}
 			continue
 		}
-		if inputFlags[flag] {
+		if input {
 			if !hasValue {
 				if i+1 >= len(args) {
 					errs = append(errs, fmt.Sprintf("%s has no value", flag))
@@ -154,4 +210,13 @@ func escapes(a string) bool {
 		}
 	}
 	return strings.Contains(a, "/") && path.IsAbs(a)
+}
+
+//go:generate go run ./internal/llamaargs/generate -o llamaargs_gen.go
+
+// llamaOption is one of llama-server's options (llamaargs_gen.go).
+type llamaOption struct {
+	flags, neg []string
+	value      bool
+	env        string
 }

@@ -405,12 +405,10 @@ func (m *Manifest) Validate() error {
 	for _, e := range checkArgs(s.Args, kinds) {
 		bad("server.args", "%s", e)
 	}
-	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			bad("server.env", "%q is not an environment variable name", k)
-		}
-		if k == "LD_LIBRARY_PATH" || k == "LD_PRELOAD" || k == "LD_AUDIT" {
-			bad("server.env."+k, "is not allowed: libraries come from server.libraryPath, inside the bundle")
+	envErrs := checkEnv(s.Env, kinds)
+	for _, field := range sortedKeys(envErrs) {
+		for _, e := range envErrs[field] {
+			bad(field, "%s", e)
 		}
 	}
 	c := m.Contract

@@ -243,6 +243,23 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 		{"equals form", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--lora=/tmp/l.gguf") }, []string{"--lora", "absolute"}},
 		{"LD_PRELOAD", func(m *Manifest) { m.Server.Env["LD_PRELOAD"] = "/x.so" }, []string{"server.env.LD_PRELOAD"}},
 		{"two at once", func(m *Manifest) { m.SchemaVersion = 0; m.Target.Name = "" }, []string{"schemaVersion", "target.name"}},
+		// server.env is checked as the flags llama-server reads it as (common/arg.cpp set_env).
+		{"env chat template outside", func(m *Manifest) { m.Server.Env["LLAMA_ARG_CHAT_TEMPLATE_FILE"] = "/etc/passwd" },
+			[]string{"server.env.LLAMA_ARG_CHAT_TEMPLATE_FILE", "--chat-template-file", `"/etc/passwd" is absolute`}},
+		{"env log file", func(m *Manifest) { m.Server.Env["LLAMA_ARG_LOG_FILE"] = "/tmp/x" }, []string{"server.env.LLAMA_ARG_LOG_FILE", "--log-file writes files"}},
+		{"env model not a bundle file", func(m *Manifest) { m.Server.Env["LLAMA_ARG_MODEL"] = "models/other.gguf" },
+			[]string{"server.env.LLAMA_ARG_MODEL", "--model models/other.gguf is not a file of the bundle"}},
+		// llama.cpp reads no LLAMA_ARG_SLOT_SAVE_PATH: refused as unknown, not passed on.
+		{"env slot save path", func(m *Manifest) { m.Server.Env["LLAMA_ARG_SLOT_SAVE_PATH"] = "/tmp" }, []string{"server.env.LLAMA_ARG_SLOT_SAVE_PATH", "is not an option of llama-server"}},
+		{"env port", func(m *Manifest) { m.Server.Env["LLAMA_ARG_PORT"] = "80" }, []string{"server.env.LLAMA_ARG_PORT", "--port is set by the entrypoint"}},
+		{"env hf token", func(m *Manifest) { m.Server.Env["HF_TOKEN"] = "x" }, []string{"server.env.HF_TOKEN", "--hf-token reads files from outside"}},
+		{"env mmproj outside", func(m *Manifest) { m.Server.Env["LLAMA_ARG_MMPROJ"] = "../mmproj.gguf" }, []string{"server.env.LLAMA_ARG_MMPROJ", "--mmproj", "escapes the bundle"}},
+		{"env unknown option", func(m *Manifest) { m.Server.Env["LLAMA_ARG_NO_SUCH_THING"] = "1" }, []string{"server.env.LLAMA_ARG_NO_SUCH_THING", "is not an option of llama-server"}},
+		{"env unknown variable", func(m *Manifest) { m.Server.Env["PYTHONPATH"] = "x" }, []string{"server.env.PYTHONPATH", "nor a known run-time knob", "environment of llbuild serve"}},
+		{"env knob path outside", func(m *Manifest) { m.Server.Env["CUDA_CACHE_PATH"] = "/var/cache/cuda" }, []string{"server.env.CUDA_CACHE_PATH", "names a path outside the bundle"}},
+		{"env backend library outside", func(m *Manifest) { m.Server.Env["GGML_BACKEND_PATH"] = "/usr/lib/libggml-cuda.so" }, []string{"server.env.GGML_BACKEND_PATH", "must be a file of the bundle"}},
+		{"env loader variable", func(m *Manifest) { m.Server.Env["LD_DEBUG_OUTPUT"] = "/tmp/ld" }, []string{"server.env.LD_DEBUG_OUTPUT", "is not allowed"}},
+		{"arg alias of an input flag", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--chat-template-file", "/etc/passwd") }, []string{"--chat-template-file", "absolute"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -262,6 +279,24 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 				t.Errorf("Validate() = %T, want *FieldError inside", err)
 			}
 		})
+	}
+}
+
+func TestValidateAcceptsOptionsAndKnobsInEnv(t *testing.T) {
+	m, _ := sample(t)
+	m.Server.Env = map[string]string{
+		"LLAMA_ARG_CTX_SIZE":         "4096",
+		"LLAMA_ARG_NO_CONTEXT_SHIFT": "1",
+		"LLAMA_ARG_MODEL":            "models/model.gguf",
+		"LLAMA_ARG_PROMPT_LOGPROBS":  "1", // added by patch 0002
+		"GGML_SYCL_ENABLE_VMM":       "0",
+		"ONEAPI_DEVICE_SELECTOR":     "level_zero:0",
+		"CUDA_VISIBLE_DEVICES":       "0,1",
+		"GGML_BACKEND_PATH":          "lib/libllama.so.0.1",
+		"OMP_NUM_THREADS":            "8",
+	}
+	if err := m.Validate(); err != nil {
+		t.Errorf("Validate() = %v, want nil", err)
 	}
 }
 
