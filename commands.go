@@ -9,6 +9,8 @@ func commands() []*cli.Command {
 		targetCommand(),
 		recipesCommand(),
 		planCommand(),
+		patchesCommand(),
+		recipeCommand(),
 		preflightCommand(),
 		bundleCommand(),
 		verifyCommand(),

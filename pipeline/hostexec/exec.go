@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/llbuild/llbuild/patches"
 )
 
 // command runs one subprocess in its own process group, its output going to a log file.
@@ -125,12 +126,6 @@ func tail(name string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-var (
-	hunkFailed  = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)
-	fileMissing = regexp.MustCompile(`(?m)^error: (.+): (No such file or directory|does not exist in index)$`)
-	corrupt     = regexp.MustCompile(`(?m)^(error: corrupt patch at line \d+|error: No valid patches in input.*|fatal: .*)$`)
-)
-
 // PatchError is a patch of the series that does not apply to the source.
 type PatchError struct {
 	// Patch is the patch's name in the series and File where its copy was written.
@@ -148,22 +143,9 @@ func (e *PatchError) Error() string {
 	return fmt.Sprintf("patch %s does not apply: %s (git apply said: %s); no patch was applied; the patch is at %s", e.Patch, what, oneLine(e.Output), e.File)
 }
 
-// parseApplyError reads git apply's complaints into the places that failed.
-func parseApplyError(out string) []string {
-	var hunks []string
-	for _, m := range hunkFailed.FindAllStringSubmatch(out, -1) {
-		hunks = append(hunks, m[1]+":"+m[2])
-	}
-	for _, m := range fileMissing.FindAllStringSubmatch(out, -1) {
-		hunks = append(hunks, m[1]+" (missing)")
-	}
-	if len(hunks) == 0 {
-		if m := corrupt.FindString(out); m != "" {
-			return nil
-		}
-	}
-	return hunks
-}
+// parseApplyError reads git apply's complaints into the places that failed; patches status
+// reports conflicts the same way.
+var parseApplyError = patches.FailedHunks
 
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/patches"
+)
+
+var (
+	sourceRepoFlag = &cli.StringFlag{Name: "source", Usage: "llama.cpp git checkout or mirror `DIR`", Required: true}
+	commitFlag     = &cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` (any revision the repository knows; default its HEAD)"}
+)
+
+func patchesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "patches",
+		Usage: "follow upstream with the patch series",
+		Subcommands: []*cli.Command{{
+			Name:  "status",
+			Usage: "say for each patch whether it applies, is already upstream, conflicts, or depends on one that no longer applies",
+			Description: "Applies the series in order to a commit of a llama.cpp repository, in a temporary index: the\n" +
+				"repository is not changed. Exit 0 when every patch applies or is upstream, 1 otherwise.",
+			Flags: []cli.Flag{sourceRepoFlag, commitFlag, seriesFlag, jsonFlag},
+			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return usagef("patches status takes no arguments, got %q", c.Args().Slice())
+				}
+				series, err := seriesOf(c)
+				if err != nil {
+					return err
+				}
+				rep, err := patches.Status(c.Context, c.String("source"), c.String("commit"), series)
+				if err != nil {
+					return usageError{err}
+				}
+				out := stdoutOf(c)
+				if c.Bool("json") {
+					if err := writeJSON(out, rep); err != nil {
+						return err
+					}
+				} else if err := writeStatus(out, rep); err != nil {
+					return err
+				}
+				return seriesBlocked(rep)
+			},
+		}},
+	}
+}
+
+func writeStatus(w interface{ Write([]byte) (int, error) }, rep *patches.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "PATCH\tAT %s\n", rep.Commit[:min(12, len(rep.Commit))])
+	for _, p := range rep.Patches {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, describe(p))
+	}
+	return tw.Flush()
+}
+
+// describe says what a patch's state is, with the hunks or the patch it waits for.
+func describe(p patches.Result) string {
+	s := string(p.State)
+	switch {
+	case p.State == patches.Depends:
+		s = "depends on " + p.DependsOn + ", which no longer applies (hunk at " + strings.Join(p.Hunks, ", ") + ")"
+	case len(p.Hunks) > 0:
+		s += ": hunk at " + strings.Join(p.Hunks, ", hunk at ")
+	case p.Detail != "":
+		s += ": " + p.Detail
+	}
+	return s
+}
+
+// seriesBlocked is nil when the series applies or is upstream at the report's commit, and
+// otherwise an error naming the first patch to refresh.
+func seriesBlocked(rep *patches.Report) error {
+	for _, p := range rep.Patches {
+		if !p.OK() {
+			return errors.New("the series does not apply at " + rep.Commit + ": " + p.Name + " " + describe(p) +
+				"; refresh it against that commit (git apply --3way, then git format-patch) and update its sha256 in the series, or drop it")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package patches
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// State is where one patch of the series stands at a commit.
+type State string
+
+// The states Status reports.
+const (
+	// Applies: the patch applies, after the patches before it.
+	Applies State = "applies"
+	// Upstream: the commit already has the patch's changes (it applies in reverse).
+	Upstream State = "already upstream"
+	// Conflicts: hunks of the patch do not apply.
+	Conflicts State = "conflicts"
+	// Depends: the patch does not apply, and it touches a file an earlier patch that no
+	// longer applies changes; it is unknowable until that patch is refreshed.
+	Depends State = "depends on an earlier patch"
+)
+
+// Result is one patch's State at a commit.
+type Result struct {
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	// Hunks are the places git apply could not apply, "FILE:LINE", or "FILE (missing)".
+	Hunks []string `json:"hunks,omitempty"`
+	// DependsOn names the earlier patch that no longer applies (State Depends).
+	DependsOn string `json:"dependsOn,omitempty"`
+	// Detail is git apply's own words when it gave no hunk (a corrupt patch).
+	Detail string `json:"detail,omitempty"`
+}
+
+// OK reports whether the patch needs nothing done: it applies or is upstream.
+func (r Result) OK() bool { return r.State == Applies || r.State == Upstream }
+
+// Report is the whole series at one commit of a repository.
+type Report struct {
+	Source string `json:"source"`
+	Commit string `json:"commit"`
+	// CommitTime is the commit's committer time in Unix seconds.
+	CommitTime int64 `json:"commitTime"`
+	// Count is git rev-list --count of the commit (upstream's build number), 0 in a shallow
+	// repository, which cannot count it.
+	Count   int      `json:"count,omitempty"`
+	Patches []Result `json:"patches"`
+}
+
+// OK reports whether every patch applies or is upstream.
+func (r *Report) OK() bool {
+	for _, p := range r.Patches {
+		if !p.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// Remaining are the patches of the series that are not upstream, in order.
+func (r *Report) Remaining() []string {
+	var names []string
+	for _, p := range r.Patches {
+		if p.State != Upstream {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// Status applies series in order to commit (any revision; "" is HEAD) of the git repository
+// repo (a checkout or a bare mirror) and says for each patch whether it applies, is already
+// upstream, conflicts, or depends on an earlier patch that does not apply. It works on a
+// temporary index and object directory: the repository, its index and its work tree are
+// never written.
+func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, error) {
+	if commit == "" {
+		commit = "HEAD"
+	}
+	tmp, err := os.MkdirTemp("", "llbuild-status-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	g, err := newIndexGit(ctx, repo, tmp)
+	if err != nil {
+		return nil, err
+	}
+	full, err := g.run(ctx, "rev-parse", "--verify", "--quiet", commit+"^{commit}")
+	if err != nil {
+		return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another with --commit", repo, commit)
+	}
+	rep := &Report{Source: repo, Commit: strings.TrimSpace(full)}
+	if out, err := g.run(ctx, "show", "-s", "--format=%ct", rep.Commit); err != nil {
+		return nil, fmt.Errorf("reading the time of %s: %s", rep.Commit, oneLine(out))
+	} else if rep.CommitTime, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
+		return nil, fmt.Errorf("reading the time of %s: %w", rep.Commit, err)
+	}
+	if out, _ := g.run(ctx, "rev-parse", "--is-shallow-repository"); strings.TrimSpace(out) == "false" {
+		if out, err := g.run(ctx, "rev-list", "--count", rep.Commit); err == nil {
+			rep.Count, _ = strconv.Atoi(strings.TrimSpace(out))
+		}
+	}
+	if out, err := g.run(ctx, "read-tree", rep.Commit); err != nil {
+		return nil, fmt.Errorf("reading the tree of %s: %s", rep.Commit, strings.TrimSpace(out))
+	}
+	// failedFiles maps a file to the earliest patch changing it that did not go in.
+	failedFiles := map[string]string{}
+	for _, p := range series {
+		f := filepath.Join(tmp, "p", p.Name)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f, p.Data, 0o644); err != nil {
+			return nil, err
+		}
+		res := Result{Name: p.Name}
+		out, ferr := g.apply(ctx, "--check", f)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case ferr == nil:
+			if out, err := g.apply(ctx, f); err != nil {
+				return nil, fmt.Errorf("applying %s after it checked clean: %s", p.Name, strings.TrimSpace(out))
+			}
+			res.State = Applies
+		case g.reverseApplies(ctx, f):
+			// The commit holds the changes: the index stays as it is, as if the patch went in.
+			res.State = Upstream
+		default:
+			res.State = Conflicts
+			res.Hunks = FailedHunks(out)
+			if len(res.Hunks) == 0 {
+				res.Detail = strings.TrimSpace(out)
+			}
+			for _, file := range Files(p.Data) {
+				if dep, ok := failedFiles[file]; ok && res.DependsOn == "" {
+					res.State, res.DependsOn = Depends, dep
+				}
+			}
+			for _, file := range Files(p.Data) {
+				if _, ok := failedFiles[file]; !ok {
+					failedFiles[file] = p.Name
+				}
+			}
+		}
+		rep.Patches = append(rep.Patches, res)
+	}
+	return rep, nil
+}
+
+// indexGit runs git on repo with a private index and a private object directory that
+// borrows repo's objects, so that reading trees and applying patches to the index leave repo
+// as it was.
+type indexGit struct {
+	repo string
+	env  []string
+}
+
+func newIndexGit(ctx context.Context, repo, tmp string) (*indexGit, error) {
+	abs, err := filepath.Abs(repo)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("source %s is not a directory: give a llama.cpp checkout or mirror", repo)
+	}
+	base := &indexGit{repo: abs, env: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+filepath.Dir(abs))}
+	objects, err := base.run(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		return nil, fmt.Errorf("source %s is not a git repository (git says: %s): give a llama.cpp checkout or mirror, or make one of a plain tree with git init && git add -A && git commit", repo, oneLine(objects))
+	}
+	obj := filepath.Join(tmp, "objects")
+	if err := os.MkdirAll(obj, 0o755); err != nil {
+		return nil, err
+	}
+	alternates := strings.TrimSpace(objects)
+	if prev := os.Getenv("GIT_ALTERNATE_OBJECT_DIRECTORIES"); prev != "" {
+		alternates += string(filepath.ListSeparator) + prev
+	}
+	base.env = append(base.env,
+		"GIT_INDEX_FILE="+filepath.Join(tmp, "index"),
+		"GIT_OBJECT_DIRECTORY="+obj,
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES="+alternates,
+	)
+	return base, nil
+}
+
+func (g *indexGit) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", g.repo}, args...)...)
+	cmd.Env = g.env
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	return b.String(), err
+}
+
+func (g *indexGit) apply(ctx context.Context, args ...string) (string, error) {
+	return g.run(ctx, append([]string{"apply", "--cached", "--whitespace=nowarn"}, args...)...)
+}
+
+// reverseApplies reports whether the patch's changes are present: it applies in reverse,
+// exactly or, when upstream changed the lines around it, with one line of context.
+func (g *indexGit) reverseApplies(ctx context.Context, f string) bool {
+	if _, err := g.apply(ctx, "--check", "-R", f); err == nil {
+		return true
+	}
+	_, err := g.apply(ctx, "--check", "-R", "-C1", f)
+	return err == nil
+}
+
+var (
+	hunkFailed  = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)
+	fileMissing = regexp.MustCompile(`(?m)^error: (.+): (No such file or directory|does not exist in index)$`)
+	diffPath    = regexp.MustCompile(`(?m)^(?:---|\+\+\+) [ab]/(\S+)`)
+)
+
+// FailedHunks reads git apply's complaints into the places that failed: "FILE:LINE" for a
+// hunk, "FILE (missing)" for a file it could not find. A corrupt patch gives none.
+func FailedHunks(out string) []string {
+	var hunks []string
+	for _, m := range hunkFailed.FindAllStringSubmatch(out, -1) {
+		hunks = append(hunks, m[1]+":"+m[2])
+	}
+	for _, m := range fileMissing.FindAllStringSubmatch(out, -1) {
+		hunks = append(hunks, m[1]+" (missing)")
+	}
+	return hunks
+}
+
+// Files are the paths a patch reads or writes, in the order it names them, once each.
+func Files(data []byte) []string {
+	var files []string
+	seen := map[string]bool{}
+	for _, m := range diffPath.FindAllSubmatch(data, -1) {
+		if f := string(m[1]); !seen[f] {
+			seen[f] = true
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

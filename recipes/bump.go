@@ -1,0 +1,206 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/patches"
+)
+
+// BumpOptions say which recipe and series move to which commit of which repository.
+type BumpOptions struct {
+	// RecipeFile is the recipe to rewrite (recipes/server.yaml in llbuild's tree).
+	RecipeFile string
+	// SeriesFile is the patch series to rewrite, the patches beside it (patches/series).
+	SeriesFile string
+	// Source is a llama.cpp checkout or mirror holding Commit.
+	Source, Commit string
+	// DropUpstream removes the patches that are already upstream at Commit from the series.
+	DropUpstream bool
+}
+
+// BumpResult is what Bump did.
+type BumpResult struct {
+	Status  *patches.Report
+	Dropped []string
+	// Written are the files Bump rewrote, in the order it wrote them.
+	Written []string
+}
+
+// Bump moves the recipe to opts.Commit: its source commit, epoch and build number, and the
+// series' digests refreshed (and, with DropUpstream, the patches upstream at the commit
+// removed). It refuses, writing nothing, when a patch that stays does not apply; each file is
+// replaced atomically, and if the recipe cannot be written the series is put back.
+func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
+	oldRecipe, err := os.ReadFile(opts.RecipeFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the recipe: %w; run llbuild in its repository or give --recipe-file", err)
+	}
+	if _, err := Parse(opts.RecipeFile, oldRecipe); err != nil {
+		return nil, err
+	}
+	oldSeries, err := os.ReadFile(opts.SeriesFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the patch series: %w; run llbuild in its repository or give --series", err)
+	}
+	seriesFS, seriesName := os.DirFS(filepath.Dir(opts.SeriesFile)), filepath.Base(opts.SeriesFile)
+	_, series, err := patches.Refresh(seriesFS, seriesName, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := patches.Status(ctx, opts.Source, opts.Commit, series)
+	if err != nil {
+		return nil, err
+	}
+	res := &BumpResult{Status: rep}
+	drop := map[string]bool{}
+	for _, p := range rep.Patches {
+		switch {
+		case p.State == patches.Upstream && opts.DropUpstream:
+			drop[p.Name] = true
+			res.Dropped = append(res.Dropped, p.Name)
+		case p.State == patches.Upstream:
+			return nil, fmt.Errorf("patch %s is already upstream at %s, so it would not apply: pass --drop-upstream to remove it from %s", p.Name, rep.Commit, opts.SeriesFile)
+		case !p.OK():
+			where := strings.Join(p.Hunks, ", hunk at ")
+			if p.State == patches.Depends {
+				return nil, fmt.Errorf("patch %s does not apply at %s (hunk at %s): it builds on %s, which no longer applies; refresh that one first; nothing was changed", p.Name, rep.Commit, where, p.DependsOn)
+			}
+			if where == "" {
+				where = p.Detail
+			} else {
+				where = "hunk at " + where
+			}
+			return nil, fmt.Errorf("patch %s does not apply at %s: %s; refresh it against that commit (git apply --3way, then git format-patch) or remove it from the series; nothing was changed", p.Name, rep.Commit, where)
+		}
+	}
+	newSeries, _, err := patches.Refresh(seriesFS, seriesName, drop)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := patches.Load(overlay{seriesFS, seriesName, newSeries}, seriesName); err != nil {
+		return nil, fmt.Errorf("the rewritten series would not load: %w", err)
+	}
+	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, rep.Count)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(newSeries, oldSeries) {
+		if err := atomicfile.WriteFile(opts.SeriesFile, newSeries, 0o644); err != nil {
+			return nil, err
+		}
+		res.Written = append(res.Written, opts.SeriesFile)
+	}
+	if !bytes.Equal(newRecipe, oldRecipe) {
+		if err := atomicfile.WriteFile(opts.RecipeFile, newRecipe, 0o644); err != nil {
+			if len(res.Written) > 0 {
+				if rerr := atomicfile.WriteFile(opts.SeriesFile, oldSeries, 0o644); rerr != nil {
+					return nil, fmt.Errorf("%w; putting %s back failed too (%v): restore it with git checkout -- %s", err, opts.SeriesFile, rerr, opts.SeriesFile)
+				}
+			}
+			return nil, err
+		}
+		res.Written = append(res.Written, opts.RecipeFile)
+	}
+	return res, nil
+}
+
+// overlay is an FS with one file's contents replaced, as fs.ReadFile (which Load uses) reads it.
+type overlay struct {
+	fs.FS
+	name string
+	data []byte
+}
+
+func (o overlay) ReadFile(name string) ([]byte, error) {
+	if name == o.name {
+		return o.data, nil
+	}
+	return fs.ReadFile(o.FS, name)
+}
+
+// upstreamComment is the comment the built-in recipe keeps above its commit.
+var upstreamComment = regexp.MustCompile(`^(\s*)# upstream \S+ of \d{4}-\d{2}-\d{2}`)
+
+// SetSource returns the recipe file data with source.commit, source.epoch and (when the recipe
+// has one) source.buildNumber set to count, everything else as it was, checked by Parse. A comment
+// right above the commit that dates it ("# upstream master of 2026-07-23: ...") is rewritten
+// with the new commit's date, as what it said about the old commit no longer holds.
+func SetSource(file string, data []byte, commit string, epoch int64, count int) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty recipe", file)
+	}
+	source := mapValue(doc.Content[0], "source")
+	if source == nil || source.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: source is missing", file)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	set := func(key, value string) error {
+		n := mapValue(source, key)
+		if n == nil {
+			return fmt.Errorf("%s: source.%s is missing; add it (any value) and run again", file, key)
+		}
+		if n.Kind != yaml.ScalarNode || n.Style != 0 {
+			return fmt.Errorf("%s:%d: source.%s must be a plain scalar", file, n.Line, key)
+		}
+		i := n.Line - 1
+		l := lines[i]
+		col := n.Column - 1
+		if col+len(n.Value) > len(l) || l[col:col+len(n.Value)] != n.Value {
+			return fmt.Errorf("%s:%d: cannot find source.%s's value on its line", file, n.Line, key)
+		}
+		lines[i] = l[:col] + value + l[col+len(n.Value):]
+		return nil
+	}
+	if err := set("commit", commit); err != nil {
+		return nil, err
+	}
+	if err := set("epoch", strconv.FormatInt(epoch, 10)); err != nil {
+		return nil, err
+	}
+	if mapValue(source, "buildNumber") != nil {
+		if count <= 0 {
+			return nil, fmt.Errorf("%s: source.buildNumber cannot be counted in a shallow repository: git fetch --unshallow the source, then run again", file)
+		}
+		if err := set("buildNumber", strconv.Itoa(count)); err != nil {
+			return nil, err
+		}
+	}
+	if c := mapValue(source, "commit"); c.Line >= 2 {
+		if m := upstreamComment.FindStringSubmatch(lines[c.Line-2]); m != nil {
+			lines[c.Line-2] = m[1] + "# upstream commit of " + time.Unix(epoch, 0).UTC().Format("2006-01-02") + " (llbuild recipe bump)\n"
+		}
+	}
+	out := []byte(strings.Join(lines, ""))
+	if _, err := Parse(file, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
