@@ -220,7 +220,7 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 	}
 	defer os.RemoveAll(tmp)
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
+		return fmt.Errorf("extracting %s: %w", archive, err)
 	}
 	if err := unpackArchive(ctx, archive, tmp); err != nil {
 		return err
@@ -229,16 +229,24 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 		return problemsError(archive+" (extracted)", problems)
 	}
 	if err := atomicfile.SyncTree(tmp); err != nil {
-		return err
+		return fmt.Errorf("extracting %s: %w", archive, err)
 	}
-	return atomicfile.ReplaceDir(tmp, abs)
+	if err := atomicfile.ReplaceDir(tmp, abs); err != nil {
+		return fmt.Errorf("extracting %s into %s: %w", archive, dest, err)
+	}
+	return nil
 }
 
-// unpackArchive writes the entries of a bundle archive under tmp, refusing any entry that
-// would land outside it: a bad name, a link leading out, an entry under a link, a special
-// file. Files are created exclusively and never through a link.
+// unpackArchive writes the entries of a bundle archive under tmp. It reads the archive with
+// manifest.WalkTar, as verifying does, so the entries verify refuses (a bad name, a second
+// entry of a name, an entry under a link, a link leading out, a special file) are refused
+// here too; files are still created exclusively and never through a link. Every error names
+// the archive.
 func unpackArchive(ctx context.Context, archive, tmp string) error {
-	kind, _ := archiveCompression(archive)
+	kind, err := archiveCompression(archive)
+	if err != nil {
+		return usageError{err}
+	}
 	f, err := os.Open(archive)
 	if err != nil {
 		return err
@@ -249,73 +257,48 @@ func unpackArchive(ctx context.Context, archive, tmp string) error {
 		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	defer r.Close()
-	links := map[string]bool{}
-	tr := tar.NewReader(r)
-	for {
+	problems, err := manifest.WalkTar(r, func(e manifest.TarEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
+		p := filepath.Join(tmp, filepath.FromSlash(e.Name))
+		switch e.Type {
+		case tar.TypeDir:
+			return os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(e.Linkname, p)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if e.Mode&0o111 != 0 {
+			mode = 0o755
+		}
+		out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(out, onlyReader{e.Contents}, make([]byte, 1<<20))
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("archive %s: %w", archive, err)
+			return fmt.Errorf("%s: %w", e.Name, err)
 		}
-		name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
-		if name == "" || name == "." {
-			continue
-		}
-		if err := manifest.CheckPath(name); err != nil && name != manifest.FileName {
-			return fmt.Errorf("archive %s: entry %w", archive, err)
-		}
-		for d := path.Dir(name); d != "."; d = path.Dir(d) {
-			if links[d] {
-				return fmt.Errorf("archive %s: entry %s passes through the link %s", archive, name, d)
-			}
-		}
-		p := filepath.Join(tmp, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := manifest.CheckLink(name, h.Linkname); err != nil {
-				return fmt.Errorf("archive %s: %w", archive, err)
-			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(h.Linkname, p); err != nil {
-				return err
-			}
-			links[name] = true
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			mode := os.FileMode(0o644)
-			if h.Mode&0o111 != 0 {
-				mode = 0o755
-			}
-			out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyBuffer(out, tr, make([]byte, 1<<20))
-			if err == nil {
-				err = out.Sync()
-			}
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("extracting %s: %w", name, err)
-			}
-		default:
-			return fmt.Errorf("archive %s: %s is a %s entry", archive, name, manifest.TarTypeName(h.Typeflag))
-		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("extracting %s: %w", archive, err)
+	}
+	if len(problems) > 0 {
+		return problemsError(archive, problems)
 	}
 	return nil
 }

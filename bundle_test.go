@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -624,6 +625,72 @@ func TestVerifyExtractUnpacksOnlySoundArchives(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "verify", "--extract", filepath.Join(out, "x"), dest); code != 2 {
 		t.Errorf("--extract of a directory: exit %d, want 2", code)
+	}
+}
+
+// An archive that holds an entry twice (here a second manifest.json, which a reader could
+// take instead of the first) is refused by verify and by --extract alike, each naming the
+// archive and the entry, and nothing is written.
+func TestVerifyRefusesDuplicateEntries(t *testing.T) {
+	in := newBundleInputs(t)
+	out := t.TempDir()
+	sound := filepath.Join(out, "b.tar.gz")
+	if code, _, stderr := runCLI(t, in.args("--archive", sound)...); code != 0 {
+		t.Fatalf("bundle: %s", stderr)
+	}
+	f, err := os.Open(sound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	var manifestEntry []byte
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		if h.Name == manifest.FileName {
+			manifestEntry = b
+		}
+		tw.WriteHeader(h)
+		tw.Write(b)
+	}
+	tw.WriteHeader(&tar.Header{Name: manifest.FileName, Typeflag: tar.TypeReg, Size: int64(len(manifestEntry)), Mode: 0o644})
+	tw.Write(manifestEntry)
+	tw.Close()
+	zw.Close()
+	dup := filepath.Join(out, "dup.tar.gz")
+	os.WriteFile(dup, buf.Bytes(), 0o644)
+
+	code, stdout, stderr := runCLI(t, "verify", dup)
+	if code != 1 || !strings.Contains(stdout, "manifest.json: appears twice in the archive") || !strings.Contains(stderr, dup) {
+		t.Errorf("verify %s: exit %d\n%s%s\nwant exit 1 naming manifest.json twice and the archive", dup, code, stdout, stderr)
+	}
+	before := strings.Join(entries(t, out), " ")
+	code, stdout, stderr = runCLI(t, "verify", "--extract", filepath.Join(out, "x"), dup)
+	if code != 1 || !strings.Contains(stdout, "manifest.json: appears twice in the archive") || !strings.Contains(stderr, dup) || strings.Contains(stderr, "file exists") {
+		t.Errorf("verify --extract %s: exit %d\n%s%s\nwant exit 1 naming the duplicate and the archive", dup, code, stdout, stderr)
+	}
+	if after := strings.Join(entries(t, out), " "); after != before {
+		t.Errorf("a refused archive changed %s: %s -> %s", out, before, after)
+	}
+	// The unpacking itself, which reads the archive again (it may have changed since it was
+	// verified), refuses the duplicate the same way.
+	err = unpackArchive(context.Background(), dup, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), dup) || !strings.Contains(err.Error(), "manifest.json: appears twice in the archive") {
+		t.Errorf("unpackArchive(%s) = %v, want the archive and the duplicate named", dup, err)
 	}
 }
 

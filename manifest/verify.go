@@ -331,56 +331,11 @@ func VerifyTar(r io.Reader) []Problem {
 	}
 	entries := map[string]*entry{}
 	var manifestBytes []byte
-	// underEntry returns the parent of name that is a file or link entry, if any.
-	underEntry := func(name string) string {
-		for d := path.Dir(name); d != "."; d = path.Dir(d) {
-			if _, ok := entries[d]; ok {
-				return d
-			}
-		}
-		return ""
-	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			add("", "reading the archive: %v", err)
-			return sortProblems(ps)
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if h.Typeflag == tar.TypeDir {
-			name = strings.TrimSuffix(name, "/")
-			if name == "" || name == "." {
-				continue
-			}
-		}
-		if err := checkEntryName(name); err != nil {
-			add(h.Name, "entry %v", err)
-			continue
-		}
-		if _, dup := entries[name]; dup {
-			add(name, "appears twice in the archive")
-			continue
-		}
-		if d := underEntry(name); d != "" {
-			if entries[d].isLink {
-				add(name, "passes through the link %s", d)
-			} else {
-				add(name, "is under %s, which is a file", d)
-			}
-			continue
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			continue
+	errStop := errors.New("stop")
+	walked, err := WalkTar(r, func(h TarEntry) error {
+		name := h.Name
+		switch h.Type {
 		case tar.TypeSymlink:
-			if linkEscapes(name, h.Linkname) {
-				add(name, "is a link to %s, outside the bundle", h.Linkname)
-				continue
-			}
 			entries[name] = &entry{link: h.Linkname, isLink: true}
 		case tar.TypeReg:
 			e := &entry{}
@@ -390,7 +345,7 @@ func VerifyTar(r io.Reader) []Problem {
 			case name == FileName:
 				if h.Size > MaxSize {
 					add(name, "is larger than %d bytes", MaxSize)
-					continue
+					return nil
 				}
 				buf = &bytes.Buffer{}
 				dst = buf
@@ -398,23 +353,30 @@ func VerifyTar(r io.Reader) []Problem {
 				buf = &bytes.Buffer{}
 				dst = &prefixWriter{buf: buf, max: maxHeader}
 			}
-			n, sum, err := CopyAndHash(dst, tr)
+			n, sum, err := CopyAndHash(dst, h.Contents)
 			if err != nil {
 				add(name, "reading: %v", err)
-				return sortProblems(ps)
+				return errStop
 			}
 			if name == FileName {
 				manifestBytes = buf.Bytes()
-				continue
+				return nil
 			}
 			e.size, e.sum = n, sum
 			if buf != nil {
 				e.head = buf.Bytes()
 			}
 			entries[name] = e
-		default:
-			add(name, "is a %s entry; a bundle holds only files, directories and links", TarTypeName(h.Typeflag))
 		}
+		return nil
+	})
+	ps = append(ps, walked...)
+	if err != nil {
+		if err != errStop {
+			add("", "%v", err)
+		}
+		// The stream did not read to its end: what follows would only add noise.
+		return sortProblems(ps)
 	}
 	if manifestBytes == nil {
 		add(FileName, "is missing from the archive")

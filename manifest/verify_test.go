@@ -191,6 +191,10 @@ func TestVerifyTar(t *testing.T) {
 		{"hard link", &tar.Header{Name: "lib/h", Typeflag: tar.TypeLink, Linkname: "bin/llama-server"}, "lib/h: is a hard link entry"},
 		{"under a link", &tar.Header{Name: "lib/libllama.so.0/x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}, "lib/libllama.so.0/x: passes through the link lib/libllama.so.0"},
 		{"unlisted", &tar.Header{Name: "models/more.gguf", Typeflag: tar.TypeReg, Size: 4, Mode: 0o644}, "models/more.gguf: is not listed"},
+		{"second manifest", &tar.Header{Name: "manifest.json", Typeflag: tar.TypeReg, Size: 2, Mode: 0o644}, "manifest.json: appears twice in the archive"},
+		{"second file", &tar.Header{Name: "./bin/llama-server", Typeflag: tar.TypeReg, Size: 2, Mode: 0o755}, "bin/llama-server: appears twice in the archive"},
+		{"second directory", &tar.Header{Name: "lib/", Typeflag: tar.TypeDir, Mode: 0o755}, "lib: appears twice in the archive"},
+		{"file over a directory", &tar.Header{Name: "lib", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644}, "lib: appears twice in the archive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
