@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -83,7 +85,7 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return upstreamOrCanceled(ctx, fmt.Errorf("reading llama-server's answer to %s: %w", path, err))
+		return upstreamOrCanceled(ctx, &readError{"reading its answer to " + path, err})
 	}
 	if resp.StatusCode != http.StatusOK {
 		return statusError(path, resp.StatusCode, data)
@@ -127,8 +129,43 @@ func upstreamOrCanceled(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w: %v", errCanceled, ctx.Err())
 	}
-	return unavailable("llama-server is not answering: %v", err)
+	return unavailable("llama-server is not answering (%s); it may be restarting, retry shortly", connFailure(err))
 }
+
+// connFailure says what went wrong with a connection to llama-server in words that leave
+// out its private address and the ports: the client only needs to know it may retry.
+func connFailure(err error) string {
+	what := "the connection failed"
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		what = "it refused the connection"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		what = "it reset the connection"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		what = "it closed the connection"
+	case errors.As(err, &ne) && ne.Timeout():
+		what = "the connection timed out"
+	case errors.Is(err, errStreamEnded):
+		what = errStreamEnded.Error()
+	}
+	var r *readError
+	if errors.As(err, &r) {
+		return r.what + ": " + what
+	}
+	return what
+}
+
+// readError marks a failure while reading an answer that had begun, with what was read.
+type readError struct {
+	what string
+	err  error
+}
+
+func (e *readError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+var errStreamEnded = errors.New("the stream ended without a final chunk")
 
 func statusError(path string, status int, data []byte) error {
 	var e struct {
@@ -267,9 +304,9 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return upstreamOrCanceled(ctx, fmt.Errorf("reading the stream: %w", err))
+		return upstreamOrCanceled(ctx, &readError{"reading the stream", err})
 	}
-	return upstreamOrCanceled(ctx, errors.New("the stream ended without a final chunk"))
+	return upstreamOrCanceled(ctx, errStreamEnded)
 }
 
 // tokenize asks llama-server to tokenize text the way /completion does
