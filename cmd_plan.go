@@ -141,7 +141,8 @@ func planCommand() *cli.Command {
 		Description: "Prints exactly what `llbuild server` will do: base images with digests, apt packages with\n" +
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
-		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag},
+		Flags:       []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag},
+		Subcommands: []*cli.Command{planDiffCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("plan takes no arguments, got %q", c.Args().Slice())
