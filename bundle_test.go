@@ -765,6 +765,35 @@ func TestUnpackRefusesEntriesThroughLinks(t *testing.T) {
 	}
 }
 
+func TestBundleWarnsOfADraftWithAnUnpatchedServer(t *testing.T) {
+	in := newBundleInputs(t)
+	files := []artifacts.InputFile{{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable}}
+	patched := writeTestArtifactsWithPatches(t, filepath.Join(in.Dir, "patched"), "cpu-v3", files,
+		[]artifacts.Patch{{Name: noDraftWithProbs, SHA256: strings.Repeat("f", 64)}})
+	for _, tt := range []struct {
+		name, artifacts string
+		draft, warn     bool
+	}{
+		{"a draft with an unpatched server", in.Artifacts, true, true},
+		{"a draft with a patched server", patched, true, false},
+		{"no draft", in.Artifacts, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"bundle", "--target", "cpu-v3", "--artifacts", tt.artifacts, "--model", in.Model, "--quiet", "-o", filepath.Join(t.TempDir(), "b")}
+			if tt.draft {
+				args = append(args, "--draft", in.Draft)
+			}
+			code, _, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("bundle exit %d: %s", code, stderr)
+			}
+			if got := strings.Contains(stderr, noDraftWithProbs); got != tt.warn {
+				t.Errorf("bundle warned of %s: %v, want %v\n%s", noDraftWithProbs, got, tt.warn, stderr)
+			}
+		})
+	}
+}
+
 func TestManifestSaysHowPromptLogprobsAreComputed(t *testing.T) {
 	in := newBundleInputs(t)
 	files := []artifacts.InputFile{{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable}}

@@ -134,6 +134,7 @@ func bundleCommand() *cli.Command {
 				return err
 			}
 			warnStalePlan(loggerOf(c), c.String("target"), c.String("target-file"), plan.Manifest.Build.PlanHash)
+			warnUnpatchedDraft(loggerOf(c), plan.Manifest)
 			m, err := writeBundle(c.Context, plan, out)
 			if err != nil {
 				return err
@@ -240,6 +241,26 @@ func verifyCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// noDraftWithProbs is the patch that makes llama-server generate without drafting for a
+// request that asks for token probabilities.
+const noDraftWithProbs = "0004-server-no-draft-with-probs.patch"
+
+// warnUnpatchedDraft warns when a draft is packed with a llama-server built without the
+// patch that keeps drafted tokens out of logprob answers: serve then refuses requests for
+// the logprobs of generated tokens rather than answer logprob 0 for drafted ones.
+func warnUnpatchedDraft(log *slog.Logger, m *manifest.Manifest) {
+	if m.Models.Draft == nil {
+		return
+	}
+	for _, p := range m.Build.Patches {
+		if p.Name == noDraftWithProbs {
+			return
+		}
+	}
+	log.Warn("the draft is packed with a llama-server built without patch "+noDraftWithProbs+": it would answer logprob 0 for every drafted token, so serve refuses requests for the logprobs of generated tokens; build with the patch series, or bundle without --draft",
+		"draft", m.Models.Draft.Path)
 }
 
 // warnStalePlan warns when the artifacts were built from another plan than the one the

@@ -30,6 +30,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if req.Logprobs {
+		if err := u.draftedLogprobs("logprobs", -1); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	slot, err := u.acquire(r.Context(), s.opts.SlotWait)
 	if err != nil {
 		writeError(w, err)

@@ -460,6 +460,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if req.Logprobs >= 0 {
+		if err := u.draftedLogprobs("logprobs", req.MaxTokens); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	id, created := s.newID("cmpl"), time.Now().Unix()
 	if req.Stream {
 		s.streamCompletions(w, r, u, req, id, created)

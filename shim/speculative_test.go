@@ -1,8 +1,10 @@
 package shim
 
 import (
+	"encoding/json"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/llbuild/llbuild/gguf"
@@ -45,4 +47,37 @@ func deref(p *float64) any {
 		return nil
 	}
 	return *p
+}
+
+// A llama-server without the series (patch 0004) that drafts would answer logprob 0 for
+// every drafted token: the shim refuses such requests with a message naming the patch,
+// and still serves requests without logprobs and echo-only scoring.
+func TestSpeculativeLogprobsRefusedWithoutTheSeries(t *testing.T) {
+	server := unpatchedServer(t)
+	draft := filepath.Join(t.TempDir(), "draft.gguf")
+	if err := gguf.WriteTinyLlamaFile(draft, gguf.DraftTiny()); err != nil {
+		t.Fatal(err)
+	}
+	spec := shimOn(t, server, gguf.DefaultTiny(), "--model-draft", draft, "--spec-type", "draft-simple")
+	post := func(path string, req map[string]any) (int, string) {
+		var out json.RawMessage
+		status := spec.post(t, path, req, &out)
+		return status, string(out)
+	}
+	status, body := post("/v1/completions", map[string]any{"model": "x", "prompt": "hello world", "max_tokens": 8, "logprobs": 2, "temperature": 0})
+	if status != 400 || !strings.Contains(body, "patch 0004") {
+		t.Errorf("logprobs with a draft, unpatched server: %d %s, want 400 naming patch 0004", status, body)
+	}
+	status, body = post("/v1/chat/completions", map[string]any{"model": "x", "messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 4, "logprobs": true})
+	if status != 400 || !strings.Contains(body, "patch 0004") {
+		t.Errorf("chat logprobs with a draft, unpatched server: %d %s, want 400 naming patch 0004", status, body)
+	}
+	for _, req := range []map[string]any{
+		{"model": "x", "prompt": "hello world", "max_tokens": 8, "temperature": 0},
+		{"model": "x", "prompt": "hello world", "max_tokens": 0, "echo": true, "logprobs": 1},
+	} {
+		if status, body := post("/v1/completions", req); status != 200 {
+			t.Errorf("%v: %d %s, want 200", req, status, body)
+		}
+	}
 }

@@ -42,6 +42,22 @@ type serverInfo struct {
 	// PromptLogprobs is true when the server advertises native prompt
 	// logprobs (a patched llama-server); the shim then uses them.
 	PromptLogprobs bool
+	// Series says the server was built with llbuild's patch series: its /props has the
+	// prompt_logprobs key (patch 0002), on or off.
+	Series bool
+	// Speculative says a slot drafts tokens (GET /slots "speculative").
+	Speculative bool
+}
+
+// draftedLogprobs refuses a request for the logprobs of more than one generated token
+// from a server that drafts without the series: it gives every token accepted from the
+// draft logprob 0 and a one-entry top list (patch 0004 makes such requests generate
+// without drafting). The first generated token is never drafted.
+func (u *upstream) draftedLogprobs(param string, maxTokens int) error {
+	if !u.info.Speculative || u.info.Series || maxTokens == 0 || maxTokens == 1 {
+		return nil
+	}
+	return badRequest(param, "this llama-server drafts tokens (speculative decoding) and was built without llbuild's patch series (patch 0004), so tokens accepted from the draft would get logprob 0 and a one-entry top list: ask without logprobs, with max_tokens 1, or serve a bundle built with the series or without a draft")
 }
 
 func newUpstreamClient(slots int) *http.Client {
@@ -336,7 +352,7 @@ func (u *upstream) load(ctx context.Context) error {
 		Defaults   struct {
 			NCtx int `json:"n_ctx"`
 		} `json:"default_generation_settings"`
-		PromptLogprobs bool `json:"prompt_logprobs"`
+		PromptLogprobs *bool `json:"prompt_logprobs"`
 	}
 	if err := u.getJSON(ctx, "/props", &props); err != nil {
 		return fmt.Errorf("reading /props: %w", err)
@@ -366,7 +382,18 @@ func (u *upstream) load(ctx context.Context) error {
 		BOS:            props.BOS,
 		EOS:            props.EOS,
 		ChatTemplate:   props.Template,
-		PromptLogprobs: props.PromptLogprobs,
+		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
+		Series:         props.PromptLogprobs != nil,
+	}
+	// /slots says whether the server speculates; a server started with --no-slots does not
+	// answer it and is taken not to.
+	var slots []struct {
+		Speculative bool `json:"speculative"`
+	}
+	if u.getJSON(ctx, "/slots", &slots) == nil {
+		for _, sl := range slots {
+			u.info.Speculative = u.info.Speculative || sl.Speculative
+		}
 	}
 	if u.info.NCtx == 0 {
 		u.info.NCtx = models.Data[0].Meta.NCtx
