@@ -203,7 +203,7 @@ func checkTools(_ context.Context, s *state) error {
 	if p.SYCL != nil {
 		need("icpx (Intel oneAPI DPC++, for SYCL targets)", "icpx")
 	}
-	env := os.Environ()
+	env := buildEnv(os.Environ())
 	if p.CUDA != nil {
 		if _, err := exec.LookPath("nvcc"); err != nil {
 			const nvcc = "/usr/local/cuda/bin/nvcc"
@@ -242,7 +242,7 @@ func checkTools(_ context.Context, s *state) error {
 		env = append(env, "CCACHE_DIR="+s.opts.CacheDir)
 	}
 	// git must not read the user's configuration or find a repository above the work dir.
-	env = append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CEILING_DIRECTORIES="+filepath.Dir(s.root), "LC_ALL=C")
+	env = append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CEILING_DIRECTORIES="+filepath.Dir(s.root))
 	s.env = env
 	return nil
 }
@@ -366,4 +366,20 @@ func writeArtifacts(_ context.Context, s *state) error {
 	}
 	s.artifact = dir
 	return nil
+}
+
+// buildEnv is the caller's environment with the locale fixed to C: ccache puts LANG, LC_ALL,
+// LC_CTYPE and LC_MESSAGES into its keys, so without this the same build from a shell with
+// LANG=C.UTF-8 and from one without LANG (cron, CI, env -i) missed each other's cache entirely;
+// compiler messages are then also the same wherever the build runs.
+func buildEnv(environ []string) []string {
+	env := make([]string, 0, len(environ)+2)
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "LANG" || k == "LANGUAGE" || strings.HasPrefix(k, "LC_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LANG=C", "LC_ALL=C")
 }

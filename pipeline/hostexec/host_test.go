@@ -437,3 +437,34 @@ func FuzzParseApplyError(f *testing.F) {
 		}
 	})
 }
+
+// Two builds of one plan from callers with different locales share ccache's entries: the
+// second, from a shell without LANG, compiles nothing.
+func TestCCacheHitsWhateverTheCallersLocale(t *testing.T) {
+	if _, err := exec.LookPath("ccache"); err != nil {
+		t.Skip("ccache not found")
+	}
+	e := newEnv(t)
+	series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, strings.Repeat("a", 40)), series)
+	build := func(lang string) {
+		t.Helper()
+		t.Setenv("LANG", lang)
+		t.Setenv("LC_CTYPE", lang)
+		ex, err := New(Options{Source: fixture.Source(), WorkDir: t.TempDir(), CacheDir: e.cache, Series: series, Builder: pipeline.Builder{Version: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ex.Build(context.Background(), p, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build("C.UTF-8")
+	before := ccacheStats(t, e.cache)
+	build("")
+	after := ccacheStats(t, e.cache)
+	hits := func(m map[string]int) int { return m["direct_cache_hit"] + m["preprocessed_cache_hit"] }
+	if misses := after["cache_miss"] - before["cache_miss"]; misses != 0 || hits(after) == hits(before) {
+		t.Errorf("the second build, from another locale: %d new misses, %d new hits; want only hits", misses, hits(after)-hits(before))
+	}
+}
