@@ -34,7 +34,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "source", Usage: "llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)"},
 			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
 			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
-			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://)"},
+			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
 			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built at once"},
 			floatingFlag,
 			seriesFlag,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +107,12 @@ func checkEngine(engine string) error {
 			return fmt.Errorf("%w: _EXPERIMENTAL_DAGGER_CLI_BIN=%s is not an executable", ErrNoEngine, bin)
 		}
 	} else if _, err := exec.LookPath("dagger"); err != nil {
-		return fmt.Errorf("%w: the dagger CLI is not on PATH and no session is open (DAGGER_SESSION_PORT); install the dagger CLI (v0.21.8), run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine)
+		// A runner host replaces docker, not the CLI: the SDK opens its session by running
+		// `dagger session`, which dials the runner host (engineconn.startCLISession).
+		if given := runnerHostGiven(engine); given != "" {
+			return fmt.Errorf("%w: %s needs the dagger CLI (v%s) on this machine, and it is not on PATH: llbuild opens the session by running `dagger session`, which connects to that engine (docker is not needed); install the dagger CLI v%s, point _EXPERIMENTAL_DAGGER_CLI_BIN at it, run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, given, engineconn.CLIVersion, engineconn.CLIVersion)
+		}
+		return fmt.Errorf("%w: the dagger CLI is not on PATH and no session is open (DAGGER_SESSION_PORT); install the dagger CLI (v%s), run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, engineconn.CLIVersion)
 	}
 	if engine != "" || os.Getenv(runnerHost) != "" {
 		return nil
@@ -115,6 +121,26 @@ func checkEngine(engine string) error {
 		return fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
 	}
 	return nil
+}
+
+// runnerHostGiven says where the user named a runner host, its URL without credentials: the
+// --engine flag, else the environment variable the CLI reads; "" when neither.
+func runnerHostGiven(engine string) string {
+	if engine != "" {
+		return "--engine " + redactURL(engine)
+	}
+	if env := os.Getenv(runnerHost); env != "" {
+		return runnerHost + "=" + redactURL(env)
+	}
+	return ""
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
@@ -135,6 +161,9 @@ func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 	}
 	c, err := dagger.Connect(ctx, opts...)
 	if err != nil {
+		if given := runnerHostGiven(e.opts.Engine); given != "" {
+			return nil, fmt.Errorf("%w: connecting to %s: %v", ErrNoEngine, given, err)
+		}
 		return nil, fmt.Errorf("%w: connecting: %v", ErrNoEngine, err)
 	}
 	e.client = c

@@ -299,3 +299,55 @@ func TestDevelBaseFromLocalFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineWithoutCLISaysTheCLIIsStillNeeded: --engine replaces docker, not the dagger CLI (the
+// SDK opens its session by running `dagger session`, which then dials the runner host), so the
+// error says that, names the URL given (without its credentials) and does not suggest --engine.
+func TestEngineWithoutCLISaysTheCLIIsStillNeeded(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("DAGGER_SESSION_PORT", "")
+	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "")
+	t.Setenv(runnerHost, "")
+	tests := []struct {
+		name, engine, env string
+		want              []string
+		notWant           []string
+	}{
+		{
+			name:    "--engine names the URL and the CLI",
+			engine:  "tcp://buildbox:1234",
+			want:    []string{"--engine tcp://buildbox:1234", "dagger CLI", "v0.21.8", "_EXPERIMENTAL_DAGGER_CLI_BIN", "docker is not needed"},
+			notWant: []string{"pass --engine"},
+		},
+		{
+			name:    "credentials in the URL are redacted",
+			engine:  "tcp://user:secret@buildbox:1234",
+			want:    []string{"tcp://user:xxxxx@buildbox:1234"},
+			notWant: []string{"secret"},
+		},
+		{
+			name: "the runner host from the environment is named as such",
+			env:  "kube-pod://engine-0",
+			want: []string{runnerHost + "=kube-pod://engine-0", "dagger CLI"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(runnerHost, tt.env)
+			_, err := New(Options{Engine: tt.engine})
+			if !errors.Is(err, ErrNoEngine) {
+				t.Fatalf("New() = %v, want ErrNoEngine", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("New() = %q, want it to contain %q", err, w)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("New() = %q, want it without %q", err, w)
+				}
+			}
+		})
+	}
+}
