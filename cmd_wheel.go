@@ -44,7 +44,7 @@ func wheelCommand() *cli.Command {
 			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine runs the target's devel image) or host (this machine)"},
 			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)"},
 			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit (required for host)"},
-			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://)"},
+			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
 			&cli.StringSliceFlag{Name: "base", Usage: "override the devel image: `devel=REF` with REF an image reference, oci-archive:PATH or oci-layout:PATH (dagger)"},
 			&cli.StringFlag{Name: "commit", Usage: "build llama-cpp-python at this full `COMMIT` instead of the recipe's pin (plan and provenance record it)"},
 			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},

@@ -91,12 +91,13 @@ func Load(name string) (*Recipe, error) {
 // Parse decodes and validates a recipe file's contents.
 func Parse(source string, data []byte) (*Recipe, error) {
 	var r Recipe
-	if err := strictyaml.Decode(source, "recipe", data, &r); err != nil {
-		return nil, err
+	decodeErr := strictyaml.Decode(source, "recipe", data, &r)
+	if decodeErr != nil && !strictyaml.Partial(decodeErr) {
+		return nil, decodeErr
 	}
 	r.source = source
-	if err := r.Validate(); err != nil {
-		return nil, err
+	if err := r.Validate(); err != nil || decodeErr != nil {
+		return nil, errors.Join(decodeErr, err)
 	}
 	return &r, nil
 }
@@ -200,12 +201,13 @@ func LoadAptPins(distro string) (*AptPins, error) {
 // ParseAptPins decodes and validates an apt pins file's contents.
 func ParseAptPins(source string, data []byte) (*AptPins, error) {
 	var a AptPins
-	if err := strictyaml.Decode(source, "apt pins file", data, &a); err != nil {
-		return nil, err
+	decodeErr := strictyaml.Decode(source, "apt pins file", data, &a)
+	if decodeErr != nil && !strictyaml.Partial(decodeErr) {
+		return nil, decodeErr
 	}
 	a.source = source
-	if err := a.Validate(); err != nil {
-		return nil, err
+	if err := a.Validate(); err != nil || decodeErr != nil {
+		return nil, errors.Join(decodeErr, err)
 	}
 	return &a, nil
 }

@@ -184,10 +184,14 @@ func Resolve(name, file string) (*Target, error) {
 // errors.
 func Parse(source string, data []byte) (*Target, error) {
 	var t Target
-	if err := strictyaml.Decode(source, "target file", data, &t); err != nil {
-		return nil, err
+	decodeErr := strictyaml.Decode(source, "target file", data, &t)
+	if decodeErr != nil && !strictyaml.Partial(decodeErr) {
+		return nil, decodeErr
 	}
-	return t.complete(source)
+	if _, err := t.complete(source); err != nil || decodeErr != nil {
+		return nil, errors.Join(decodeErr, err)
+	}
+	return &t, nil
 }
 
 // complete finishes a decoded target file: its source, defaults and validation.
@@ -562,14 +566,18 @@ func ResolveHost(name, file string) (*Target, error) {
 		return nil, fmt.Errorf("reading target file: %w", err)
 	}
 	var t Target
-	if err := strictyaml.Decode(file, "target file", data, &t); err != nil {
-		return nil, err
+	decodeErr := strictyaml.Decode(file, "target file", data, &t)
+	if decodeErr != nil && !strictyaml.Partial(decodeErr) {
+		return nil, decodeErr
 	}
 	if t.Build.Backend != "" || t.Build.ISA != nil || t.Build.Images != (Images{}) || len(t.Build.CMake) > 0 {
-		return t.complete(file)
+		if _, err := t.complete(file); err != nil || decodeErr != nil {
+			return nil, errors.Join(decodeErr, err)
+		}
+		return &t, nil
 	}
 	t.Source = file
-	var errs []error
+	errs := []error{decodeErr}
 	if t.SchemaVersion != SchemaVersion {
 		errs = append(errs, &FieldError{File: file, Field: "schemaVersion", Problem: fmt.Sprintf("is %d, this llbuild reads %d", t.SchemaVersion, SchemaVersion), Fix: fmt.Sprintf("set schemaVersion: %d", SchemaVersion)})
 	}

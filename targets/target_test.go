@@ -88,6 +88,10 @@ func TestParseRejects(t *testing.T) {
 			s = strings.Replace(s, `["86"]`, `["61"]`, 1)
 			return strings.Replace(s, "GGML_AVX512: false", "GGML_AVX512: true", 1)
 		}, []string{"sm_61", "GGML_AVX512"}},
+		{"unknown keys reported with the other problems", func(s string) string {
+			s = strings.Replace(s, `["86"]`, `["61"]`, 1)
+			return s + "colour: blue\nshape: round\n"
+		}, []string{"field colour not found", "field shape not found", "sm_61"}},
 	}
 	if _, err := Parse("mybox.yaml", []byte(validTarget)); err != nil {
 		t.Fatalf("valid target: %v", err)
