@@ -327,20 +327,13 @@ func kernelVerdicts(host targets.Host, bins []*Binary) []Verdict {
 			}
 			continue
 		}
-		archs := fatbinArchs(b.Fatbin)
 		if len(gpus) == 0 {
 			out = append(out, Verdict{Check: CheckGPUKernels, Subject: b.Path, Status: Unknown,
-				Reason: "has CUDA kernels (" + archs + ") but the host has no NVIDIA GPU"})
+				Reason: "has CUDA code (" + fatbinArchs(b.Fatbin) + ") but the host has no NVIDIA GPU"})
 			continue
 		}
 		for i, g := range gpus {
-			v := kernelVerdict(b, archs, i, g, host.Driver.CUDA)
-			if b.FatbinError != "" && v.Status != OK {
-				// The listing stopped early: a kernel may sit in the part not read.
-				v.Status = Unknown
-				v.Reason += "; the .nv_fatbin listing stopped early (" + b.FatbinError + ")"
-			}
-			out = append(out, v)
+			out = append(out, kernelVerdict(b, i, g, host.Driver.CUDA))
 		}
 	}
 	return out
@@ -358,52 +351,107 @@ func fatbinArchs(es []fatbin.Entry) string {
 	return strings.Join(names, " ")
 }
 
-func kernelVerdict(b *Binary, archs string, idx int, g targets.GPU, driverCUDA string) Verdict {
+// kernelVerdict judges each fat binary container with kernels on its own: the driver loads
+// every container as a module, and a module without code for the GPU fails however many
+// other modules have it. A container whose payloads define no kernel needs nothing.
+func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict {
 	v := Verdict{Check: CheckGPUKernels, Subject: fmt.Sprintf("%s on GPU %d", b.Path, idx)}
 	dev, err := fatbin.ParseCC(g.ComputeCapability)
 	if err != nil {
 		v.Status, v.Reason = Unknown, fmt.Sprintf("GPU %d (%s): compute capability unknown", idx, g.Name)
 		return v
 	}
-	for _, e := range b.Fatbin {
-		if e.RunsOn(dev) {
-			v.Status = OK
-			v.Reason = fmt.Sprintf("%s cubin runs on compute capability %s", e.Arch(), dev)
-			return v
-		}
-	}
-	var tooNew []string
-	for _, e := range b.Fatbin {
-		if !e.JITsOn(dev) {
+	blobs := fatbin.Blobs(b.Fatbin)
+	var ok, unknown, fail []blobVerdict
+	for i, bl := range blobs {
+		names, known := bl.Kernels()
+		if known && len(names) == 0 {
 			continue
 		}
+		bv := judgeBlob(bl, names, known, dev, driverCUDA)
+		if len(blobs) > 1 {
+			bv.reason = fmt.Sprintf("container %d of %d (%s): %s", i+1, len(blobs), kernelList(names, known), bv.reason)
+		}
+		if b.FatbinError != "" && i == len(blobs)-1 && bv.status == Fail {
+			// The listing stopped inside or after this container: its missing entries may
+			// hold the code.
+			bv.status = Unknown
+		}
+		switch bv.status {
+		case OK:
+			ok = append(ok, bv)
+		case Fail:
+			fail = append(fail, bv)
+		default:
+			unknown = append(unknown, bv)
+		}
+	}
+	reasons := func(bs []blobVerdict) string {
+		var rs []string
+		for _, x := range bs {
+			rs = append(rs, x.reason)
+		}
+		return strings.Join(rs, "; ")
+	}
+	switch {
+	case len(fail) > 0:
+		v.Status, v.Reason, v.Fix = Fail, reasons(fail), fail[0].fix
+	case len(unknown) > 0:
+		v.Status, v.Reason = Unknown, reasons(unknown)
+	case len(ok) > 0:
+		v.Status, v.Reason = OK, reasons(ok)
+	default:
+		v.Status, v.Reason = OK, "its fat binaries define no kernels"
+	}
+	if b.FatbinError != "" && v.Status != Fail {
+		v.Status = Unknown
+		v.Reason += "; the .nv_fatbin listing stopped early (" + b.FatbinError + "): containers past that point were not read"
+	}
+	return v
+}
+
+type blobVerdict struct {
+	status      Status
+	reason, fix string
+}
+
+func kernelList(names []string, known bool) string {
+	switch {
+	case !known:
+		return "kernels unknown: compressed"
+	case len(names) > 3:
+		return fmt.Sprintf("%s and %d more kernels", strings.Join(names[:3], ", "), len(names)-3)
+	}
+	return strings.Join(names, ", ")
+}
+
+func judgeBlob(bl fatbin.Blob, names []string, known bool, dev fatbin.CC, driverCUDA string) blobVerdict {
+	e, found := bl.Select(dev)
+	switch {
+	case found && e.Kind == fatbin.Cubin:
+		return blobVerdict{status: OK, reason: fmt.Sprintf("%s cubin runs on compute capability %s", e.Arch(), dev)}
+	case found:
 		maj, min, ok := e.MinDriverCUDA()
 		dmaj, dmin, dok := splitVersion(driverCUDA)
 		switch {
 		case !ok || !dok:
-			v.Status = Unknown
-			v.Reason = fmt.Sprintf("only %s PTX fits compute capability %s; whether driver CUDA %q can JIT PTX ISA %d.%d is unknown", e.Arch(), dev, driverCUDA, e.VersionMajor, e.VersionMinor)
-			return v
+			return blobVerdict{status: Unknown, reason: fmt.Sprintf("no cubin for %s; the driver would JIT %s PTX, and whether driver CUDA %q can JIT PTX ISA %d.%d is unknown", dev, e.Arch(), driverCUDA, e.VersionMajor, e.VersionMinor)}
 		case dmaj > maj || (dmaj == maj && dmin >= min):
-			v.Status = OK
-			v.Reason = fmt.Sprintf("no cubin for %s; the driver JIT-compiles %s PTX (ISA %d.%d) at first start", dev, e.Arch(), e.VersionMajor, e.VersionMinor)
-			return v
-		default:
-			tooNew = append(tooNew, fmt.Sprintf("%s (PTX ISA %d.%d needs CUDA %d.%d)", e.Arch(), e.VersionMajor, e.VersionMinor, maj, min))
+			return blobVerdict{status: OK, reason: fmt.Sprintf("no cubin for %s; the driver JIT-compiles %s PTX (ISA %d.%d) at first start", dev, e.Arch(), e.VersionMajor, e.VersionMinor)}
 		}
+		return blobVerdict{status: Fail,
+			reason: fmt.Sprintf("no cubin for compute capability %s, and the PTX the driver would JIT, %s (PTX ISA %d.%d needs CUDA %d.%d), is newer than driver CUDA %s: CUDA error 222 (the provided PTX was compiled with an unsupported toolchain)", dev, e.Arch(), e.VersionMajor, e.VersionMinor, maj, min, driverCUDA),
+			fix:    "add a cubin for this GPU (CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + "), build with an older toolkit, or update the driver"}
+	case !known:
+		return blobVerdict{status: Unknown, reason: fmt.Sprintf("nothing for compute capability %s among %s, and its payloads are compressed, so whether it defines kernels (and fails with CUDA error 209) was not read", dev, fatbinArchs(bl.Entries))}
 	}
-	v.Status = Fail
-	if len(tooNew) > 0 {
-		v.Reason = fmt.Sprintf("no cubin for compute capability %s, and the PTX %s is newer than driver CUDA %s: CUDA error 222 (the provided PTX was compiled with an unsupported toolchain)", dev, strings.Join(tooNew, ", "), driverCUDA)
-		v.Fix = "add a cubin for this GPU (CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + "), build with an older toolkit, or update the driver"
-		return v
-	}
-	v.Reason = fmt.Sprintf("no kernel for compute capability %s among %s: CUDA error 209 (no kernel image is available for execution on the device)", dev, archs)
-	v.Fix = "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM())
+	fix := "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM())
 	if dev.Major == 12 {
-		v.Fix += " (ggml turns 12X into 12Xa, which runs only on compute capability 12.X)"
+		fix += " (ggml turns 12X into 12Xa, which runs only on compute capability 12.X)"
 	}
-	return v
+	return blobVerdict{status: Fail,
+		reason: fmt.Sprintf("no kernel for compute capability %s among %s: CUDA error 209 (no kernel image is available for execution on the device)", dev, fatbinArchs(bl.Entries)),
+		fix:    fix}
 }
 
 func syclVerdicts(host targets.Host, bins []*Binary) []Verdict {

@@ -64,6 +64,16 @@ type Entry struct {
 	HeaderSize  int    `json:"headerSize"`
 	PayloadSize int    `json:"payloadSize"`
 	Flags       uint64 `json:"flags"`
+	// Blob is the index of the container the entry sits in. nvcc writes one container per
+	// translation unit (and one without kernels for -shared links): the driver loads each
+	// on its own, so each needs code for the GPU.
+	Blob int `json:"blob"`
+	// Inspected says the payload was read for kernels; compressed payloads and ones that
+	// are neither an ELF cubin nor PTX text are not.
+	Inspected bool `json:"inspected"`
+	// Kernels names the kernels an inspected payload defines: its cubin's .text.NAME
+	// sections, its PTX's .entry NAME directives.
+	Kernels []string `json:"kernels,omitempty"`
 }
 
 // Arch names the entry's architecture the way nvcc does: sm_90a for a cubin, compute_90
@@ -112,7 +122,7 @@ var (
 // are not decompressed: the headers say everything the listing needs.
 func Parse(data []byte) ([]Entry, error) {
 	var out []Entry
-	off := 0
+	off, blob := 0, 0
 	for {
 		for off < len(data) && data[off] == 0 {
 			off++
@@ -132,8 +142,9 @@ func Parse(data []byte) ([]Entry, error) {
 			return out, fmt.Errorf("container at %#x (header %d, size %d, %d bytes left): %w", off, hs, size, len(data)-off, ErrTruncated)
 		}
 		end := off + hs + int(size)
-		entries, err := parseEntries(data[:end], off+hs)
+		entries, err := parseEntries(data[:end], off+hs, blob)
 		out = append(out, entries...)
+		blob++
 		if err != nil {
 			return out, fmt.Errorf("container at %#x: %w", off, err)
 		}
@@ -141,7 +152,7 @@ func Parse(data []byte) ([]Entry, error) {
 	}
 }
 
-func parseEntries(data []byte, off int) ([]Entry, error) {
+func parseEntries(data []byte, off, blob int) ([]Entry, error) {
 	var out []Entry
 	for off < len(data) {
 		if len(data)-off < minEntryHeader {
@@ -156,6 +167,7 @@ func parseEntries(data []byte, off int) ([]Entry, error) {
 			SM:           int(binary.LittleEndian.Uint32(h[0x1c:])),
 			Flags:        binary.LittleEndian.Uint64(h[0x28:]),
 			Offset:       off,
+			Blob:         blob,
 		}
 		padded := binary.LittleEndian.Uint64(h[8:])
 		if e.HeaderSize < minEntryHeader || e.HeaderSize > len(h) {
@@ -168,6 +180,9 @@ func parseEntries(data []byte, off int) ([]Entry, error) {
 		e.Compressed = e.Flags&flagCompressed != 0
 		e.ArchSpecific = e.Flags&flagArchSpecific != 0
 		e.FamilySpecific = e.Flags&flagFamilySpecific != 0
+		if !e.Compressed {
+			e.Kernels, e.Inspected = kernels(e.Kind, h[e.HeaderSize:e.HeaderSize+e.PayloadSize])
+		}
 		out = append(out, e)
 		off += e.HeaderSize + e.PayloadSize
 	}

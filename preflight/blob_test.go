@@ -1,0 +1,104 @@
+package preflight
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/llbuild/llbuild/preflight/fatbin"
+)
+
+// realContainers splits a real .nv_fatbin section into its containers (one per
+// translation unit, plus nvcc's kernel-less one) as raw bytes.
+func realContainers(t *testing.T, name string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile("fatbin/testdata/realbuild/" + name + ".nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for off := 0; off < len(data); {
+		if data[off] == 0 {
+			off++
+			continue
+		}
+		end := off + int(binary.LittleEndian.Uint16(data[off+6:])) + int(binary.LittleEndian.Uint64(data[off+8:]))
+		out = append(out, data[off:end])
+		off = end
+	}
+	return out
+}
+
+// realEntries returns the raw entries (header and payload) of one real container.
+func realEntries(t *testing.T, container []byte) [][]byte {
+	t.Helper()
+	es, err := fatbin.Parse(container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, e := range es {
+		out = append(out, container[e.Offset:e.Offset+e.HeaderSize+e.PayloadSize])
+	}
+	return out
+}
+
+// container wraps real entries in a fat binary container header as nvcc writes one.
+func container(entries ...[]byte) []byte {
+	body := bytes.Join(entries, nil)
+	h := make([]byte, 16)
+	binary.LittleEndian.PutUint32(h, fatbin.Magic)
+	binary.LittleEndian.PutUint16(h[4:], 1)
+	binary.LittleEndian.PutUint16(h[6:], 16)
+	binary.LittleEndian.PutUint64(h[8:], uint64(len(body)))
+	return append(h, body...)
+}
+
+func libWithFatbin(t *testing.T, containers ...[]byte) *Binary {
+	t.Helper()
+	data := buildELF([]byte{0xc3}, bytes.Join(containers, nil), "libggml-cuda.so", "libcudart.so.13")
+	b, err := ReadBinary("lib/libggml-cuda.so", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestKernelsPerBlob: every container with kernels needs code for the GPU; a cubin for it
+// in another translation unit's container does not help. The containers are real nvcc 13.0
+// output (testdata/realbuild) put together the way a library of several .cu files is.
+func TestKernelsPerBlob(t *testing.T) {
+	mixed := realContainers(t, "mixed")           // [no kernels: sm_86 sm_90a sm_120a] [axpy: sm_86 sm_90a sm_120a compute_90]
+	plain := realContainers(t, "plain120")        // [no kernels: sm_120 sm_75] [axpy: compute_120 sm_120 sm_75]
+	compressed := realContainers(t, "compressed") // [compressed: sm_89 sm_100a] [compressed: compute_89 sm_89 sm_100a]
+	nocompress := realContainers(t, "nocompress") // [no kernels: sm_80] [axpy: compute_80 sm_80]
+	mixedKernels := realEntries(t, mixed[1])
+	for _, c := range []struct {
+		name       string
+		lib        *Binary
+		host       string // compute capability
+		driverCUDA string
+		want       Status
+		says       string
+	}{
+		{"one translation unit's cubin does not cover another's kernels", libWithFatbin(t, mixed[0], mixed[1], plain[0], plain[1]), "8.6", "13.1", Fail, "CUDA error 209"},
+		{"both translation units carry sm_120 code", libWithFatbin(t, mixed[0], mixed[1], plain[0], plain[1]), "12.0", "13.1", OK, "sm_120a cubin"},
+		{"a kernel-less container needs no code for the GPU (mixed on 12.1)", libWithFatbin(t, mixed...), "12.1", "13.1", OK, "JIT-compiles compute_90"},
+		{"a compressed container with nothing for the GPU is unknown, never ok", libWithFatbin(t, mixed[0], mixed[1], compressed[0]), "12.0", "13.1", Unknown, "compressed"},
+		{"a compressed container with a cubin for the GPU runs", libWithFatbin(t, compressed...), "8.9", "13.1", OK, "sm_89 cubin"},
+		{"the PTX the driver JITs is the highest at most the GPU's, not the first",
+			libWithFatbin(t, container(realEntries(t, nocompress[1])[0], realEntries(t, plain[1])[0], realEntries(t, nocompress[1])[1])), "12.1", "13.1", OK, "compute_120 PTX"},
+		{"a cubin-less translation unit whose PTX is too new fails even where another's cubin runs",
+			libWithFatbin(t, container(mixedKernels[0], mixedKernels[1], mixedKernels[2]), container(mixedKernels[3], realEntries(t, nocompress[1])[1])), "9.0", "12.9", Fail, "CUDA error 222"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(nvidiaHost(c.host, "nvidia", "590.44.01", c.driverCUDA), c.name, Input{Binaries: []*Binary{c.lib}})
+			k := verdictFor(r, CheckGPUKernels, "lib/libggml-cuda.so on GPU 0")
+			if k == nil || k.Status != c.want || !strings.Contains(k.Reason, c.says) {
+				t.Errorf("kernel verdict = %+v, want %s mentioning %q", k, c.want, c.says)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package fatbin
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestBlobKernels reads which containers of real nvcc 13.0 builds hold kernels. nvcc -shared
+// emits two containers for one kernel.cu: the first (no .text.* section in its cubins) holds
+// no kernel; the second defines axpy. A compressed payload cannot be read, so its blob's
+// kernels are unknown, not "none".
+func TestBlobKernels(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want string // per blob: kernel names, "-" for none, "?" for unknown
+	}{
+		{"mixed", "- axpy"},
+		{"plain120", "- axpy"},
+		{"family", "- axpy"},
+		{"nocompress", "- axpy"},
+		{"compressed", "? ?"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/realbuild/" + c.file + ".nv_fatbin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, b := range Blobs(entries) {
+				names, known := b.Kernels()
+				switch {
+				case !known:
+					got = append(got, "?")
+				case len(names) == 0:
+					got = append(got, "-")
+				default:
+					got = append(got, strings.Join(names, ","))
+				}
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("blob kernels = %q, want %q", strings.Join(got, " "), c.want)
+			}
+		})
+	}
+}
+
+// TestPTXKernelsRead: an uncompressed PTX entry names its kernels by .entry.
+func TestPTXKernelsRead(t *testing.T) {
+	data, err := os.ReadFile("testdata/realbuild/nocompress.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("%s:%v:%v", e.Arch(), e.Inspected, e.Kernels))
+	}
+	want := "[sm_80:true:[] compute_80:true:[axpy] sm_80:true:[axpy]]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("entries = %v, want %v", got, want)
+	}
+}
+
+// TestBlobSelect names the code the driver uses for a device: a cubin that runs as it is,
+// else the PTX of the highest compute capability at most the device's.
+func TestBlobSelect(t *testing.T) {
+	blob := Blob{Entries: []Entry{
+		{Kind: PTX, SM: 80}, {Kind: Cubin, SM: 86}, {Kind: PTX, SM: 120}, {Kind: PTX, SM: 90}, {Kind: Cubin, SM: 120, ArchSpecific: true},
+	}}
+	for _, c := range []struct{ dev, want string }{
+		{"8.6", "sm_86"},
+		{"8.9", "sm_86"},
+		{"9.0", "compute_90"},
+		{"12.1", "compute_120"},
+		{"12.0", "sm_120a"},
+		{"7.5", ""},
+	} {
+		dev, err := ParseCC(c.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if e, ok := blob.Select(dev); ok {
+			got = e.Arch()
+		}
+		if got != c.want {
+			t.Errorf("Select(%s) = %q, want %q", c.dev, got, c.want)
+		}
+	}
+}
