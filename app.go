@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -21,7 +25,9 @@ const (
 	exitUsage  = 2
 )
 
-// usageError marks a mistake in how llbuild was called (exit 2).
+// usageError marks a mistake in how llbuild was called (exit 2): a wrong or missing flag, or
+// something the user named that is not there (a target, a file, a directory) or that needs a
+// flag (an unpinned image without --allow-floating, which pipeline.ErrFloating marks).
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -56,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Commands:             commands(),
 		ExitErrHandler:       func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
+			return usageError{longFlagNames(err)}
 		},
 	}
 	for _, c := range app.Commands {
@@ -70,12 +76,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var ue usageError
 	var ec cli.ExitCoder
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, pipeline.ErrFloating):
 		code = exitUsage
 	case errors.As(err, &ec):
 		code = ec.ExitCode()
 	case strings.HasPrefix(err.Error(), "flag provided but not defined"), strings.HasPrefix(err.Error(), "Required flag"):
 		code = exitUsage
+		err = longFlagNames(err)
 	}
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintf(stderr, "llbuild: %s\n", msg)
@@ -84,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func setUsageHandler(c *cli.Command) {
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{longFlagNames(err)} }
 	for _, s := range c.Subcommands {
 		setUsageHandler(s)
 	}
@@ -94,4 +101,31 @@ func stdoutOf(c *cli.Context) io.Writer { return c.Context.Value(keyStdout).(io.
 func stderrOf(c *cli.Context) io.Writer { return c.Context.Value(keyStderr).(io.Writer) }
 func loggerOf(c *cli.Context) *slog.Logger {
 	return c.Context.Value(keyLogger).(*slog.Logger)
+}
+
+// flagInError finds a flag's name in the standard flag package's messages, which write every
+// flag with one dash.
+var flagInError = regexp.MustCompile(`(flag provided but not defined: |flag needs an argument: |for flag |value "[^"]*" for )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
+
+// longFlagNames writes long flags in err's message as help writes them (--target, not
+// -target); one-letter flags keep their one dash.
+func longFlagNames(err error) error {
+	msg := flagInError.ReplaceAllString(err.Error(), "${1}--${2}")
+	if msg == err.Error() {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// checkDirFlag refuses, as a usage error, a directory flag naming something that is not a
+// directory.
+func checkDirFlag(flag, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return usagef("--%s %s: %w", flag, dir, err)
+	case !fi.IsDir():
+		return usagef("--%s %s is not a directory", flag, dir)
+	}
+	return nil
 }

@@ -104,7 +104,7 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 	if in.Artifacts == "" {
 		fail("no server artifacts given: use --artifacts DIR (the output of llbuild server)")
 	} else if a, err := artifacts.Open(in.Artifacts); err != nil {
-		fail("artifacts %s: %w", in.Artifacts, err)
+		errs = append(errs, notThere(fmt.Errorf("artifacts %s: %w", in.Artifacts, err)))
 	} else if a.Manifest.Target != t.Name {
 		fail("artifacts %s were built for target %s, not %s", in.Artifacts, a.Manifest.Target, t.Name)
 	} else {
@@ -130,7 +130,7 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 	if in.Model == "" {
 		fail("no model given: use --model FILE.gguf")
 	} else if facts, err := readModel(in.Model); err != nil {
-		fail("model %s: %w", in.Model, err)
+		errs = append(errs, notThere(fmt.Errorf("model %s: %w", in.Model, err)))
 	} else {
 		model = facts
 		m.Models.Model = manifest.Model{Path: modelPath, GGUF: facts}
@@ -141,7 +141,7 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 		facts, err := readModel(in.Draft)
 		switch {
 		case err != nil:
-			fail("draft %s: %w", in.Draft, err)
+			errs = append(errs, notThere(fmt.Errorf("draft %s: %w", in.Draft, err)))
 		case draftPath == modelPath:
 			fail("draft %s: has the same file name as the model; rename one", in.Draft)
 		default:
@@ -185,6 +185,14 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 		return nil, fmt.Errorf("the bundle's manifest would be invalid: %w", err)
 	}
 	return p, nil
+}
+
+// notThere makes the error of an input the user named but that does not exist a usage error.
+func notThere(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return usageError{err}
+	}
+	return err
 }
 
 func readModel(p string) (gguf.Facts, error) {

@@ -319,7 +319,7 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 	}{
 		{"non-GGUF model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.NotGGUF}, 1, []string{in.NotGGUF, "not a GGUF file"}},
 		{"truncated model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Truncated}, 1, []string{in.Truncated, "truncated"}},
-		{"missing model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", filepath.Join(in.Dir, "nope.gguf")}, 1, []string{"nope.gguf", "no such file"}},
+		{"missing model", []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", filepath.Join(in.Dir, "nope.gguf")}, exitUsage, []string{"nope.gguf", "no such file"}},
 		{"draft of another vocabulary", in.args("--draft", in.OtherVocab), 1, []string{in.OtherVocab, "does not fit", "vocabulary of"}},
 		{"MTP draft of another architecture", in.args("--draft", in.MTPOtherArch), 1, []string{in.MTPOtherArch, "an MTP draft for gemma4", "the model is llama"}},
 		{"artifacts of another target", []string{"bundle", "--target", "cpu-v3", "--artifacts", wrongTarget, "--model", in.Model}, 1, []string{wrongTarget, "built for target h200, not cpu-v3"}},

@@ -89,6 +89,10 @@ func targetCommand() *cli.Command {
 					if c.NArg() > 1 {
 						return usagef("target show takes one NAME")
 					}
+					// loadTarget's message names --target, which this command takes as an argument.
+					if c.NArg() == 0 && c.String("target-file") == "" {
+						return usagef("no target given: use llbuild target show NAME (one of %s) or llbuild target show --target-file FILE", strings.Join(targets.Names(), ", "))
+					}
 					t, err := loadTarget(c.Args().First(), c.String("target-file"))
 					if err != nil {
 						return err
@@ -267,6 +271,9 @@ func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) 
 	}
 	if p.CUDA != nil {
 		fmt.Fprintf(&b, "cuda:          toolkit %s, architectures %s built as %s, requires %s\n", p.CUDA.Toolkit, strings.Join(p.CUDA.Architectures, ";"), strings.Join(p.CUDA.BuiltAs, ";"), p.CUDA.RequireCUDA)
+	}
+	for _, e := range pipeline.SortedEnv(p.Runtime.Env) {
+		fmt.Fprintf(&b, "runtime env:   %s\n", e)
 	}
 	for _, l := range pipeline.SortedEnv(p.Runtime.Labels) {
 		fmt.Fprintf(&b, "label:         %s\n", l)

@@ -71,6 +71,10 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			if errors.As(err, &ue) {
 				return usageError{red.Error(ue.err)}
 			}
+			// The redacted error keeps no chain: say here what run would have read from it.
+			if errors.Is(err, pipeline.ErrFloating) {
+				return usageError{red.Error(err)}
+			}
 			return red.Error(err)
 		},
 	}

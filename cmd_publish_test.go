@@ -284,8 +284,8 @@ func TestPublishFloatingTargetNeedsAllowFloating(t *testing.T) {
 	args := []string{"publish", "--target-file", file, "--registry", repo, "--out", out, "--base", "runtime=oci-layout:" + imagetest.WriteLayout(t, base)}
 
 	code, stdout, stderr := runCLI(t, args...)
-	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "--allow-floating") {
-		t.Errorf("without --allow-floating: exit %d stdout %q, want exit 1 naming --allow-floating\n%s", code, stdout, stderr)
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--allow-floating") {
+		t.Errorf("without --allow-floating: exit %d stdout %q, want exit 2 naming --allow-floating\n%s", code, stdout, stderr)
 	}
 	p, err := resolvePlan("", file, "server", true)
 	if err != nil {

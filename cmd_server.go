@@ -246,5 +246,8 @@ func checkExecutorFlags(c *cli.Context, bases map[string]string) error {
 	default:
 		return usagef("--executor must be dagger or host, got %q", c.String("executor"))
 	}
+	if src := c.String("source"); src != "" {
+		return checkDirFlag("source", src)
+	}
 	return nil
 }

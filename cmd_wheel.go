@@ -83,6 +83,13 @@ func wheelCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			for _, f := range []string{"source", "llama-source"} {
+				if dir := c.String(f); dir != "" {
+					if err := checkDirFlag(f, dir); err != nil {
+						return err
+					}
+				}
+			}
 			if !c.IsSet("out") {
 				for _, f := range []string{"source", "llama-source"} {
 					if c.String(f) == "" {

@@ -62,9 +62,17 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"ok", []string{"targets"}, 0, ""},
 		{"unknown flag is usage", []string{"plan", "--nope"}, 2, "flag provided but not defined"},
+		{"a one-letter flag keeps one dash", []string{"plan", "-z"}, 2, "flag provided but not defined: -z"},
 		{"no target is usage", []string{"plan"}, 2, "no target given"},
 		{"unknown target is usage and suggests", []string{"plan", "-t", "olares"}, 2, `did you mean "olares-one"`},
-		{"floating image fails", []string{"plan", "-t", "b70"}, 1, "--allow-floating"},
+		{"floating image without --allow-floating is usage", []string{"plan", "-t", "b70"}, 2, "--allow-floating"},
+		{"floating image without --allow-floating is usage for server", []string{"server", "-t", "b70", "--executor", "host", "--source", "/", "--out", "/tmp/llbuild-exit-test"}, 2, "--allow-floating"},
+		{"missing --source is usage (host)", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "/nonexistent-src", "--out", "/tmp/llbuild-exit-test"}, 2, "/nonexistent-src"},
+		{"missing --source is usage (dagger)", []string{"server", "-t", "cpu-v3", "--source", "/nonexistent-src", "--out", "/tmp/llbuild-exit-test"}, 2, "/nonexistent-src"},
+		{"missing --model is usage", []string{"bundle", "-t", "cpu-v3", "--model", "/nonexistent.gguf", "--artifacts", "/nonexistent-artifacts", "-o", "/tmp/llbuild-exit-test-bundle"}, 2, "/nonexistent.gguf"},
+		{"unknown flag is named as help names it", []string{"plan", "--targt", "x"}, 2, "flag provided but not defined: --targt"},
+		{"flag without its value is named as help names it", []string{"plan", "--target"}, 2, "flag needs an argument: --target"},
+		{"target show without a name says what it takes", []string{"target", "show"}, 2, "target show NAME"},
 		{"floating allowed", []string{"plan", "-t", "b70", "--allow-floating"}, 0, ""},
 		{"unknown recipe is usage", []string{"plan", "-t", "h200", "--recipe", "nope"}, 2, "unknown recipe"},
 		{"missing target file is usage", []string{"plan", "--target-file", "/nonexistent.yaml"}, 2, "reading target file"},
@@ -72,6 +80,9 @@ func TestExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tt.args...)
+			if strings.Contains(stderr, "--target,") && tt.args[0] == "target" {
+				t.Errorf("llbuild %v suggests --target, which it does not take: %q", tt.args, stderr)
+			}
 			if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
 				t.Errorf("llbuild %v = exit %d, stderr %q; want exit %d containing %q", tt.args, code, stderr, tt.wantCode, tt.wantErr)
 			}
@@ -123,5 +134,19 @@ func TestPlanWheelShowsHowTheWheelIsBuilt(t *testing.T) {
 	code, out, _ = runCLI(t, "plan", "-t", "cpu-v3", "--recipe", "wheel", "--json")
 	if code != 0 || !strings.Contains(out, `"localVersion": "cpu.avx2"`) {
 		t.Errorf("plan --recipe wheel --json: exit %d\n%s", code, out)
+	}
+}
+
+// The readable plan shows what README says it shows: the runtime image's environment, with the
+// NVIDIA_REQUIRE_CUDA a CUDA target's driver must meet.
+func TestPlanTextShowsTheRuntimeEnv(t *testing.T) {
+	code, out, stderr := runCLI(t, "plan", "-t", "olares-one")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"runtime env:   NVIDIA_REQUIRE_CUDA=cuda>=13.1", "runtime env:   NVIDIA_VISIBLE_DEVICES=all", "label:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
 	}
 }

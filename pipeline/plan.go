@@ -199,7 +199,7 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 		}
 		if img.Digest == "" {
 			if !opts.AllowFloating {
-				errs = append(errs, fmt.Errorf("target %s: build.images.%s: %q is a tag without a digest, so the build is not reproducible; pin it as %s@sha256:<digest> or pass --allow-floating", t.Name, im.role, im.ref, im.ref))
+				errs = append(errs, floatingError{fmt.Errorf("target %s: build.images.%s: %q is a tag without a digest, so the build is not reproducible; pin it as %s@sha256:<digest> or pass --allow-floating", t.Name, im.role, im.ref, im.ref)})
 				continue
 			}
 			p.Reproducible = false
@@ -213,7 +213,7 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 		p.Apt = apt
 		if err != nil {
 			if !opts.AllowFloating {
-				errs = append(errs, fmt.Errorf("%w, or pass --allow-floating", err))
+				errs = append(errs, floatingError{fmt.Errorf("%w, or pass --allow-floating", err)})
 			} else {
 				p.Reproducible = false
 				p.Warnings = append(p.Warnings, err.Error())
@@ -514,3 +514,15 @@ func SortedEnv(env map[string]string) []string {
 	}
 	return out
 }
+
+// ErrFloating matches (errors.Is) the error of an input that is not pinned while
+// Options.AllowFloating is off: nothing is wrong with the input but the flag it needs, so the
+// CLI treats it as a usage error.
+var ErrFloating = errors.New("unpinned input without AllowFloating")
+
+// floatingError keeps its message and matches ErrFloating.
+type floatingError struct{ err error }
+
+func (e floatingError) Error() string        { return e.err.Error() }
+func (e floatingError) Unwrap() error        { return e.err }
+func (e floatingError) Is(target error) bool { return target == ErrFloating }
