@@ -1,8 +1,12 @@
 package x86
 
 import (
+	"debug/elf"
+	"io"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/llbuild/llbuild/preflight/internal/debfetch"
 )
@@ -43,4 +47,60 @@ func BenchmarkTouchBytes(b *testing.B) {
 		}
 	}
 	_ = sum
+}
+
+// BenchmarkScanVsObjdump measures, in one run on the same file, the CPU time of
+// `objdump -d` (its output discarded), the time to open the ELF file, read its executable
+// sections and Scan them, and a loop summing the same code bytes, and reports the ratios:
+// objdump-cpu/scan (how many times less CPU preflight's decoder needs than objdump) and
+// scan/byteloop (what decoding costs over touching each byte). Absolute speeds depend on the
+// machine and its load; the ratios are what BENCHMARKS.md records.
+func BenchmarkScanVsObjdump(b *testing.B) {
+	if _, err := exec.LookPath("objdump"); err != nil {
+		b.Skipf("objdump (binutils) not installed: %v", err)
+	}
+	path := filepath.Join(debfetch.GGMLBackends(b), "libggml-cpu-sapphirerapids.so")
+	var objdumpCPU, scan, loop time.Duration
+	var sum byte
+	for b.Loop() {
+		cmd := exec.Command("objdump", "-d", "-w", path)
+		cmd.Stdout = io.Discard
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("objdump -d %s: %v", path, err)
+		}
+		objdumpCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+
+		start := time.Now()
+		f, err := elf.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var code []byte
+		var s Stats
+		for _, sec := range f.Sections {
+			if sec.Flags&elf.SHF_EXECINSTR == 0 || sec.Type != elf.SHT_PROGBITS {
+				continue
+			}
+			d, err := sec.Data()
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Scan(d, sec.Addr)
+			code = append(code, d...)
+		}
+		f.Close()
+		scan += time.Since(start)
+		if s.Insts == 0 {
+			b.Fatal("decoded no instructions")
+		}
+
+		start = time.Now()
+		for _, c := range code {
+			sum += c
+		}
+		loop += time.Since(start)
+	}
+	_ = sum
+	b.ReportMetric(float64(objdumpCPU)/float64(scan), "objdump-cpu/scan")
+	b.ReportMetric(float64(scan)/float64(loop), "scan/byteloop")
 }

@@ -396,8 +396,14 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 				checked++
 				if g.in.Ext&Unclassified != 0 {
 					unclassified++
+					// In the ggml libraries every instruction has a name: one the tables lose
+					// turns their verdict into unknown, so it fails here.
+					report := t.Errorf
+					if isExtra[path] || !strings.HasPrefix(lib, "libggml") {
+						report = t.Logf
+					}
 					if unclassified <= 5 {
-						t.Logf("%#x %x %q: unclassified (%s)", o.addr, o.bytes, o.text, g.in)
+						report("%#x %x %q: unclassified (%s)", o.addr, o.bytes, o.text, g.in)
 					}
 				}
 				if gotE, wantE := g.in.Ext&AVX512Any != 0, objdumpAVX512(o); gotE != wantE {
