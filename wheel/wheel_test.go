@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,13 +173,18 @@ func fatbinBlob(ks ...kernel) []byte {
 	for _, k := range ks {
 		h := make([]byte, 0x40)
 		kind := uint16(fatbin.Cubin)
+		payload := cubinWithKernel("axpy")
 		if k.ptx {
 			kind = uint16(fatbin.PTX)
+			payload = []byte(fmt.Sprintf(".version 9.0\n.target sm_%d\n.address_size 64\n.visible .entry axpy()\n{\n\tret;\n}\n", k.sm))
+		}
+		for len(payload)%16 != 0 {
+			payload = append(payload, 0)
 		}
 		binary.LittleEndian.PutUint16(h[0:], kind)
 		binary.LittleEndian.PutUint16(h[2:], 0x101)
 		binary.LittleEndian.PutUint32(h[4:], 0x40)
-		binary.LittleEndian.PutUint64(h[8:], 16)
+		binary.LittleEndian.PutUint64(h[8:], uint64(len(payload)))
 		binary.LittleEndian.PutUint32(h[0x10:], 16)
 		binary.LittleEndian.PutUint16(h[0x18:], 8)
 		binary.LittleEndian.PutUint16(h[0x1a:], 1)
@@ -188,7 +194,7 @@ func fatbinBlob(ks ...kernel) []byte {
 			flags |= 0x100000
 		}
 		binary.LittleEndian.PutUint64(h[0x28:], flags)
-		entries = append(append(entries, h...), make([]byte, 16)...)
+		entries = append(append(entries, h...), payload...)
 	}
 	c := make([]byte, 16)
 	binary.LittleEndian.PutUint32(c[0:], fatbin.Magic)
@@ -196,6 +202,37 @@ func fatbinBlob(ks ...kernel) []byte {
 	binary.LittleEndian.PutUint16(c[6:], 0x10)
 	binary.LittleEndian.PutUint64(c[8:], uint64(len(entries)))
 	return append(c, entries...)
+}
+
+// cubinWithKernel is the smallest ELF cubin preflight reads a kernel from: section headers
+// (null, .shstrtab, .text.NAME) and nothing else, as nvcc puts each kernel in .text.NAME.
+func cubinWithKernel(name string) []byte {
+	le := binary.LittleEndian
+	strtab := []byte("\x00.shstrtab\x00.text." + name + "\x00")
+	elf := make([]byte, 64)
+	copy(elf, "\x7fELF\x02\x01\x01")
+	strOff := uint64(len(elf))
+	elf = append(elf, strtab...)
+	for len(elf)%8 != 0 {
+		elf = append(elf, 0)
+	}
+	shoff := uint64(len(elf))
+	le.PutUint64(elf[0x28:], shoff)
+	le.PutUint16(elf[0x3a:], 64) // e_shentsize
+	le.PutUint16(elf[0x3c:], 3)  // e_shnum
+	le.PutUint16(elf[0x3e:], 1)  // e_shstrndx
+	sh := func(nameOff uint32, typ uint32, off, size uint64) []byte {
+		b := make([]byte, 64)
+		le.PutUint32(b[0:], nameOff)
+		le.PutUint32(b[4:], typ)
+		le.PutUint64(b[0x18:], off)
+		le.PutUint64(b[0x20:], size)
+		return b
+	}
+	elf = append(elf, make([]byte, 64)...)                      // null
+	elf = append(elf, sh(1, 3, strOff, uint64(len(strtab)))...) // .shstrtab
+	elf = append(elf, sh(11, 1, strOff, 0)...)                  // .text.NAME
+	return elf
 }
 
 // withFatbin adds a .nv_fatbin section to a shared library with objcopy, as a CUDA backend
