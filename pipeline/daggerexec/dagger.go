@@ -438,28 +438,36 @@ func aptPackages(_ context.Context, s *state) error {
 }
 
 func source(ctx context.Context, s *state) error {
-	p := s.plan
-	src, commit := p.Source, p.Source.Commit
-	if p.Vendor != nil {
-		src, commit = *p.Vendor, p.Vendor.Commit
+	src := s.plan.Source
+	if s.plan.Vendor != nil {
+		src = *s.plan.Vendor
 	}
-	var dir *dagger.Directory
-	switch {
-	case s.opts.Source == "":
-		dir = s.dag.Git(src.URL).Commit(commit).Tree()
-	case isGitRepo(ctx, s.opts.Source):
-		dir = s.dag.Host().Directory(s.opts.Source).AsGit().Commit(commit).Tree()
-	default:
-		tree, err := pipeline.TreeHash(s.opts.Source)
-		if err != nil {
-			return err
-		}
-		s.sourceTree = tree
-		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", s.opts.Source, "commit", commit, "tree", tree)
-		dir = s.dag.Host().Directory(s.opts.Source, dagger.HostDirectoryOpts{Exclude: []string{".git"}})
+	dir, tree, err := s.sourceTreeOf(ctx, s.opts.Source, src)
+	if err != nil {
+		return err
 	}
+	s.sourceTree = tree
 	s.ctr = s.ctr.WithDirectory(srcDir, dir).WithWorkdir(srcDir)
 	return nil
+}
+
+// sourceTreeOf is src at the plan's commit: fetched by the engine (local empty), from a local
+// git repository or mirror, or a local plain directory, whose commit nothing checks; for that
+// one it also returns its content hash, which provenance records.
+func (s *state) sourceTreeOf(ctx context.Context, local string, src pipeline.Source) (*dagger.Directory, string, error) {
+	switch {
+	case local == "":
+		return s.dag.Git(src.URL).Commit(src.Commit).Tree(), "", nil
+	case isGitRepo(ctx, local):
+		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree(), "", nil
+	default:
+		tree, err := pipeline.TreeHash(local)
+		if err != nil {
+			return nil, "", err
+		}
+		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", local, "commit", src.Commit, "tree", tree)
+		return s.dag.Host().Directory(local, dagger.HostDirectoryOpts{Exclude: []string{".git"}}), tree, nil
+	}
 }
 
 // isGitRepo reports whether dir is the top of a git repository with at least one commit.

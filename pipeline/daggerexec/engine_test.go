@@ -40,7 +40,6 @@ import (
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
-	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -114,22 +113,15 @@ func sourceCopy(t *testing.T, edit func(dir string)) string {
 // archiveDigest is the digest of the one image in an OCI archive.
 func archiveDigest(t *testing.T, archive string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := ocitar.Untar(archive, dir); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := layout.ImageIndexFromPath(dir)
+	m, err := ocitar.IndexManifest(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := idx.IndexManifest()
+	d, err := ocitar.OnlyDigest(m)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", archive, err)
 	}
-	if len(m.Manifests) != 1 {
-		t.Fatalf("%s holds %d images, want 1", archive, len(m.Manifests))
-	}
-	return m.Manifests[0].Digest.String()
+	return d
 }
 
 // standInTarget is cpu-v3 with the stand-in runtime archive as its runtime image, pinned by
@@ -648,24 +640,12 @@ func pythonToolsLayer(t *testing.T, site string, base map[string]bool) v1.Layer 
 // vendored.
 func engineWheelPlan(t *testing.T, series []patches.Patch) *pipeline.WheelPlan {
 	t.Helper()
-	r, err := recipes.Load("wheel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Source.URL = "https://example.invalid/fakewheel"
-	r.Source.Commit = strings.Repeat("1", 40)
-	v := fixture.Recipe(t, "")
-	r.Source.Vendor = v.Name
 	tg, err := targets.Load("cpu-v3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The stand-in devel image is bookworm: its python3 is 3.11.
-	wp, err := pipeline.ResolveWheel(tg, r, series, v, pipeline.WheelOptions{Python: "3.11"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return wp
+	return fixture.WheelPlan(t, tg, series, "3.11")
 }
 
 func newEngineWheel(t *testing.T, opts Options) *WheelExecutor {

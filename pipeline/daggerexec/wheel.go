@@ -181,14 +181,14 @@ print("llbuild: using the python build tools of the devel image: " + ", ".join(n
 // wheelSources puts llama-cpp-python at /src and the plan's llama.cpp at /src/vendor/llama.cpp.
 func wheelSources(ctx context.Context, s *wheelState) error {
 	p := s.plan
-	pkg, pkgTree, err := s.gitTree(ctx, s.pkg, p.Source)
+	pkg, pkgTree, err := s.sourceTreeOf(ctx, s.pkg, p.Source)
 	if err != nil {
 		return err
 	}
 	if p.Vendor == nil {
 		return errors.New("the wheel plan has no vendored llama.cpp")
 	}
-	llama, llamaTree, err := s.gitTree(ctx, s.opts.Source, *p.Vendor)
+	llama, llamaTree, err := s.sourceTreeOf(ctx, s.opts.Source, *p.Vendor)
 	if err != nil {
 		return err
 	}
@@ -200,24 +200,6 @@ func wheelSources(ctx context.Context, s *wheelState) error {
 		WithDirectory(s.vendorDir(), llama).
 		WithWorkdir(srcDir)
 	return nil
-}
-
-// gitTree is the source at the plan's commit, and for a plain directory (whose commit nothing
-// checks) its content hash.
-func (s *wheelState) gitTree(ctx context.Context, local string, src pipeline.Source) (*dagger.Directory, string, error) {
-	switch {
-	case local == "":
-		return s.dag.Git(src.URL).Commit(src.Commit).Tree(), "", nil
-	case isGitRepo(ctx, local):
-		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree(), "", nil
-	default:
-		tree, err := pipeline.TreeHash(local)
-		if err != nil {
-			return nil, "", err
-		}
-		s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", local, "commit", src.Commit, "tree", tree)
-		return s.dag.Host().Directory(local, dagger.HostDirectoryOpts{Exclude: []string{".git"}}), tree, nil
-	}
 }
 
 func wheelPatches(ctx context.Context, s *wheelState) error {
