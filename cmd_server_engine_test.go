@@ -29,7 +29,7 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--source", src, "--base", "devel=oci-archive:"+devel, "--out", out)
 	t.Logf("llama.cpp %s with the series through the engine: %s", "cpu-v3", time.Since(start).Round(time.Second))
 	if code != 0 {
-		t.Fatalf("exit %d; stderr (last 4000 bytes):\n%s", code, tail(stderr, 4000))
+		t.Fatalf("exit %d; stderr (its end):\n%s", code, tailOf(stderr))
 	}
 	dir := strings.TrimSpace(stdout)
 	a, err := artifacts.Open(dir)
@@ -86,11 +86,4 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	if len(differ) > 0 {
 		t.Errorf("the engine's and the host's builds of one plan differ in %v (identical: %v)", differ, same)
 	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

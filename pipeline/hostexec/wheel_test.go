@@ -16,7 +16,6 @@ import (
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
-	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -29,20 +28,8 @@ var wheelSeries = []string{"0001-server-greeting.patch", "0002-ggml-cpu-build-in
 // fakellama as the vendored llama.cpp.
 func wheelPlan(t testing.TB, tg *targets.Target, python string) (*pipeline.WheelPlan, []patches.Patch) {
 	t.Helper()
-	r, err := recipes.Load("wheel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Source.URL = "https://example.invalid/fakewheel"
-	r.Source.Commit = strings.Repeat("1", 40)
-	v := fixture.Recipe(t, "")
-	r.Source.Vendor = v.Name
 	series := fixture.Patches(t, wheelSeries...)
-	wp, err := pipeline.ResolveWheel(tg, r, series, v, pipeline.WheelOptions{Python: python})
-	if err != nil {
-		t.Fatalf("ResolveWheel() = %v", err)
-	}
-	return wp, series
+	return fixture.WheelPlan(t, tg, series, python), series
 }
 
 // needWheelTools skips (fails in CI) without the compilers and Python build tools, and puts

@@ -2,7 +2,6 @@ package fatbin
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 )
@@ -23,16 +22,8 @@ func TestBlobKernels(t *testing.T) {
 		{"compressed", "? ?"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			data, err := os.ReadFile("testdata/realbuild/" + c.file + ".nv_fatbin")
-			if err != nil {
-				t.Fatal(err)
-			}
-			entries, err := Parse(data)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var got []string
-			for _, b := range Blobs(entries) {
+			for _, b := range Blobs(realEntries(t, c.file)) {
 				names, known := b.Kernels()
 				switch {
 				case !known:
@@ -52,16 +43,8 @@ func TestBlobKernels(t *testing.T) {
 
 // TestPTXKernelsRead: an uncompressed PTX entry names its kernels by .entry.
 func TestPTXKernelsRead(t *testing.T) {
-	data, err := os.ReadFile("testdata/realbuild/nocompress.nv_fatbin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, e := range entries {
+	for _, e := range realEntries(t, "nocompress") {
 		got = append(got, fmt.Sprintf("%s:%v:%v", e.Arch(), e.Inspected, e.Kernels))
 	}
 	want := "[sm_80:true:[] compute_80:true:[axpy] sm_80:true:[axpy]]"

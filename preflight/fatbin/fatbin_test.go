@@ -63,6 +63,20 @@ func TestParseMatchesCuobjdump(t *testing.T) {
 	}
 }
 
+// realEntries parses the .nv_fatbin section of the real nvcc build testdata/realbuild/NAME.
+func realEntries(t *testing.T, name string) []Entry {
+	t.Helper()
+	data, err := os.ReadFile("testdata/realbuild/" + name + ".nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
 func TestRealFlags(t *testing.T) {
 	for _, c := range []struct {
 		file string
@@ -73,16 +87,8 @@ func TestRealFlags(t *testing.T) {
 		{"plain120", []string{"sm_120", "sm_75", "compute_120", "sm_120", "sm_75"}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			data, err := os.ReadFile("testdata/realbuild/" + c.file + ".nv_fatbin")
-			if err != nil {
-				t.Fatal(err)
-			}
-			entries, err := Parse(data)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var got []string
-			for _, e := range entries {
+			for _, e := range realEntries(t, c.file) {
 				got = append(got, e.Arch())
 			}
 			if fmt.Sprint(got) != fmt.Sprint(c.want) {
