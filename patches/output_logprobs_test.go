@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
 )
 
 // TestOutputLogprobsAPI compiles tests/output-logprobs.c against a llama.cpp build of the
@@ -19,11 +20,7 @@ import (
 func TestOutputLogprobsAPI(t *testing.T) {
 	server, src := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER"), os.Getenv("LLBUILD_PATCHED_LLAMA_SOURCE")
 	if server == "" || src == "" {
-		why := "LLBUILD_PATCHED_LLAMA_SERVER and LLBUILD_PATCHED_LLAMA_SOURCE are not both set: this test needs a llama.cpp build of the series and its source tree (scripts/test.sh builds them when ../shared/llama.cpp is beside the repository)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: " + why)
-		}
-		t.Skip(why)
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER and LLBUILD_PATCHED_LLAMA_SOURCE are not both set: this test needs a llama.cpp build of the series and its source tree (scripts/test.sh builds them when ../shared/llama.cpp is beside the repository)")
 	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {

@@ -18,14 +18,14 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
 )
 
 // The native scorer needs a llama-server built with patches/0002-server-
-// prompt-logprobs.patch. Building one takes minutes of compiling
-// llama.cpp, more than the test suite may spend, so these tests run only
-// against a build named by the environment (for example one from
-// `llbuild server --executor host -t cpu-v3`) and skip otherwise, in CI
-// as well.
+// prompt-logprobs.patch. These tests run against a build named by the
+// environment: scripts/test.sh builds one (and one without 0002-0006) with
+// `llbuild server --executor host -t cpu-v3` when ../shared/llama.cpp is
+// beside the repository. Without it they skip; under CI=true they fail.
 
 // patchedServer is the patched llama-server named by
 // LLBUILD_PATCHED_LLAMA_SERVER.
@@ -33,7 +33,7 @@ func patchedServer(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
 	if p == "" {
-		skipOrFailInCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: these tests need a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: these tests need a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
 	}
 	return p
 }
@@ -41,21 +41,11 @@ func patchedServer(t testing.TB) string {
 // unpatchedServer is a llama-server of the same llama.cpp commit built
 // without the prompt-logprobs patch, named by
 // LLBUILD_UNPATCHED_LLAMA_SERVER.
-// skipOrFailInCI skips a test that needs a build of the series, or fails it under CI=true,
-// where scripts/test.sh builds the series and nothing of it may be skipped.
-func skipOrFailInCI(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true: " + why)
-	}
-	t.Skip(why)
-}
-
 func unpatchedServer(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
 	if p == "" {
-		skipOrFailInCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0006 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0006 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
 	}
 	return p
 }

@@ -30,13 +30,20 @@ const (
 
 const how = "run the suite with scripts/test.sh as root with ../shared beside the repository (it installs and starts the engine from ../shared/dagger, makes the stand-in images and unpacks ../shared/llama.cpp), or set the variable yourself"
 
-// unavailable skips the test, or fails it in CI.
-func unavailable(t testing.TB, what string) {
+// SkipUnlessCI skips the test for the reason why, or fails it under CI=true, where
+// scripts/test.sh provides everything these tests need and none of them may be skipped.
+func SkipUnlessCI(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but %s; CI must run this test (%s)", what, how)
+		t.Fatal("CI=true, and CI must run this test: " + why)
 	}
-	t.Skipf("%s: %s", what, how)
+	t.Skip(why)
+}
+
+// unavailable skips the test, or fails it in CI, saying how to get what is missing.
+func unavailable(t testing.TB, what string) {
+	t.Helper()
+	SkipUnlessCI(t, what+": "+how)
 }
 
 // Engine makes sure a real Dagger engine is reachable through the environment, or skips.
