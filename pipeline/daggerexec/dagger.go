@@ -88,8 +88,15 @@ func New(opts Options) (*Executor, error) {
 		opts.Source = abs
 	}
 	if opts.conn == nil {
-		if err := checkEngine(opts.Engine); err != nil {
+		cli, err := checkEngine(opts.Engine)
+		if err != nil {
 			return nil, err
+		}
+		// The SDK runs only the CLI _EXPERIMENTAL_DAGGER_CLI_BIN names; without it, it
+		// downloads one from dl.dagger.io, whatever is on PATH. The dagger on PATH is the one
+		// the user installed (and the checks above found): hand it to the SDK.
+		if cli != "" {
+			os.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", cli)
 		}
 	}
 	return &Executor{opts: opts}, nil
@@ -98,29 +105,31 @@ func New(opts Options) (*Executor, error) {
 // ErrNoEngine is returned (wrapped) when no Dagger engine is reachable.
 var ErrNoEngine = errors.New("no Dagger engine reachable")
 
-func checkEngine(engine string) error {
+// checkEngine fails when no engine can be reached; cli is the dagger CLI found on PATH when
+// _EXPERIMENTAL_DAGGER_CLI_BIN names none.
+func checkEngine(engine string) (cli string, err error) {
 	if os.Getenv("DAGGER_SESSION_PORT") != "" {
-		return nil
+		return "", nil
 	}
 	if bin := os.Getenv("_EXPERIMENTAL_DAGGER_CLI_BIN"); bin != "" {
 		if _, err := exec.LookPath(bin); err != nil {
-			return fmt.Errorf("%w: _EXPERIMENTAL_DAGGER_CLI_BIN=%s is not an executable", ErrNoEngine, bin)
+			return "", fmt.Errorf("%w: _EXPERIMENTAL_DAGGER_CLI_BIN=%s is not an executable", ErrNoEngine, bin)
 		}
-	} else if _, err := exec.LookPath("dagger"); err != nil {
+	} else if cli, err = exec.LookPath("dagger"); err != nil {
 		// A runner host replaces docker, not the CLI: the SDK opens its session by running
 		// `dagger session`, which dials the runner host (engineconn.startCLISession).
 		if given := runnerHostGiven(engine); given != "" {
-			return fmt.Errorf("%w: %s needs the dagger CLI (v%s) on this machine, and it is not on PATH: llbuild opens the session by running `dagger session`, which connects to that engine (docker is not needed); install the dagger CLI v%s, point _EXPERIMENTAL_DAGGER_CLI_BIN at it, run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, given, engineconn.CLIVersion, engineconn.CLIVersion)
+			return "", fmt.Errorf("%w: %s needs the dagger CLI (v%s) on this machine, and it is not on PATH: llbuild opens the session by running `dagger session`, which connects to that engine (docker is not needed); install the dagger CLI v%s, point _EXPERIMENTAL_DAGGER_CLI_BIN at it, run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, given, engineconn.CLIVersion, engineconn.CLIVersion)
 		}
-		return fmt.Errorf("%w: the dagger CLI is not on PATH and no session is open (DAGGER_SESSION_PORT); install the dagger CLI (v%s), run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, engineconn.CLIVersion)
+		return "", fmt.Errorf("%w: the dagger CLI is not on PATH and no session is open (DAGGER_SESSION_PORT); install the dagger CLI (v%s), run under `dagger run`, or build natively with --executor host --source DIR", ErrNoEngine, engineconn.CLIVersion)
 	}
 	if engine != "" || os.Getenv(runnerHost) != "" {
-		return nil
+		return cli, nil
 	}
 	if _, err := exec.LookPath("docker"); err != nil {
-		return fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
+		return "", fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
 	}
-	return nil
+	return cli, nil
 }
 
 // runnerHostGiven says where the user named a runner host, its URL without credentials: the

@@ -351,3 +351,24 @@ func TestEngineWithoutCLISaysTheCLIIsStillNeeded(t *testing.T) {
 		})
 	}
 }
+
+// The SDK runs only the CLI _EXPERIMENTAL_DAGGER_CLI_BIN names and otherwise downloads one from
+// dl.dagger.io: the dagger CLI the user installed on PATH must be the one it runs.
+func TestNewHandsTheCLIOnPathToTheSDK(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "dagger")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	t.Setenv("DAGGER_SESSION_PORT", "")
+	t.Setenv(runnerHost, "")
+	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "") // restored after the test
+	os.Unsetenv("_EXPERIMENTAL_DAGGER_CLI_BIN")
+	if _, err := New(Options{Engine: "tcp://engine.invalid:1234"}); err != nil {
+		t.Fatalf("New() with the CLI on PATH and --engine = %v, want nil", err)
+	}
+	if got := os.Getenv("_EXPERIMENTAL_DAGGER_CLI_BIN"); got != bin {
+		t.Errorf("_EXPERIMENTAL_DAGGER_CLI_BIN = %q after New(), want the CLI on PATH %s (else the SDK downloads one)", got, bin)
+	}
+}
