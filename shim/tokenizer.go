@@ -3,6 +3,7 @@ package shim
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // handleTokenize is vLLM's POST /tokenize {prompt, add_special_tokens}
@@ -53,7 +54,12 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": u.info.NCtx})
 }
 
-// handleDetokenize is vLLM's POST /detokenize {tokens} -> {prompt}.
+// handleDetokenize is vLLM's POST /detokenize {tokens} -> {prompt}. vLLM
+// answers the Hugging Face tokenizer's decode(tokens), whose decoder for a
+// tokenizer that adds a space before the first word strips one leading
+// space from the text (decoders.Strip(" ", 1, 0)); llama-server keeps it.
+// lm-evaluation-harness decodes token lists and sends the text back to be
+// tokenized, so that space would tokenize into another token.
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -95,7 +101,11 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"prompt": out.Content})
+	text := out.Content
+	if u.vocab.spacePrefix {
+		text = strings.TrimPrefix(text, " ")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
 }
 
 // handleTokenizerInfo is vLLM's GET /tokenizer_info; lm-evaluation-harness

@@ -24,6 +24,11 @@ type vocab struct {
 	// safe is a token with a complete, visible piece, which the scorer
 	// forces when the token it scores is an incomplete UTF-8 fragment.
 	safe int
+	// spacePrefix says the tokenizer puts a space before the first word
+	// (SentencePiece's add_dummy_prefix, llama.cpp's add_space_prefix), so
+	// that the pieces of a text's tokens spell it with one more space in
+	// front.
+	spacePrefix bool
 }
 
 // tokenTypeControl is llama.cpp's LLAMA_TOKEN_TYPE_CONTROL.
@@ -74,6 +79,18 @@ func loadVocab(ctx context.Context, u *upstream, dir string) (*vocab, error) {
 		}
 	}
 	v.index()
+	// The tokenizer's own answer rather than the model's metadata: the
+	// option's default differs between tokenizer types and llama.cpp
+	// versions.
+	probe, err := u.tokenize(ctx, "a", false)
+	if err != nil {
+		return nil, fmt.Errorf("reading the vocabulary: %w", err)
+	}
+	var spelled []byte
+	for _, id := range probe {
+		spelled = append(spelled, v.text(id)...)
+	}
+	v.spacePrefix = string(spelled) == " a"
 	return v, nil
 }
 
