@@ -15,6 +15,7 @@ func commands() []*cli.Command {
 		bundleCommand(),
 		verifyCommand(),
 		serveCommand(),
+		benchCommand(),
 		serverCommand(),
 		wheelCommand(),
 		indexCommand(),

@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is what one invocation measured: its runs in the order they were started
+// (round-major: A B A B ...) and, with several bundles, each one's comparison with the first.
+type Result struct {
+	Dir         string        `json:"dir"`
+	RecordsFile string        `json:"recordsFile"`
+	Runs        []*Record     `json:"runs"`
+	Comparisons []*Comparison `json:"comparisons,omitempty"`
+	// Interrupted says the invocation was stopped before every run was done.
+	Interrupted bool `json:"interrupted"`
+}
+
+// Comparison is bundle B against bundle A (the first one), round by round: the ratio of
+// their row-0 decode tok/s when both rounds produced one.
+type Comparison struct {
+	A, B      string    `json:"-"`
+	ALabel    string    `json:"a"`
+	BLabel    string    `json:"b"`
+	ARow0     []float64 `json:"aRow0TokPerSec"`
+	BRow0     []float64 `json:"bRow0TokPerSec"`
+	Ratios    []float64 `json:"ratios"`
+	Min       float64   `json:"min"`
+	Median    float64   `json:"median"`
+	Max       float64   `json:"max"`
+	AAccepted *float64  `json:"aAcceptance,omitempty"`
+	BAccepted *float64  `json:"bAcceptance,omitempty"`
+}
+
+// Run measures every bundle Rounds times and records each run in the campaign directory.
+// Without GPUs the runs go one at a time, interleaved (A B A B ...), each from its server's
+// start to its stop; with GPUs, bundle i runs on GPUs[i mod len] and the devices work in
+// parallel. When ctx is done, the run in progress is kept as incomplete and no further run
+// starts.
+func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
+	if len(bundles) == 0 {
+		return nil, errors.New("no bundle to measure")
+	}
+	if err := o.Protocol.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+		if len(bundles) > 1 {
+			o.Rounds = 3
+		}
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the campaign directory: %w", err)
+	}
+	if _, err := ReadRecords(o.Dir); err != nil {
+		return nil, err
+	}
+	type job struct{ bundle, round int }
+	lanes := map[string][]job{}
+	var order []string
+	for r := 0; r < o.Rounds; r++ {
+		for i := range bundles {
+			gpu := ""
+			if len(o.GPUs) > 0 {
+				gpu = o.GPUs[i%len(o.GPUs)]
+			}
+			if _, ok := lanes[gpu]; !ok {
+				order = append(order, gpu)
+			}
+			lanes[gpu] = append(lanes[gpu], job{i, r})
+		}
+	}
+	res := &Result{Dir: o.Dir, RecordsFile: o.Dir + string(os.PathSeparator) + RecordsFile}
+	records := make([][]*Record, len(bundles))
+	for i := range records {
+		records[i] = make([]*Record, o.Rounds)
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, gpu := range order {
+		wg.Add(1)
+		go func(gpu string, jobs []job) {
+			defer wg.Done()
+			for _, j := range jobs {
+				if ctx.Err() != nil {
+					return
+				}
+				rec := o.runOne(ctx, bundles[j.bundle], j.round, gpu)
+				err := commit(o.Dir, rec)
+				mu.Lock()
+				records[j.bundle][j.round] = rec
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+				if rec.Error != "" {
+					o.progress("%s: %s", rec.Identity.Label, rec.Error)
+				}
+				o.progress("%s: %s", rec.Identity.Label, rec.Decision)
+			}
+		}(gpu, lanes[gpu])
+	}
+	wg.Wait()
+	for r := 0; r < o.Rounds; r++ {
+		for i := range bundles {
+			if rec := records[i][r]; rec != nil {
+				res.Runs = append(res.Runs, rec)
+			} else {
+				res.Interrupted = true
+			}
+		}
+	}
+	res.Interrupted = res.Interrupted || ctx.Err() != nil
+	for i := 1; i < len(bundles); i++ {
+		res.Comparisons = append(res.Comparisons, compare(bundles[0].Name, bundles[i].Name, records[0], records[i]))
+	}
+	return res, errors.Join(errs...)
+}
+
+// compare is B's row 0 over A's, round by round, for the rounds where both have one.
+func compare(a, b string, as, bs []*Record) *Comparison {
+	c := &Comparison{A: a, B: b}
+	var aAcc, bAcc []*float64
+	for r := range as {
+		ra, rb := as[r], bs[r]
+		if ra != nil && c.ALabel == "" {
+			c.ALabel = ra.Identity.Label
+		}
+		if rb != nil && c.BLabel == "" {
+			c.BLabel = rb.Identity.Label
+		}
+		if !counts(ra) || !counts(rb) {
+			continue
+		}
+		c.ARow0 = append(c.ARow0, ra.Summary.Row0TPS)
+		c.BRow0 = append(c.BRow0, rb.Summary.Row0TPS)
+		c.Ratios = append(c.Ratios, rb.Summary.Row0TPS/ra.Summary.Row0TPS)
+		aAcc, bAcc = append(aAcc, ra.Summary.Acceptance), append(bAcc, rb.Summary.Acceptance)
+	}
+	if len(c.Ratios) > 0 {
+		s := append([]float64(nil), c.Ratios...)
+		sort.Float64s(s)
+		c.Min, c.Max = s[0], s[len(s)-1]
+		if n := len(s); n%2 == 1 {
+			c.Median = s[n/2]
+		} else {
+			c.Median = (s[n/2-1] + s[n/2]) / 2
+		}
+	}
+	c.AAccepted, c.BAccepted = meanOf(aAcc), meanOf(bAcc)
+	return c
+}
+
+// counts says a run has a row 0 to compare: complete, canaries passed.
+func counts(r *Record) bool {
+	return r != nil && r.Complete && r.Canary.Mismatch == nil && len(r.Rows) > 0 && r.Summary.Row0TPS > 0
+}
+
+func meanOf(xs []*float64) *float64 {
+	var sum float64
+	n := 0
+	for _, x := range xs {
+		if x != nil {
+			sum += *x
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	m := sum / float64(n)
+	return &m
+}
+
+// WriteTable writes the lab's table of the runs (Run | Canary | Fresh row 0 tok/s | Repeated
+// mean | Decision) and, for A/B, each comparison's ratios.
+func (res *Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Run\tCanary\tFresh row 0 tok/s\tRepeated mean\tAcceptance\tDecision")
+	for _, r := range res.Runs {
+		name := r.Identity.Label
+		if r.Round > 0 {
+			name += fmt.Sprintf(" (round %d)", r.Round)
+		}
+		row0 := "-"
+		if len(r.Rows) > 0 {
+			row0 = fmt.Sprintf("%.2f", r.Summary.Row0TPS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, r.canaryCell(), row0, optional(r.Summary.RepeatedMeanTPS, "%.2f"),
+			optional(percent(r.Summary.Acceptance), "%.1f%%"), r.Decision)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range res.Comparisons {
+		if len(c.Ratios) == 0 {
+			fmt.Fprintf(w, "\nA/B %s vs %s: no round where both measured a row 0\n", c.B, c.A)
+			continue
+		}
+		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max)
+		fmt.Fprintf(w, "  A %s tok/s%s\n  B %s tok/s%s\n", floats(c.ARow0), acceptance(c.AAccepted), floats(c.BRow0), acceptance(c.BAccepted))
+	}
+	return nil
+}
+
+func optional(p *float64, format string) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *p)
+}
+
+func percent(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := 100 * *p
+	return &v
+}
+
+func acceptance(p *float64) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(", draft acceptance %.1f%%", 100**p)
+}
+
+func floats(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// Identity is everything that names a measured configuration: what was built (plan, commit,
+// patches), what ran (model and draft by digest, llama-server's arguments and environment)
+// and how it was measured. Two runs with the same Identity but for Time measured the same
+// thing; any byte of the manifest that changes (an argument, an environment knob, a patch, a
+// model byte) changes ManifestSHA256 and the label.
+type Identity struct {
+	// Label says it all in one line, for tables and directory names.
+	Label string `json:"label"`
+	// ManifestSHA256 is the sha256 of the bundle's manifest.json, which holds the digest of
+	// every file and the server's arguments and environment.
+	ManifestSHA256 string `json:"manifestSha256"`
+	Model          File   `json:"model"`
+	Draft          *File  `json:"draft,omitempty"`
+	// Settings are llama-server's options from its arguments and LLAMA_ARG_* environment.
+	Settings manifest.Settings `json:"settings"`
+	Env      map[string]string `json:"env,omitempty"`
+	// Command is the command line llama-server ran with (loader, arguments; the bench adds
+	// --host and --port), relative to the bundle.
+	Command     []string `json:"command"`
+	Target      string   `json:"target"`
+	PlanHash    string   `json:"planHash"`
+	LlamaCommit string   `json:"llamaCommit"`
+	Patches     []string `json:"patches"`
+	// GPU is the device the run was given (--gpus), "" for the default.
+	GPU string `json:"gpu,omitempty"`
+	// Mode and Protocol say how it was measured.
+	Mode     string `json:"mode"`
+	Protocol string `json:"protocol"`
+	// Time is when the run started, UTC.
+	Time time.Time `json:"time"`
+}
+
+// File names a model file by its bundle path and sha256.
+type File struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+func newIdentity(b *Bundle, p Protocol, gpu string, at time.Time) Identity {
+	m := b.Manifest
+	id := Identity{
+		ManifestSHA256: b.ManifestSHA256,
+		Settings:       m.Settings(),
+		Env:            m.Server.Env,
+		Command:        append([]string{m.Server.Executable}, m.Server.Args...),
+		Target:         m.Target.Name,
+		PlanHash:       m.Build.PlanHash,
+		LlamaCommit:    m.Build.Source.Commit,
+		GPU:            gpu,
+		Mode:           p.Mode,
+		Protocol:       p.key(),
+		Time:           at.UTC().Truncate(time.Second),
+	}
+	digests := map[string]string{}
+	for _, f := range m.Files {
+		digests[f.Path] = f.SHA256
+	}
+	id.Model = File{Name: m.Models.Model.Path, SHA256: digests[m.Models.Model.Path]}
+	if d := m.Models.Draft; d != nil {
+		id.Draft = &File{Name: d.Path, SHA256: digests[d.Path]}
+	}
+	for _, p := range m.Build.Patches {
+		id.Patches = append(id.Patches, p.Name+"@"+shortDigest(p.SHA256))
+	}
+	id.Label = id.label()
+	return id
+}
+
+// label is the lab's one-line name of a run:
+// MODEL-SHA8[-DRAFT-SHA8-SPEC-nMAX]-bBATCHuUBATCH-thTHREADS[-ENV]-planPLAN8-COMMIT7-mMANIFEST8[-gpuN]-MODE-YYYYMMDDTHHMMSSZ.
+func (id Identity) label() string {
+	s := id.Settings
+	get := func(flag string) string {
+		if v, ok := s.Lookup(flag); ok && v != "" {
+			return v
+		}
+		return "def"
+	}
+	parts := []string{modelName(id.Model.Name), shortDigest(id.Model.SHA256)[:8]}
+	if id.Draft != nil {
+		parts = append(parts, modelName(id.Draft.Name), shortDigest(id.Draft.SHA256)[:8], get("--spec-type"),
+			"n"+get("--spec-draft-n-max"))
+		if v, ok := s.Lookup("--spec-draft-n-min"); ok {
+			parts = append(parts, "nmin"+v)
+		}
+		if v, ok := s.Lookup("--spec-draft-p-min"); ok {
+			parts = append(parts, "pmin"+v)
+		}
+	}
+	parts = append(parts, "b"+get("--batch-size")+"u"+get("--ubatch-size"), "th"+get("--threads"))
+	for _, k := range sortedKeys(id.Env) {
+		parts = append(parts, strings.ToLower(k)+id.Env[k])
+	}
+	commit := id.LlamaCommit
+	if len(commit) > 9 {
+		commit = commit[:9]
+	}
+	parts = append(parts, "plan"+shortDigest(id.PlanHash)[:8], commit, "m"+shortDigest(id.ManifestSHA256)[:8])
+	if id.GPU != "" {
+		parts = append(parts, "gpu"+id.GPU)
+	}
+	parts = append(parts, id.Mode, id.Time.Format("20060102T150405Z"))
+	for i, p := range parts {
+		parts[i] = safe(p)
+	}
+	return strings.Join(parts, "-")
+}
+
+// safe keeps a label part to letters, digits, '.', '_' and '=' so a label is a file name.
+func safe(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '=':
+			b.WriteRune(r)
+		case r == '-' || r == '/' || r == ',':
+			b.WriteRune('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "x"
+	}
+	return b.String()
+}
+
+func modelName(p string) string {
+	return strings.TrimSuffix(path.Base(p), ".gguf")
+}
+
+// shortDigest is a digest's hex without its "sha256:" prefix, padded so slicing never fails.
+func shortDigest(d string) string {
+	_, hex, ok := strings.Cut(d, ":")
+	if !ok {
+		hex = d
+	}
+	for len(hex) < 12 {
+		hex += "0"
+	}
+	return hex
+}
+
+func shortHash(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:6])
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

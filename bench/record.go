@@ -1,0 +1,138 @@
+package bench
+
+import "time"
+
+// RecordSchema is the version of record.json and records.json.
+const RecordSchema = 1
+
+// Record is one run: a bundle measured once, from its server's start to its stop. It is
+// written as record.json in the run's directory, beside server.log.
+type Record struct {
+	SchemaVersion int      `json:"schemaVersion"`
+	Identity      Identity `json:"identity"`
+	// Bundle is the bundle as the user named it.
+	Bundle   string   `json:"bundle"`
+	Protocol Protocol `json:"protocol"`
+	// Round counts the runs of this bundle in one invocation (A/B rounds), from 0.
+	Round    int        `json:"round"`
+	Server   ServerInfo `json:"server"`
+	Started  time.Time  `json:"started"`
+	Finished time.Time  `json:"finished"`
+	// Complete is false when the run stopped early (interrupted, or an error); its rows are
+	// the ones measured.
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
+	Canary   Canary `json:"canary"`
+	// Valid says the figures count: canaries passed, nothing reused, one process throughout.
+	// Invalid says why not.
+	Valid   bool     `json:"valid"`
+	Invalid []string `json:"invalid,omitempty"`
+	Rows    []Row    `json:"rows"`
+	Summary Summary  `json:"summary"`
+	// Decision is what the campaign made of the run (Decide).
+	Decision string `json:"decision"`
+	// Dir is the run's directory.
+	Dir string `json:"dir"`
+
+	tmp string // the run's directory while it is written
+}
+
+// ServerInfo is what the run's llama-server said about itself.
+type ServerInfo struct {
+	BuildInfo   string `json:"buildInfo"`
+	Series      bool   `json:"series"`
+	Speculative bool   `json:"speculative"`
+	Slots       int    `json:"slots"`
+	Restarts    int    `json:"restarts"`
+}
+
+// Canary is the outcome of a run's canary checks.
+type Canary struct {
+	Checks int `json:"checks"`
+	Passed int `json:"passed"`
+	// Reference is how the expected output was made: "no-draft" (the same server, the
+	// request asking for token probabilities, which patch 0004 makes generate without
+	// drafting) or "repeat" (the first output of the prompt: repeated greedy outputs must be
+	// identical). Why says why "repeat" was used for a server that drafts.
+	Reference string    `json:"reference"`
+	Why       string    `json:"why,omitempty"`
+	Mismatch  *Mismatch `json:"mismatch,omitempty"`
+}
+
+// Mismatch is the first canary output that differed from its reference.
+type Mismatch struct {
+	Check    int    `json:"check"`
+	Prompt   string `json:"prompt"`
+	Position int    `json:"position"`
+	Want     int    `json:"wantToken"`
+	Got      int    `json:"gotToken"`
+	WantText string `json:"wantText"`
+	GotText  string `json:"gotText"`
+}
+
+// Row is one measured response.
+type Row struct {
+	Index int `json:"index"`
+	// Fresh says the prompt was new to the server process (row 0).
+	Fresh        bool    `json:"fresh"`
+	PromptTokens int     `json:"promptTokens"`
+	CachedTokens int     `json:"cachedTokens"`
+	PromptMS     float64 `json:"promptMs"`
+	PromptTPS    float64 `json:"promptTokPerSec"`
+	Generated    int     `json:"generated"`
+	DecodeMS     float64 `json:"decodeMs"`
+	// DecodeTPS is llama-server's own decode tok/s (timings.predicted_per_second).
+	DecodeTPS float64 `json:"decodeTokPerSec"`
+	// ClientTPS is decode tok/s on the bench's clock: tokens between the first and the last
+	// streamed token over the time between them.
+	ClientTPS float64 `json:"clientTokPerSec"`
+	// TTFTMS is the time from sending the request to the first generated token.
+	TTFTMS        float64  `json:"ttftMs"`
+	DraftProposed int      `json:"draftProposed"`
+	DraftAccepted int      `json:"draftAccepted"`
+	Acceptance    *float64 `json:"acceptance,omitempty"`
+}
+
+// Summary is a run's headline figures.
+type Summary struct {
+	// Row0TPS is row 0's decode tok/s by llama-server's timings: the headline.
+	Row0TPS       float64 `json:"row0TokPerSec"`
+	Row0ClientTPS float64 `json:"row0ClientTokPerSec"`
+	// RepeatedMeanTPS is the mean over rows 1..N-1 (stability support, never the headline).
+	RepeatedMeanTPS *float64 `json:"repeatedMeanTokPerSec,omitempty"`
+	// Acceptance is accepted over proposed draft tokens over all rows.
+	Acceptance *float64 `json:"acceptance,omitempty"`
+}
+
+func summarize(rows []Row) Summary {
+	var s Summary
+	if len(rows) == 0 {
+		return s
+	}
+	s.Row0TPS, s.Row0ClientTPS = rows[0].DecodeTPS, rows[0].ClientTPS
+	if len(rows) > 1 {
+		var sum float64
+		for _, r := range rows[1:] {
+			sum += r.DecodeTPS
+		}
+		m := sum / float64(len(rows)-1)
+		s.RepeatedMeanTPS = &m
+	}
+	var prop, acc int
+	for _, r := range rows {
+		prop, acc = prop+r.DraftProposed, acc+r.DraftAccepted
+	}
+	if prop > 0 {
+		a := float64(acc) / float64(prop)
+		s.Acceptance = &a
+	}
+	return s
+}
+
+// canaryCell is the table's Canary column: passed/checks, or "-" with none.
+func (r *Record) canaryCell() string {
+	if r.Canary.Checks == 0 && r.Protocol.Canaries == 0 {
+		return "-"
+	}
+	return itoa(r.Canary.Passed) + "/" + itoa(r.Protocol.Canaries)
+}

@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/llbuild/llbuild/shim"
+)
+
+// Options configure a bench invocation.
+type Options struct {
+	Protocol Protocol
+	// Dir is the campaign directory: runs/<label>/ per run and records.json.
+	Dir string
+	// Rounds is how many times each bundle runs; with several bundles the runs interleave
+	// (A B A B ...). 0 means 1 for one bundle and 3 for several.
+	Rounds int
+	// GPUs, when set, run bundles in parallel, one per device, each on its own port.
+	GPUs []string
+	// Log receives the servers' supervision messages; Progress a line per step.
+	Log      *slog.Logger
+	Progress io.Writer
+	// ReadyTimeout bounds a server's start; 0 means 10 minutes.
+	ReadyTimeout time.Duration
+
+	// start starts a bundle's server; tests put a fake llama-server here (it stands for one
+	// that answers a different token). nil means startBundle.
+	start func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error)
+	now   func() time.Time
+}
+
+// server is a started llama-server.
+type server interface {
+	ready(ctx context.Context) (shim.Endpoint, error)
+	restarts() int
+	stop()
+}
+
+type process struct{ p *shim.Process }
+
+func (p process) ready(ctx context.Context) (shim.Endpoint, error) { return p.p.Ready(ctx) }
+func (p process) restarts() int                                    { return p.p.Restarts() }
+func (p process) stop()                                            { p.p.Stop() }
+
+// startBundle starts b's llama-server exactly as llbuild serve does (shim.StartProcess with
+// the manifest's launch), with env added to the environment.
+func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
+	l := b.Launch
+	p, err := shim.StartProcess(ctx, shim.Options{
+		ServerPath:   l.Path,
+		ServerArgs:   l.Args,
+		Env:          append(append(os.Environ(), l.Env...), env...),
+		Dir:          l.Dir,
+		ServerOutput: log,
+		ReadyTimeout: o.ReadyTimeout,
+	}, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	return process{p}, nil
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// runOne measures b once: it starts its server, runs the canaries and the rows, stops the
+// server and returns the record, complete or not. The record's directory holds server.log.
+func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) *Record {
+	started := o.now()
+	rec := &Record{SchemaVersion: RecordSchema, Identity: newIdentity(b, o.Protocol, gpu, started), Bundle: b.Name,
+		Protocol: o.Protocol, Round: round, Started: started.UTC()}
+	if env := deviceEnv(b.Manifest.Target.Backend, gpu); len(env) > 0 {
+		rec.Identity.Env = mergeEnv(rec.Identity.Env, env)
+	}
+	name := rec.Identity.Label
+	if round > 0 {
+		name += "-r" + strconv.Itoa(round)
+	}
+	rec.Dir = filepath.Join(o.Dir, "runs", name)
+	err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755)
+	var tmp string
+	if err == nil {
+		tmp, err = os.MkdirTemp(filepath.Join(o.Dir, "runs"), ".tmp-")
+	}
+	if err == nil {
+		err = o.measure(ctx, b, rec, gpu, tmp)
+	}
+	rec.tmp = tmp
+	if err != nil {
+		rec.Error = err.Error()
+		if ctx.Err() != nil {
+			rec.Error = "interrupted: " + rec.Error
+		}
+	} else {
+		rec.Complete = true
+	}
+	rec.Finished = o.now().UTC()
+	rec.Summary = summarize(rec.Rows)
+	rec.Valid, rec.Invalid = validity(b, rec)
+	return rec
+}
+
+func mergeEnv(env map[string]string, add []string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	for _, kv := range add {
+		k, v, _ := cutEq(kv)
+		out[k] = v
+	}
+	return out
+}
+
+func cutEq(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// validity says whether a run's figures count and why not.
+func validity(b *Bundle, r *Record) (bool, []string) {
+	var why []string
+	if !r.Complete {
+		why = append(why, "incomplete")
+	}
+	if r.Canary.Mismatch != nil {
+		why = append(why, fmt.Sprintf("canary mismatch at check %d", r.Canary.Mismatch.Check))
+	}
+	for _, row := range r.Rows {
+		if row.CachedTokens > 0 {
+			what := "repeated"
+			if row.Fresh {
+				what = "fresh"
+			}
+			why = append(why, fmt.Sprintf("cached tokens: row %d (%s) reused %d prompt tokens", row.Index, what, row.CachedTokens))
+		}
+	}
+	for _, p := range reuseProblems(b.Manifest.Settings()) {
+		why = append(why, "prompt reuse allowed: "+p)
+	}
+	if r.Server.Restarts > 0 {
+		why = append(why, fmt.Sprintf("llama-server restarted %d times during the run", r.Server.Restarts))
+	}
+	return len(why) == 0, why
+}
+
+func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir string) error {
+	serverLog, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return fmt.Errorf("creating the server log: %w", err)
+	}
+	defer serverLog.Close()
+	start := o.start
+	if start == nil {
+		start = o.startBundle
+	}
+	o.progress("%s: starting llama-server", rec.Identity.Label)
+	srv, err := start(ctx, b, deviceEnv(b.Manifest.Target.Backend, gpu), serverLog)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rec.Server.Restarts = srv.restarts()
+		srv.stop()
+	}()
+	ep, err := srv.ready(ctx)
+	if err != nil {
+		return err
+	}
+	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.Slots}
+	c := newClient(ep.BaseURL, ep.APIKey)
+	if o.now != nil {
+		c.now = o.now
+	}
+	if err := o.canaries(ctx, c, ep, rec); err != nil {
+		return fmt.Errorf("canaries: %w", err)
+	}
+	if rec.Canary.Mismatch != nil {
+		m := rec.Canary.Mismatch
+		o.progress("%s: canary %d failed at token %d: got %d %q, want %d %q", rec.Identity.Label, m.Check, m.Position, m.Got, m.GotText, m.Want, m.WantText)
+		return nil // the figures would not count: no rows
+	}
+	return o.rows(ctx, c, rec)
+}
+
+// canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
+// a reference. A mismatch ends them and is recorded.
+func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec *Record) error {
+	n := o.Protocol.Canaries
+	can := &rec.Canary
+	switch {
+	case ep.Speculative && ep.Series:
+		can.Reference = "no-draft"
+	case ep.Speculative:
+		can.Reference = "repeat"
+		can.Why = "this llama-server drafts but lacks llbuild's patch 0004, so speculation cannot be turned off for one request: the canaries check only that repeated greedy outputs are identical"
+	default:
+		can.Reference = "repeat"
+	}
+	if n == 0 {
+		return nil
+	}
+	req := func(prompt string, nprobs int) completionRequest {
+		return completionRequest{Prompt: prompt, NPredict: o.Protocol.CanaryTokens, Temperature: 0, TopK: 1,
+			IgnoreEOS: true, NProbs: nprobs}
+	}
+	refs := map[int]*response{}
+	for i := 0; i < n; i++ {
+		k := i % len(canaryPrompts)
+		prompt := canaryPrompts[k]
+		if refs[k] == nil {
+			nprobs := 0
+			if can.Reference == "no-draft" {
+				nprobs = 1
+			}
+			r, err := c.complete(ctx, req(prompt, nprobs))
+			if err != nil {
+				return err
+			}
+			refs[k] = r
+		}
+		got, err := c.complete(ctx, req(prompt, 0))
+		if err != nil {
+			return err
+		}
+		can.Checks++
+		if m := firstDifference(refs[k].Tokens, got.Tokens); m >= 0 {
+			can.Mismatch = &Mismatch{Check: i, Prompt: prompt, Position: m, Want: at(refs[k].Tokens, m), Got: at(got.Tokens, m),
+				WantText: refs[k].Text, GotText: got.Text}
+			return nil
+		}
+		can.Passed++
+		if (i+1)%64 == 0 || i+1 == n {
+			o.progress("%s: canaries %d/%d", rec.Identity.Label, i+1, n)
+		}
+	}
+	return nil
+}
+
+// firstDifference is the first position where a and b differ (a length counts), or -1.
+func firstDifference(a, b []int) int {
+	for i := range max(len(a), len(b)) {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func at(s []int, i int) int {
+	if i < len(s) {
+		return s[i]
+	}
+	return -1
+}
+
+// rowPrompt returns the rows' prompt: token ids for a filled-long prompt (exactly
+// PromptTokens), text otherwise.
+func (o *Options) rowPrompt(ctx context.Context, c *client) (any, error) {
+	p := o.Protocol
+	switch p.Prompt {
+	case PromptFilledLong:
+		ids, err := c.tokenize(ctx, fillerText(p.PromptTokens))
+		if err != nil {
+			return nil, fmt.Errorf("tokenizing the filled-long prompt: %w", err)
+		}
+		if len(ids) < p.PromptTokens {
+			return nil, fmt.Errorf("the filler text gives only %d tokens, fewer than --prompt-tokens %d", len(ids), p.PromptTokens)
+		}
+		return ids[:p.PromptTokens], nil
+	case PromptFile:
+		return p.PromptText, nil
+	}
+	return shortPrompt, nil
+}
+
+// rows measures the protocol's rows: row 0 is the first time this server process sees the
+// prompt, rows 1..N-1 repeat it. Every row is a full prefill (cache_prompt off), so a row
+// that still reports cached tokens shows the server reused work it was told not to.
+func (o *Options) rows(ctx context.Context, c *client, rec *Record) error {
+	prompt, err := o.rowPrompt(ctx, c)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < o.Protocol.Rows; i++ {
+		r, err := c.complete(ctx, completionRequest{Prompt: prompt, NPredict: o.Protocol.Generate, Temperature: 0, TopK: 1,
+			IgnoreEOS: true, CachePrompt: false})
+		if err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
+		row := rowOf(i, r)
+		rec.Rows = append(rec.Rows, row)
+		o.progress("%s: row %d: %.2f tok/s decode (client %.2f), %d tokens, ttft %.1f ms", rec.Identity.Label, i,
+			row.DecodeTPS, row.ClientTPS, row.Generated, row.TTFTMS)
+	}
+	return nil
+}
+
+func rowOf(i int, r *response) Row {
+	t := r.Timings
+	row := Row{Index: i, Fresh: i == 0, PromptTokens: t.PromptN, CachedTokens: t.CacheN, PromptMS: t.PromptMS,
+		PromptTPS: t.PromptPerSecond, Generated: t.PredictedN, DecodeMS: t.PredictedMS, DecodeTPS: t.PredictedPerSecond,
+		TTFTMS: ms(r.First.Sub(r.Sent)), DraftProposed: t.DraftN, DraftAccepted: t.DraftNAccepted}
+	if d := r.Last.Sub(r.First); d > 0 && r.LastN > r.FirstN {
+		row.ClientTPS = float64(r.LastN-r.FirstN) / d.Seconds()
+	}
+	if t.DraftN > 0 {
+		a := float64(t.DraftNAccepted) / float64(t.DraftN)
+		row.Acceptance = &a
+	}
+	return row
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/bench"
+)
+
+// exitInterrupted is bench's exit status when it was stopped (Ctrl-C, SIGTERM) before every
+// run was done: 128 + SIGINT, as shells report it.
+const exitInterrupted = 130
+
+func benchCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "`screen` (128 canary checks, 1 row) or full (384 checks, 8 rows; only a full run can be promoted)"},
+		&cli.IntFlag{Name: "canaries", Value: -1, Usage: "canary checks, `N` (default from --mode)"},
+		&cli.IntFlag{Name: "canary-tokens", Value: 16, Usage: "tokens each canary check generates, `N`"},
+		&cli.IntFlag{Name: "rows", Value: -1, Usage: "measured responses, `N`: row 0 fresh, the others repeat its prompt (default from --mode)"},
+		&cli.StringFlag{Name: "prompt", Value: bench.PromptFilledLong, Usage: "`filled-long` (a filler text of --prompt-tokens tokens) or short (one sentence)"},
+		&cli.IntFlag{Name: "prompt-tokens", Value: 588, Usage: "the filled-long prompt's length, `P` tokens"},
+		&cli.StringFlag{Name: "prompt-file", Usage: "use the text of `FILE` as the prompt"},
+		&cli.IntFlag{Name: "generate", Value: 512, Usage: "tokens each row generates, `G` (end of sequence ignored)"},
+		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
+		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
+		&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
+		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
+		&cli.BoolFlag{Name: "json", Usage: "print the runs and comparisons as JSON instead of the table"},
+	}
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure bundles the way tuning labs do: canaries, fresh row 0, validity, identity, records, A/B",
+		ArgsUsage: "BUNDLE [BUNDLE...]",
+		Description: "Each BUNDLE (a directory or a .tar.zst/.tar.gz archive) is verified, then started exactly as\n" +
+			"`llbuild serve` starts it, on loopback. A run: canary checks (greedy outputs of fixed prompts\n" +
+			"against a reference made with speculative decoding off for that request, or, without a draft,\n" +
+			"repeated outputs), then row 0 (a prompt the server process has not seen) and rows 1..N-1\n" +
+			"repeating it, each a full prefill with end of sequence ignored. Figures per row: decode tok/s\n" +
+			"from llama-server's timings and from the bench's clock, time to first token, prompt tok/s,\n" +
+			"draft tokens proposed and accepted. A run is valid when its canaries pass, no row reused a\n" +
+			"cached token, the bundle's arguments allow no reuse (--cache-ram 0, --ctx-checkpoints 0, no\n" +
+			"--cache-reuse, no n-gram or lookup speculation) and llama-server ran throughout. Each run is\n" +
+			"written to DIR/runs/LABEL/ (record.json, server.log) and DIR/records.json, where a valid full\n" +
+			"run that beats the standing row 0 of the same model and protocol is promoted. With several\n" +
+			"bundles the runs interleave and B/A row-0 ratios are reported. Progress goes to stderr.\n" +
+			"Exit status: 0 every run valid, 1 a run invalid, failed or below its canaries, 2 usage,\n" +
+			"130 interrupted (the runs measured so far are kept, the one in progress marked incomplete).",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			// The flags may also come after the bundles, where the command-line library stops
+			// parsing them.
+			fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			for _, f := range flags {
+				for _, name := range f.Names() {
+					switch f.(type) {
+					case *cli.BoolFlag:
+						fs.Bool(name, c.Bool(name), "")
+					default:
+						fs.String(name, fmt.Sprint(c.Value(f.Names()[0])), "")
+					}
+				}
+			}
+			var names []string
+			args := c.Args().Slice()
+			for len(args) > 0 {
+				if err := fs.Parse(args); err != nil {
+					return usagef("bench: %v", err)
+				}
+				if fs.NArg() == 0 {
+					break
+				}
+				names = append(names, fs.Arg(0))
+				args = fs.Args()[1:]
+			}
+			if len(names) == 0 {
+				return usagef("bench takes one or more BUNDLE directories or archives")
+			}
+			opts, err := benchOptions(fs)
+			if err != nil {
+				return err
+			}
+			opts.Log = loggerOf(c)
+			opts.Progress = stderrOf(c)
+			var bundles []*bench.Bundle
+			for _, name := range names {
+				dir, cleanup, err := bundleDir(c, name)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				b, err := bench.OpenBundle(dir, name)
+				if err != nil {
+					return err
+				}
+				bundles = append(bundles, b)
+			}
+			res, runErr := bench.Run(c.Context, bundles, opts)
+			if res == nil {
+				return runErr
+			}
+			out := stdoutOf(c)
+			if fs.Lookup("json").Value.String() == "true" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "records: %s\n\n", res.RecordsFile)
+				if err := res.WriteTable(out); err != nil {
+					return err
+				}
+			}
+			if runErr != nil {
+				return runErr
+			}
+			if res.Interrupted {
+				return cli.Exit("bench: interrupted; the runs measured so far are in "+res.RecordsFile, exitInterrupted)
+			}
+			var bad []string
+			for _, r := range res.Runs {
+				if !r.Valid {
+					bad = append(bad, fmt.Sprintf("%s: %s", r.Identity.Label, r.Decision))
+				}
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("%d of %d runs do not count:\n  %s", len(bad), len(res.Runs), strings.Join(bad, "\n  "))
+			}
+			return nil
+		},
+	}
+}
+
+// benchOptions reads the protocol and scheduling flags, all problems together.
+func benchOptions(fs *flag.FlagSet) (bench.Options, error) {
+	var problems []string
+	str := func(name string) string { return fs.Lookup(name).Value.String() }
+	num := func(name string) int {
+		var n int
+		if _, err := fmt.Sscan(str(name), &n); err != nil {
+			problems = append(problems, fmt.Sprintf("--%s %q is not a whole number", name, str(name)))
+		}
+		return n
+	}
+	p, err := bench.DefaultProtocol(str("mode"))
+	if err != nil {
+		return bench.Options{}, usagef("--%v", err)
+	}
+	if n := num("canaries"); n >= 0 {
+		p.Canaries = n
+	}
+	if n := num("rows"); n >= 0 {
+		p.Rows = n
+	}
+	p.CanaryTokens = num("canary-tokens")
+	p.Generate = num("generate")
+	p.Prompt = str("prompt")
+	p.PromptTokens = num("prompt-tokens")
+	if f := str("prompt-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return bench.Options{}, usagef("--prompt-file: %v", err)
+		}
+		p.Prompt, p.PromptFile, p.PromptText = bench.PromptFile, f, string(b)
+	}
+	if p.Prompt != bench.PromptFilledLong {
+		p.PromptTokens = 0
+	}
+	rounds := num("rounds")
+	if rounds < 0 {
+		problems = append(problems, fmt.Sprintf("--rounds %d: must be 1 or more", rounds))
+	}
+	timeout, err := time.ParseDuration(str("ready-timeout"))
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--ready-timeout: %v", err))
+	}
+	var gpus []string
+	if g := strings.TrimSpace(str("gpus")); g != "" {
+		seen := map[string]bool{}
+		for _, d := range strings.Split(g, ",") {
+			d = strings.TrimSpace(d)
+			if d == "" || strings.ContainsAny(d, " =:") || seen[d] {
+				problems = append(problems, fmt.Sprintf("--gpus %q: give distinct device numbers separated by commas (0,1,2,3)", g))
+				break
+			}
+			seen[d] = true
+			gpus = append(gpus, d)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	if len(problems) > 0 {
+		return bench.Options{}, usagef("bench: %s", strings.Join(problems, "; "))
+	}
+	return bench.Options{Protocol: p, Dir: str("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: timeout}, nil
+}
+
+// bundleDir returns the directory of a bundle named on the command line: the directory
+// itself, or an archive checked and unpacked into a temporary directory removed afterwards.
+func bundleDir(c *cli.Context, name string) (string, func(), error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return "", nil, usagef("bundle %s: %v", name, err)
+	}
+	if fi.IsDir() {
+		return name, func() {}, nil
+	}
+	if _, err := archiveCompression(name); err != nil {
+		return "", nil, usagef("%s is neither a bundle directory nor a bundle archive (.tar.zst, .tar.gz)", name)
+	}
+	tmp, err := os.MkdirTemp("", "llbuild-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	dir := filepath.Join(tmp, "bundle")
+	if err := extractArchive(c.Context, name, dir, false); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(tmp) }, nil
+}
