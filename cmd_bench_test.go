@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/gguf"
 )
 
 // benchRun runs llbuild bench in-process and returns its exit status, stdout and stderr.
@@ -42,24 +46,61 @@ func readRecord(t *testing.T, path string) *bench.Record {
 	return &r
 }
 
+// benchBundles makes bundles of sid's llama-server (the artifacts are made once) with a tiny
+// model, each with its own extra `llbuild bundle` arguments; the draft, when asked for, has
+// the model's own weights, so that a lossless speculation accepts nearly every draft token.
+func benchBundles(t *testing.T, arts string, variants ...[]string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	model, draft := filepath.Join(dir, "tiny.gguf"), filepath.Join(dir, "tiny-draft.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.WriteTinyLlamaFile(draft, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, extra := range variants {
+		o := filepath.Join(dir, fmt.Sprintf("bundle%d", i))
+		args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", arts, "--model", model,
+			"--ctx-size", "1024", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
+		for j := 0; j < len(extra); j++ {
+			if extra[j] == "--draft" {
+				args = append(args, "--draft", draft)
+				continue
+			}
+			args = append(args, extra[j])
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("bundling %v: exit %d\n%s", extra, code, stderr.String())
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
 // A bundle of sid's llama-server with a draft: a screen runs its canaries (repeated greedy
 // outputs: sid's server lacks patch 0004, so the record says the reference is "repeat" and
-// why), measures row 0 with draft counters, and writes record.json, server.log and
-// records.json.
+// why), measures row 0 with the draft counters, and writes record.json, server.log and
+// records.json; stdout has the records path and the lab's table.
 func TestBenchScreenOfADraftBundle(t *testing.T) {
-	b := realServerBundle(t)
-	dir := t.TempDir()
-	if d := os.Getenv("BENCH_KEEP"); d != "" {
-		dir = d
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
 	}
+	b := benchBundles(t, sidArtifacts(t, "cpu-v3"), []string{"--draft", "--spec-draft-n-max", "4"})[0]
+	dir := t.TempDir()
 	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--canaries", "8", "--prompt-tokens", "64", "--generate", "32")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	t.Logf("stdout:\n%s", stdout)
 	rs := readRecords(t, dir)
 	if len(rs.Runs) != 1 || rs.Runs[0].Decision != bench.DecisionScreenOnly || rs.Runs[0].Canary != "8/8" {
 		t.Fatalf("records = %+v, want one screen-only run with 8/8 canaries", rs.Runs)
+	}
+	if !strings.HasPrefix(stdout, "records: "+filepath.Join(dir, bench.RecordsFile)) || !strings.Contains(stdout, "Fresh row 0 tok/s") ||
+		!strings.Contains(stdout, rs.Runs[0].Label) {
+		t.Errorf("stdout:\n%s\nwant the records path and the table with the run", stdout)
 	}
 	rec := readRecord(t, filepath.Join(dir, rs.Runs[0].Dir, "record.json"))
 	if rec.Canary.Reference != "repeat" || !strings.Contains(rec.Canary.Why, "0004") {
@@ -72,14 +113,135 @@ func TestBenchScreenOfADraftBundle(t *testing.T) {
 	if !row.Fresh || row.PromptTokens != 64 || row.CachedTokens != 0 || row.Generated != 32 || row.DecodeTPS <= 0 || row.ClientTPS <= 0 || row.TTFTMS <= 0 {
 		t.Errorf("row 0 = %+v, want fresh, 64 prompt tokens, none cached, 32 generated, positive rates", row)
 	}
-	if row.DraftProposed == 0 || row.Acceptance == nil {
-		t.Errorf("row 0 drafted nothing: %+v", row)
+	if row.DraftProposed == 0 || row.Acceptance == nil || *row.Acceptance < 0.5 {
+		t.Errorf("row 0 = %+v, want drafts proposed and most accepted (the draft is the model)", row)
 	}
-	if !rec.Valid {
-		t.Errorf("run invalid: %v", rec.Invalid)
+	if !rec.Valid || !strings.Contains(rec.Identity.Label, "-tiny_draft-") || !strings.Contains(rec.Identity.Label, "-n4-") {
+		t.Errorf("run valid %v %v, label %s", rec.Valid, rec.Invalid, rec.Identity.Label)
 	}
-	log, err := os.ReadFile(filepath.Join(dir, rs.Runs[0].Dir, "server.log"))
-	if err != nil || len(log) == 0 {
+	if log, err := os.ReadFile(filepath.Join(dir, rs.Runs[0].Dir, "server.log")); err != nil || !bytes.Contains(log, []byte("draft")) {
 		t.Errorf("server.log: %v, %d bytes", err, len(log))
+	}
+}
+
+// A bundle whose arguments keep a prompt cache gives an invalid run (exit 1) that says which
+// argument and what to do; the rows are still measured and kept.
+func TestBenchBundleThatAllowsReuseIsInvalid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	b := benchBundles(t, sidArtifacts(t, "cpu-v3"), []string{"--cache-ram", "256"})[0]
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--mode", "full", "--canaries", "2", "--rows", "2", "--prompt", "short", "--generate", "8")
+	if code != 1 || !strings.Contains(stderr, "invalid: prompt reuse allowed: --cache-ram 256 keeps a prompt cache across requests: bundle with --cache-ram 0") {
+		t.Fatalf("bench: exit %d, want 1 naming --cache-ram\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rs := readRecords(t, dir)
+	if len(rs.Runs) != 1 || rs.Runs[0].Valid || rs.Runs[0].Row0TPS <= 0 || rs.Runs[0].Repeated == nil {
+		t.Errorf("records = %+v, want one invalid run with its figures kept", rs.Runs)
+	}
+}
+
+// Two bundles on two devices (--gpus 0,1) run at the same time, each with its own server and
+// record naming its device; an archive is accepted as a bundle; the A/B line compares them.
+func TestBenchGPUsRunInParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real llama-servers")
+	}
+	archive := filepath.Join(t.TempDir(), "b.tar.gz")
+	bs := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil, []string{"--server-arg", "--batch-size", "--server-arg", "256", "--archive", archive})
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, bs[0], archive, "--dir", dir, "--gpus", "0,1", "--rounds", "1", "--canaries", "4", "--prompt-tokens", "32", "--generate", "400")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rs := readRecords(t, dir)
+	if len(rs.Runs) != 2 {
+		t.Fatalf("records = %+v, want 2", rs.Runs)
+	}
+	var recs []*bench.Record
+	for _, e := range rs.Runs {
+		recs = append(recs, readRecord(t, filepath.Join(dir, e.Dir, "record.json")))
+	}
+	gpus := map[string]bool{}
+	for _, r := range recs {
+		gpus[r.Identity.GPU] = true
+	}
+	if !gpus["0"] || !gpus["1"] {
+		t.Errorf("devices %v, want 0 and 1", gpus)
+	}
+	if !recs[0].Started.Before(recs[1].Finished) || !recs[1].Started.Before(recs[0].Finished) {
+		t.Errorf("runs %v–%v and %v–%v do not overlap: not in parallel", recs[0].Started, recs[0].Finished, recs[1].Started, recs[1].Finished)
+	}
+	if !strings.Contains(stdout, "A/B "+archive+" / "+bs[0]) {
+		t.Errorf("stdout:\n%s\nwant the A/B line", stdout)
+	}
+}
+
+// Ctrl-C during a run stops its llama-server, keeps the rows measured so far in a record
+// marked incomplete, and exits 130.
+func TestBenchInterruptKeepsTheRowsMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	b := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil)[0]
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &cancelOn{w: &bytes.Buffer{}, text: ": row 1:", cancel: cancel}
+	var stdout bytes.Buffer
+	code := run(ctx, []string{"llbuild", "bench", b, "--dir", dir, "--mode", "full", "--canaries", "1", "--prompt-tokens", "32", "--generate", "64"},
+		strings.NewReader(""), &stdout, stderr)
+	if code != 130 {
+		t.Fatalf("exit %d, want 130\n%s\n%s", code, stdout.String(), stderr.w.String())
+	}
+	rs := readRecords(t, dir)
+	if len(rs.Runs) != 1 || rs.Runs[0].Decision != bench.DecisionIncomplete {
+		t.Fatalf("records = %+v, want one incomplete run", rs.Runs)
+	}
+	rec := readRecord(t, filepath.Join(dir, rs.Runs[0].Dir, "record.json"))
+	if rec.Complete || len(rec.Rows) < 2 || len(rec.Rows) == 8 || !strings.Contains(rec.Error, "interrupted") {
+		t.Errorf("record complete %v, %d rows, error %q: want incomplete with the rows measured before the interrupt", rec.Complete, len(rec.Rows), rec.Error)
+	}
+	if out, _ := exec.Command("pgrep", "-f", b+"/bin/llama-server").Output(); len(out) > 0 {
+		t.Errorf("llama-server still running: pids %s", out)
+	}
+}
+
+// cancelOn cancels when text is written to it.
+type cancelOn struct {
+	mu     sync.Mutex
+	w      *bytes.Buffer
+	text   string
+	cancel func()
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.w.Write(p)
+	if strings.Contains(c.w.String(), c.text) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// Usage errors are refused before anything starts, all problems together, exit 2.
+func TestBenchUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "bench takes one or more BUNDLE"},
+		{[]string{"/nonexistent/bundle"}, "bundle /nonexistent/bundle"},
+		{[]string{t.TempDir(), "--mode", "fast"}, `mode "fast": use screen or full`},
+		{[]string{t.TempDir(), "--rows", "0", "--generate", "1"}, "rows 0: must be at least 1 (row 0 is the headline); generate 1"},
+		{[]string{t.TempDir(), "--gpus", "0,,1"}, "--gpus"},
+		{[]string{t.TempDir(), "--prompt-file", "/nonexistent/p.txt"}, "--prompt-file"},
+	} {
+		code, _, stderr := benchRun(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench %v: exit %d %q, want 2 and %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }

@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// testBundle is a bundle value (not on disk) whose manifest asks for no reuse.
+func testBundle(mutate ...func(*manifest.Manifest)) *Bundle {
+	m := &manifest.Manifest{
+		SchemaVersion: manifest.SchemaVersion,
+		Target:        manifest.Target{Name: "cpu-v3", Backend: "cpu"},
+		Build: manifest.Build{PlanHash: "sha256:" + strings.Repeat("ab", 32), Source: manifest.Source{Commit: "1425386fd" + strings.Repeat("0", 31)},
+			Patches: []manifest.Patch{{Name: "0001-x.patch", SHA256: "sha256:" + strings.Repeat("11", 32)}}},
+		Models: manifest.Models{Model: manifest.Model{Path: "models/tiny.gguf"}, Draft: &manifest.Model{Path: "models/draft.gguf"}},
+		Server: manifest.Server{Executable: "bin/llama-server", Args: []string{"--model", "models/tiny.gguf", "--model-draft", "models/draft.gguf",
+			"--spec-type", "draft-mtp", "--spec-draft-n-max", "7", "-b", "1024", "-ub", "1024", "-t", "8", "--cache-ram", "0", "--ctx-checkpoints", "0"},
+			Env: map[string]string{}},
+		Files: []manifest.File{{Path: "models/draft.gguf", SHA256: "sha256:" + strings.Repeat("cd", 32)}, {Path: "models/tiny.gguf", SHA256: "sha256:" + strings.Repeat("ef", 32)}},
+	}
+	for _, f := range mutate {
+		f(m)
+	}
+	raw, _ := json.Marshal(m)
+	return &Bundle{Name: "b", Manifest: m, ManifestSHA256: "sha256:" + shortHash(raw) + strings.Repeat("0", 52)}
+}
+
+func fastProtocol(mode string) Protocol {
+	p, _ := DefaultProtocol(mode)
+	p.Canaries, p.CanaryTokens, p.PromptTokens, p.Generate = 4, 12, 16, 24
+	return p
+}
+
+// A drafted output that differs from the no-draft reference fails the canaries: the run is
+// rejected, names the check, the position and both tokens, and measures no rows.
+func TestCanaryMismatchRejectsTheRun(t *testing.T) {
+	fake := &fakeLlama{flipAt: 5}
+	dir := t.TempDir()
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: dir, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	m := r.Canary.Mismatch
+	if m == nil || m.Check != 0 || m.Position != 5 || m.Got != m.Want+1 || r.Canary.Reference != "no-draft" {
+		t.Fatalf("canary = %+v (mismatch %+v), want the first check to differ at token 5 against the no-draft reference", r.Canary, m)
+	}
+	if r.Valid || r.Decision != DecisionCanary || len(r.Rows) != 0 {
+		t.Errorf("run valid %v decision %q rows %d, want invalid, %q, no rows", r.Valid, r.Decision, len(r.Rows), DecisionCanary)
+	}
+	// the same fake without the flipped token passes: the check is what failed it
+	ok := &fakeLlama{flipAt: -1}
+	res, err = Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: ok.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Runs[0]; r.Canary.Passed != 4 || !r.Valid || len(r.Rows) != 8 || r.Decision != DecisionPromoted {
+		t.Errorf("lossless fake: canary %+v valid %v %v rows %d decision %q, want 4 passed, valid, 8 rows, promoted", r.Canary, r.Valid, r.Invalid, len(r.Rows), r.Decision)
+	}
+}
+
+// A row that reports cached prompt tokens makes the run invalid for a headline, and says so.
+func TestCachedTokensMakeTheRunInvalid(t *testing.T) {
+	fake := &fakeLlama{flipAt: -1, cacheN: 12}
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Valid || !strings.HasPrefix(r.Decision, "invalid: cached tokens: row 0 (fresh) reused 12") {
+		t.Errorf("decision %q valid %v, want invalid naming row 0's 12 cached tokens", r.Decision, r.Valid)
+	}
+}
+
+// Arguments that allow reuse (or leave llama-server's reuse defaults on) make a run invalid,
+// each named with what to do.
+func TestReuseProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"none", []string{"--cache-ram", "0", "--ctx-checkpoints", "0"}, nil, nil},
+		{"defaults", nil, nil, []string{"--cache-ram is not set", "--ctx-checkpoints is not set"}},
+		{"short names and env", []string{"-cram", "512"}, map[string]string{"LLAMA_ARG_CTX_CHECKPOINTS": "0"}, []string{"--cache-ram 512 keeps"}},
+		{"env overridden by an argument", []string{"--cache-ram=0", "-ctxcp", "0"}, map[string]string{"LLAMA_ARG_CACHE_RAM": "64"}, nil},
+		{"cache reuse", []string{"--cache-ram", "0", "--ctx-checkpoints", "0", "--cache-reuse", "256"}, nil, []string{"--cache-reuse 256"}},
+		{"ngram speculation", []string{"--cache-ram", "0", "--ctx-checkpoints", "0", "--spec-type", "ngram-simple"}, nil, []string{"--spec-type ngram-simple drafts from earlier text"}},
+		{"lookup cache", []string{"--cache-ram", "0", "--ctx-checkpoints", "0", "-lcd", "x.bin"}, nil, []string{"--lookup-cache-dynamic"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &manifest.Manifest{Server: manifest.Server{Args: tc.args, Env: tc.env}}
+			got := reuseProblems(m.Settings())
+			if len(got) != len(tc.want) {
+				t.Fatalf("reuseProblems(%v, %v) = %q, want %d problems like %q", tc.args, tc.env, got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d = %q, want it to start %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// The label changes when any argument, environment knob, patch, model or draft byte, plan or
+// device changes, and says the lab's fields in order.
+func TestIdentityLabel(t *testing.T) {
+	at := time.Date(2026, 6, 24, 13, 57, 1, 0, time.UTC)
+	p := fastProtocol(ModeFull)
+	base := newIdentity(testBundle(), p, "", at)
+	want := "tiny-efefefef-draft-cdcdcdcd-draft_mtp-n7-b1024u1024-th8-planabababab-1425386fd-m"
+	if !strings.HasPrefix(base.Label, want) || !strings.HasSuffix(base.Label, "-full-20260624T135701Z") {
+		t.Errorf("label = %s, want %s…-full-20260624T135701Z", base.Label, want)
+	}
+	for name, mutate := range map[string]func(*manifest.Manifest){
+		"argument":   func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--flash-attn", "on") },
+		"env knob":   func(m *manifest.Manifest) { m.Server.Env["GGML_CUDA_GRAPH_OPT"] = "1" },
+		"patch":      func(m *manifest.Manifest) { m.Build.Patches[0].SHA256 = "sha256:" + strings.Repeat("22", 32) },
+		"model byte": func(m *manifest.Manifest) { m.Files[1].SHA256 = "sha256:" + strings.Repeat("99", 32) },
+		"draft byte": func(m *manifest.Manifest) { m.Files[0].SHA256 = "sha256:" + strings.Repeat("98", 32) },
+		"plan":       func(m *manifest.Manifest) { m.Build.PlanHash = "sha256:" + strings.Repeat("cc", 32) },
+	} {
+		if got := newIdentity(testBundle(mutate), p, "", at); got.Label == base.Label || got.ManifestSHA256 == base.ManifestSHA256 {
+			t.Errorf("%s changed: label %s and manifest digest unchanged", name, got.Label)
+		}
+	}
+	if got := newIdentity(testBundle(), p, "3", at); !strings.Contains(got.Label, "-gpu3-") {
+		t.Errorf("label on GPU 3 = %s, want -gpu3-", got.Label)
+	}
+	if got := newIdentity(testBundle(func(m *manifest.Manifest) { m.Server.Env["GGML_SYCL_ENABLE_VMM"] = "0" }), p, "", at); !strings.Contains(got.Label, "-ggml_sycl_enable_vmm0-") {
+		t.Errorf("label with an env knob = %s, want it named", got.Label)
+	}
+}
+
+// The campaign's decisions: only a complete, valid full run that beats the standing row 0 of
+// the same model and protocol is promoted; everything else is kept with why.
+func TestDecide(t *testing.T) {
+	rec := func(mode string, row0 float64, mut ...func(*Record)) *Record {
+		r := &Record{Protocol: Protocol{Mode: mode}, Complete: true, Valid: true, Summary: Summary{Row0TPS: row0},
+			Identity: Identity{Label: mode, Model: File{SHA256: "sha256:m"}, Protocol: "filled-long-p588-g512"}}
+		for _, f := range mut {
+			f(r)
+		}
+		return r
+	}
+	rs := &Records{}
+	add := func(r *Record) string {
+		d, _ := rs.Decide(r)
+		rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Row0TPS: r.Summary.Row0TPS, Decision: d})
+		return d
+	}
+	steps := []struct {
+		r    *Record
+		want string
+	}{
+		{rec(ModeScreen, 200), DecisionScreenOnly},
+		{rec(ModeFull, 100), DecisionPromoted},
+		{rec(ModeFull, 99), DecisionBelow},
+		{rec(ModeFull, 100), DecisionBelow}, // a tie does not beat the record
+		{rec(ModeFull, 150, func(r *Record) { r.Valid, r.Invalid = false, []string{"cached tokens: row 0 (fresh) reused 5 prompt tokens"} }), "invalid: cached tokens: row 0 (fresh) reused 5 prompt tokens"},
+		{rec(ModeFull, 150, func(r *Record) { r.Complete, r.Error = false, "interrupted" }), DecisionIncomplete},
+		{rec(ModeFull, 150, func(r *Record) { r.Canary.Mismatch = &Mismatch{} }), DecisionCanary},
+		{rec(ModeFull, 50, func(r *Record) { r.Identity.Model.SHA256 = "sha256:other" }), DecisionPromoted}, // its own record
+		{rec(ModeFull, 50, func(r *Record) { r.Identity.Protocol = "short-g128" }), DecisionPromoted},
+		{rec(ModeFull, 101), DecisionPromoted},
+		{rec(ModeFull, 100.5), DecisionBelow},
+	}
+	for i, s := range steps {
+		if got := add(s.r); got != s.want {
+			t.Errorf("step %d (%s, row 0 %.1f): decision %q, want %q", i, s.r.Protocol.Mode, s.r.Summary.Row0TPS, got, s.want)
+		}
+	}
+	if s := rs.Standing("sha256:m", "filled-long-p588-g512"); s == nil || s.Row0TPS != 101 {
+		t.Errorf("standing record = %+v, want row 0 101", s)
+	}
+}
+
+// records.json and each run's record.json are written whole, and a second invocation adds to
+// the campaign rather than replacing it; the standing record carries across invocations.
+func TestCampaignAccumulates(t *testing.T) {
+	dir := t.TempDir()
+	fake := &fakeLlama{flipAt: -1}
+	for i := 0; i < 2; i++ {
+		if _, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: dir, start: fake.starter()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := ReadRecords(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Runs) != 2 || rs.Runs[0].Decision != DecisionPromoted || rs.Runs[1].Decision != DecisionBelow {
+		t.Fatalf("runs = %+v, want promoted then below record (same figures)", rs.Runs)
+	}
+	if rs.Runs[0].Dir == rs.Runs[1].Dir {
+		t.Errorf("both runs in %s", rs.Runs[0].Dir)
+	}
+	for _, e := range rs.Runs {
+		if _, err := os.Stat(filepath.Join(dir, e.Dir, "record.json")); err != nil {
+			t.Error(err)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "runs", ".tmp-*"))
+	if len(left) > 0 {
+		t.Errorf("temporary run directories left: %v", left)
+	}
+}
+
+// Several bundles interleave A B A B, and B/A is reported per round.
+func TestABInterleavesAndReportsRatios(t *testing.T) {
+	fake := &fakeLlama{flipAt: -1}
+	a, b := testBundle(), testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "-t", "4") })
+	b.Name = "b2"
+	res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 6 {
+		t.Fatalf("%d runs, want 3 rounds of 2", len(res.Runs))
+	}
+	for i, r := range res.Runs {
+		wantB := i%2 == 1
+		if (r.Bundle == "b2") != wantB || r.Round != i/2 {
+			t.Errorf("run %d is %s round %d, want A B A B order", i, r.Bundle, r.Round)
+		}
+		if i > 0 && r.Started.Before(res.Runs[i-1].Finished) {
+			t.Errorf("run %d started before run %d finished: not one at a time", i, i-1)
+		}
+	}
+	c := res.Comparisons[0]
+	if len(c.Ratios) != 3 || c.Min <= 0 || c.Min > c.Median || c.Median > c.Max {
+		t.Errorf("comparison = %+v, want 3 ordered ratios", c)
+	}
+	var b2 strings.Builder
+	res.WriteTable(&b2)
+	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 3 rounds") {
+		t.Errorf("table:\n%s\nwant the A/B line", b2.String())
+	}
+}
+
+func TestDeviceEnv(t *testing.T) {
+	for _, tc := range []struct{ backend, gpu, want string }{
+		{"cuda", "2", "CUDA_VISIBLE_DEVICES=2"},
+		{"sycl", "1", "ONEAPI_DEVICE_SELECTOR=level_zero:1"},
+		{"cpu", "0", ""},
+		{"cuda", "", ""},
+	} {
+		if got := strings.Join(deviceEnv(tc.backend, tc.gpu), " "); got != tc.want {
+			t.Errorf("deviceEnv(%s, %q) = %q, want %q", tc.backend, tc.gpu, got, tc.want)
+		}
+	}
+}

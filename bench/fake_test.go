@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/llbuild/llbuild/shim"
+)
+
+// fakeLlama stands for a llama-server whose speculative decoding is not lossless: a drafted
+// request (no n_probs) answers a different token at position flipAt. No real llama-server
+// can be made to do that on purpose, and the canaries exist to catch exactly that. It speaks
+// the parts of llama-server's API the bench uses (/tokenize, streamed /completion with
+// tokens, timings and draft counters), deterministically.
+type fakeLlama struct {
+	flipAt   int // -1: never
+	cacheN   int // cache_n it reports for rows
+	requests atomic.Int64
+}
+
+func (f *fakeLlama) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /tokenize", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Content string `json:"content"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		ids := []int{1}
+		for i := range strings.Fields(req.Content) {
+			ids = append(ids, 10+i%500)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"tokens": ids})
+	})
+	mux.HandleFunc("POST /completion", func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
+		var req completionRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		seed := len(fmt.Sprint(req.Prompt))
+		promptN := seed
+		if ids, ok := req.Prompt.([]any); ok {
+			promptN = len(ids)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range req.NPredict {
+			tok := (seed*31 + i*7) % 500
+			if i == f.flipAt && req.NProbs == 0 {
+				tok++
+			}
+			fmt.Fprintf(w, "data: {\"content\":\"t%d \",\"tokens\":[%d],\"stop\":false,\"tokens_predicted\":%d}\n\n", tok, tok, i+1)
+			w.(http.Flusher).Flush()
+			time.Sleep(200 * time.Microsecond)
+		}
+		fmt.Fprintf(w, "data: {\"content\":\"\",\"tokens\":[],\"stop\":true,\"tokens_predicted\":%d,"+
+			"\"timings\":{\"cache_n\":%d,\"prompt_n\":%d,\"prompt_ms\":2,\"prompt_per_second\":%d,\"predicted_n\":%d,"+
+			"\"predicted_ms\":%d,\"predicted_per_second\":%d,\"draft_n\":%d,\"draft_n_accepted\":%d}}\n\n",
+			req.NPredict, f.cacheN, promptN, promptN*500, req.NPredict, req.NPredict, 1000, req.NPredict, req.NPredict*3/4)
+	})
+	return mux
+}
+
+type fakeServer struct {
+	ts *httptest.Server
+}
+
+func (s *fakeServer) ready(context.Context) (shim.Endpoint, error) {
+	return shim.Endpoint{BaseURL: s.ts.URL, Slots: 1, BuildInfo: "fake", Series: true, Speculative: true}, nil
+}
+func (s *fakeServer) restarts() int { return 0 }
+func (s *fakeServer) stop()         { s.ts.Close() }
+
+func (f *fakeLlama) starter() func(context.Context, *Bundle, []string, io.Writer) (server, error) {
+	return func(context.Context, *Bundle, []string, io.Writer) (server, error) {
+		return &fakeServer{ts: httptest.NewServer(f.handler())}, nil
+	}
+}
