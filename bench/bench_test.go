@@ -166,7 +166,9 @@ func TestDecide(t *testing.T) {
 		{rec(ModeFull, 100), DecisionPromoted},
 		{rec(ModeFull, 99), DecisionBelow},
 		{rec(ModeFull, 100), DecisionBelow}, // a tie does not beat the record
-		{rec(ModeFull, 150, func(r *Record) { r.Valid, r.Invalid = false, []string{"cached tokens: row 0 (fresh) reused 5 prompt tokens"} }), "invalid: cached tokens: row 0 (fresh) reused 5 prompt tokens"},
+		{rec(ModeFull, 150, func(r *Record) {
+			r.Valid, r.Invalid = false, []string{"cached tokens: row 0 (fresh) reused 5 prompt tokens"}
+		}), "invalid: cached tokens: row 0 (fresh) reused 5 prompt tokens"},
 		{rec(ModeFull, 150, func(r *Record) { r.Complete, r.Error = false, "interrupted" }), DecisionIncomplete},
 		{rec(ModeFull, 150, func(r *Record) { r.Canary.Mismatch = &Mismatch{} }), DecisionCanary},
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Model.SHA256 = "sha256:other" }), DecisionPromoted}, // its own record
