@@ -408,3 +408,39 @@ func TinyVocab(merges int) (tokens []string, scores []float32, types []int32) {
 	}
 	return tokens, scores, types
 }
+
+// PadVocab grows a TinyLlama model's vocabulary to vocab tokens (normal tokens that the
+// tokenizer never produces, with the lowest score) and its token embedding and output
+// matrices with it, so that a benchmark model pays a real model's per-token vocabulary cost
+// (a softmax over 32,000 logits, say). A smaller vocab leaves b as it is. Two models padded
+// to the same size from the same Merges share their vocabulary exactly.
+func PadVocab(b *Builder, o TinyOptions, vocab int) {
+	o = o.withDefaults()
+	tokens, scores, types := TinyVocab(o.Merges)
+	if vocab <= len(tokens) {
+		return
+	}
+	for i := len(tokens); i < vocab; i++ {
+		tokens = append(tokens, fmt.Sprintf("\u2400%d", i))
+		scores = append(scores, -1e9)
+		types = append(types, 1) // normal
+	}
+	b.Set("llama.vocab_size", Uint32(uint32(vocab)))
+	b.Set("tokenizer.ggml.tokens", Array(tokens))
+	b.Set("tokenizer.ggml.scores", Array(scores))
+	b.Set("tokenizer.ggml.token_type", Array(types))
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(vocab)))
+	for i, t := range b.Tensors {
+		scale := map[string]float64{"token_embd.weight": 1, "output.weight": 0.5}[t.Name]
+		if scale == 0 {
+			continue
+		}
+		n := t.Dims[0] * uint64(vocab)
+		data := make([]byte, 2*n)
+		for j := uint64(0); j < n; j++ {
+			h := Float16(float32((rng.Float64()*2 - 1) * scale))
+			data[2*j], data[2*j+1] = byte(h), byte(h>>8)
+		}
+		b.Tensors[i] = Tensor{Name: t.Name, Type: TensorF16, Dims: []uint64{t.Dims[0], uint64(vocab)}, Data: data}
+	}
+}
