@@ -98,6 +98,9 @@ type Summary struct {
 	// Row0TPS is row 0's decode tok/s by llama-server's timings: the headline.
 	Row0TPS       float64 `json:"row0TokPerSec"`
 	Row0ClientTPS float64 `json:"row0ClientTokPerSec"`
+	// ClientOverServer is Row0ClientTPS over Row0TPS: what the bench's own clock sees against
+	// llama-server's timings (streaming, HTTP and the bench's parsing in between).
+	ClientOverServer float64 `json:"clientOverServer,omitempty"`
 	// RepeatedMeanTPS is the mean over rows 1..N-1 (stability support, never the headline).
 	RepeatedMeanTPS *float64 `json:"repeatedMeanTokPerSec,omitempty"`
 	// Acceptance is accepted over proposed draft tokens over all rows.
@@ -110,6 +113,9 @@ func summarize(rows []Row) Summary {
 		return s
 	}
 	s.Row0TPS, s.Row0ClientTPS = rows[0].DecodeTPS, rows[0].ClientTPS
+	if s.Row0TPS > 0 {
+		s.ClientOverServer = s.Row0ClientTPS / s.Row0TPS
+	}
 	if len(rows) > 1 {
 		var sum float64
 		for _, r := range rows[1:] {
