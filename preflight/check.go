@@ -21,6 +21,10 @@ const (
 	OK      Status = "ok"
 	Fail    Status = "would fail"
 	Unknown Status = "unknown"
+	// Dispatched is a CPU verdict: the instructions the CPU lacks lie only in functions an
+	// ifunc resolver chooses at run time by CPUID (glibc's string functions, gcc's
+	// target_clones), so they run only if the file's own CPU check picks them.
+	Dispatched Status = "dispatched at run time"
 )
 
 // Check names.
@@ -64,9 +68,9 @@ type Report struct {
 	Binaries []*Binary    `json:"binaries"`
 }
 
-// ExitCode is 0 when every check passed, 1 when something would fail, 2 when nothing
-// would fail but something could not be checked, or when there was nothing to check (no
-// ELF file in the input).
+// ExitCode is 0 when every check passed (ok, or dispatched at run time), 1 when something
+// would fail, 2 when nothing would fail but something could not be checked, or when there
+// was nothing to check (no ELF file in the input).
 func (r *Report) ExitCode() int {
 	if len(r.Verdicts) == 0 {
 		return 2

@@ -74,28 +74,43 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Status, v.Reason = Unknown, fmt.Sprintf("%s code is not decoded (only x86-64 is)", b.Machine)
 		return v
 	}
-	need := b.Code.Uses &^ x86.Unclassified
+	c := b.Code
+	need := c.Uses &^ x86.Unclassified
+	disp := c.Dispatched &^ x86.Unclassified
 	missing := need & h.known &^ h.has
-	unknown := need &^ h.known
+	missingDispatched := disp & h.known &^ h.has &^ missing
+	unknown := (need | disp) &^ h.known
+	if missing != 0 && b.System {
+		v.Status = Unknown
+		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks, in code no ifunc resolver chooses; %s is a system library, which may test CPUID itself before running such code (glibc does before its RTM lock elision and the PKU instructions of pkey_get/pkey_set), and preflight cannot follow such tests: whether that code runs is not known", featureList(missing), path.Base(b.Path))
+		v.Evidence = evidence(b, c.Examples, missing, 6)
+		v.Fix = "system libraries come from the host or image they run on; check llama.cpp's own files, which ship with the build"
+		return v
+	}
 	if missing != 0 {
 		v.Status = Fail
 		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks: SIGILL (illegal instruction) when that code runs", featureList(missing))
-		v.Evidence = evidence(b, missing, 6)
+		if c.IFuncResolvers > 0 {
+			v.Reason += " (outside the functions its ifunc resolvers choose)"
+		}
+		v.Evidence = evidence(b, c.Examples, missing, 6)
 		v.Fix = "rebuild with those ISA options off (GGML_NATIVE=OFF and explicit GGML_<ISA> flags), or ship ggml's per-CPU variants (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS)"
 		return v
 	}
 	var unsure []string
 	if unknown != 0 {
 		unsure = append(unsure, fmt.Sprintf("uses %s, which the host description does not cover", unknown))
-		v.Evidence = evidence(b, unknown, 6)
+		v.Evidence = evidence(b, c.Examples, unknown, 6)
+		v.Evidence = append(v.Evidence, evidence(b, c.DispatchedExamples, unknown&^need, 6)...)
 	}
-	if b.Code.Uses&x86.Unclassified != 0 {
-		unsure = append(unsure, fmt.Sprintf("has %d instructions whose opcode the decoder's tables do not name, so what they need is not known", b.Code.Extensions[x86.Unclassified.String()]))
-		v.Evidence = append(v.Evidence, evidence(b, x86.Unclassified, 4)...)
+	if (c.Uses|c.Dispatched)&x86.Unclassified != 0 {
+		unsure = append(unsure, fmt.Sprintf("has %d instructions whose opcode the decoder's tables do not name, so what they need is not known", c.Extensions[x86.Unclassified.String()]+c.DispatchedExtensions[x86.Unclassified.String()]))
+		v.Evidence = append(v.Evidence, evidence(b, c.Examples, x86.Unclassified, 4)...)
+		v.Evidence = append(v.Evidence, evidence(b, c.DispatchedExamples, x86.Unclassified, 4)...)
 	}
-	if n := b.Code.DecodeErrors; n > 0 {
+	if n := c.DecodeErrors; n > 0 {
 		unsure = append(unsure, fmt.Sprintf("has %d bytes of executable code that do not decode as an instruction the decoder knows (data in code, or an encoding it lacks)", n))
-		v.Evidence = append(v.Evidence, fmt.Sprintf("%s %s  does not decode", path.Base(b.Path), b.Code.FirstDecodeErrorAt))
+		v.Evidence = append(v.Evidence, fmt.Sprintf("%s %s  does not decode", path.Base(b.Path), c.FirstDecodeErrorAt))
 	}
 	if len(unsure) > 0 {
 		v.Status = Unknown
@@ -103,11 +118,22 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Fix = "check the listed bytes with objdump -d; report an instruction the decoder should know"
 		return v
 	}
+	rest, outside := "baseline x86-64 only", "needs nothing beyond baseline x86-64"
+	if need != 0 {
+		rest = "uses " + featureList(need) + "; the CPU has them"
+		outside = "uses " + featureList(need) + ", which the CPU has"
+	}
+	if missingDispatched != 0 {
+		v.Status = Dispatched
+		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks, only in functions that the file's ifunc resolvers (%d) choose at run time by CPUID: they run only if a resolver picks them on this CPU; the code outside them %s",
+			featureList(missingDispatched), c.IFuncResolvers, outside)
+		v.Evidence = evidence(b, c.DispatchedExamples, missingDispatched, 6)
+		return v
+	}
 	v.Status = OK
-	if need == 0 {
-		v.Reason = "baseline x86-64 only"
-	} else {
-		v.Reason = "uses " + featureList(need) + "; the CPU has them"
+	v.Reason = rest
+	if disp != 0 {
+		v.Reason += fmt.Sprintf("; its ifunc-dispatched functions use %s, which the CPU also has", featureList(disp&^need))
 	}
 	if len(b.SystemLibs) > 0 {
 		v.Reason += "; the system libraries it loads (" + strings.Join(b.SystemLibs, " ") + ") are not decoded, as in bundles: they choose their code by CPUID at run time"
@@ -134,7 +160,7 @@ func featureList(e x86.Ext) string {
 
 // evidence lists up to max distinct instructions (by address) that need one of exts,
 // taking the first example of every extension before the second of any.
-func evidence(b *Binary, exts x86.Ext, max int) []string {
+func evidence(b *Binary, examples map[x86.Ext][]Instruction, exts x86.Ext, max int) []string {
 	var out []string
 	seen := map[uint64]bool{}
 	base := path.Base(b.Path)
@@ -143,7 +169,7 @@ func evidence(b *Binary, exts x86.Ext, max int) []string {
 	}
 	for round := 0; round < x86.SamplesPerExt; round++ {
 		exts.Each(func(e x86.Ext) {
-			ex := b.Code.Examples[e]
+			ex := examples[e]
 			if len(out) >= max || round >= len(ex) || seen[ex[round].Addr] {
 				return
 			}
@@ -153,7 +179,11 @@ func evidence(b *Binary, exts x86.Ext, max int) []string {
 			if in.Mnemonic != "" {
 				desc = in.Mnemonic + " (" + in.Encoding + ")"
 			}
-			out = append(out, fmt.Sprintf("%s %s+%#x: %s  %s  needs %s", base, in.Section, in.Addr, in.Bytes, desc, in.Needs))
+			fn := ""
+			if in.Function != "" {
+				fn = " in " + in.Function
+			}
+			out = append(out, fmt.Sprintf("%s %s+%#x%s: %s  %s  needs %s", base, in.Section, in.Addr, fn, in.Bytes, desc, in.Needs))
 		})
 	}
 	return out

@@ -37,6 +37,10 @@ type Binary struct {
 	// decoded. Only ReadFiles fills them in.
 	NotFound   []string `json:"notFound,omitempty"`
 	SystemLibs []string `json:"systemLibs,omitempty"`
+	// System is set for a file outside llama.cpp that lives in a system library directory
+	// (libc.so.6 named with --binary): such libraries may test CPUID before running code the
+	// CPU lacks, so that code is not taken to run. Only ReadFiles sets it.
+	System bool `json:"system,omitempty"`
 	// GGMLSearch names the ggml backend search that found this file (ggml's loader scans
 	// the executable's directory and the working directory); the CPU variants of one search
 	// are scored together. Empty for files not found that way.
@@ -71,6 +75,14 @@ type CodeFacts struct {
 	Extensions map[string]int `json:"extensions"`
 	// Examples holds the first instructions that use each extension, by extension.
 	Examples map[x86.Ext][]Instruction `json:"-"`
+	// IFuncResolvers counts the file's ifunc resolvers; with any, Uses, Extensions and
+	// Examples cover the code that can run without one choosing it, and the Dispatched
+	// fields the functions only a resolver's choice reaches (see findDispatched).
+	IFuncResolvers       int                       `json:"ifuncResolvers,omitempty"`
+	DispatchedBytes      int                       `json:"dispatchedBytes,omitempty"`
+	Dispatched           x86.Ext                   `json:"-"`
+	DispatchedExtensions map[string]int            `json:"dispatchedExtensions,omitempty"`
+	DispatchedExamples   map[x86.Ext][]Instruction `json:"-"`
 }
 
 // Instruction is one decoded instruction kept as evidence.
@@ -81,6 +93,7 @@ type Instruction struct {
 	Encoding string `json:"encoding"`           // e.g. "EVEX.512.66.0F38.W0 50"
 	Needs    string `json:"needs"`              // e.g. "AVX512F+AVX512_VNNI"
 	Section  string `json:"section"`
+	Function string `json:"function,omitempty"` // the function symbol holding it, e.g. "scale.avx512f+0x1c"
 }
 
 // CUDARuntimeMajor returns the CUDA major version of the libcudart (or libcublas) the file
@@ -212,13 +225,7 @@ func machineName(m elf.Machine) string {
 
 func scanCode(f *elf.File) (*CodeFacts, error) {
 	facts := &CodeFacts{Extensions: map[string]int{}, Examples: map[x86.Ext][]Instruction{}}
-	var st x86.Stats
-	// Remember which section each sample came from by scanning section by section.
-	type span struct {
-		name       string
-		start, end uint64
-	}
-	var spans []span
+	var spans []codeSpan
 	for _, s := range f.Sections {
 		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type != elf.SHT_PROGBITS {
 			continue
@@ -227,10 +234,12 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 		if err != nil {
 			return nil, fmt.Errorf("section %s: %w", s.Name, err)
 		}
-		st.Scan(data, s.Addr)
-		spans = append(spans, span{s.Name, s.Addr, s.Addr + s.Size})
+		spans = append(spans, codeSpan{s.Name, s.Addr, data})
 	}
-	if len(spans) == 0 {
+	var dm *dispatchMap
+	if len(spans) > 0 {
+		dm = findDispatched(f, spans)
+	} else {
 		// No executable sections (section headers stripped, or never written): the loader
 		// maps and runs the executable PT_LOAD segments regardless, so decode those.
 		for i, p := range f.Progs {
@@ -244,38 +253,94 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 			if _, err := p.ReadAt(data, 0); err != nil {
 				return nil, fmt.Errorf("segment %d: %w", i, err)
 			}
-			st.Scan(data, p.Vaddr)
-			spans = append(spans, span{fmt.Sprintf("PT_LOAD[%d]", i), p.Vaddr, p.Vaddr + p.Filesz})
+			spans = append(spans, codeSpan{fmt.Sprintf("PT_LOAD[%d]", i), p.Vaddr, data})
 		}
 	}
-	facts.Bytes, facts.Instructions, facts.DecodeErrors = st.Bytes, st.Insts, st.Errors
+	var st, sd x86.Stats
+	if dm == nil {
+		for _, sp := range spans {
+			st.Scan(sp.data, sp.addr)
+		}
+	} else {
+		facts.IFuncResolvers = dm.resolvers
+		for _, r := range dm.regions {
+			sp := spans[r.span]
+			code := sp.data[r.start-sp.addr : r.end-sp.addr]
+			if r.dispatched {
+				sd.Scan(code, r.start)
+			} else {
+				st.Scan(code, r.start)
+			}
+		}
+		facts.DispatchedBytes = sd.Bytes
+		facts.DispatchedExtensions = map[string]int{}
+		facts.DispatchedExamples = map[x86.Ext][]Instruction{}
+	}
+	facts.Bytes, facts.Instructions, facts.DecodeErrors = st.Bytes+sd.Bytes, st.Insts+sd.Insts, st.Errors+sd.Errors
+	where := func(a uint64) string {
+		for _, sp := range spans {
+			if a >= sp.addr && a < sp.addr+uint64(len(sp.data)) {
+				return sp.name
+			}
+		}
+		return ""
+	}
 	if st.Errors > 0 {
 		facts.FirstDecodeError = st.FirstError
-		for _, sp := range spans {
-			if st.FirstError >= sp.start && st.FirstError < sp.end {
-				facts.FirstDecodeErrorAt = fmt.Sprintf("%s+%#x: %x", sp.name, st.FirstError, st.FirstErrorBytes)
+		facts.FirstDecodeErrorAt = fmt.Sprintf("%s+%#x: %x", where(st.FirstError), st.FirstError, st.FirstErrorBytes)
+	}
+	names := newSymbolizer(f)
+	collect := func(st *x86.Stats, counts map[string]int, examples map[x86.Ext][]Instruction) {
+		st.Used.Each(func(e x86.Ext) {
+			counts[e.String()] = st.CountOf(e)
+			for _, smp := range st.SamplesOf(e) {
+				examples[e] = append(examples[e], Instruction{
+					Addr:     smp.Addr,
+					Bytes:    fmt.Sprintf("%x", smp.Code()),
+					Mnemonic: smp.Inst.Name(),
+					Encoding: smp.Inst.String(),
+					Needs:    smp.Inst.Ext.String(),
+					Section:  where(smp.Addr),
+					Function: names.at(smp.Addr),
+				})
 			}
-		}
+		})
 	}
 	facts.Uses = st.Used
-	st.Used.Each(func(e x86.Ext) {
-		facts.Extensions[e.String()] = st.CountOf(e)
-		for _, smp := range st.SamplesOf(e) {
-			sec := ""
-			for _, sp := range spans {
-				if smp.Addr >= sp.start && smp.Addr < sp.end {
-					sec = sp.name
-				}
-			}
-			facts.Examples[e] = append(facts.Examples[e], Instruction{
-				Addr:     smp.Addr,
-				Bytes:    fmt.Sprintf("%x", smp.Code()),
-				Mnemonic: smp.Inst.Name(),
-				Encoding: smp.Inst.String(),
-				Needs:    smp.Inst.Ext.String(),
-				Section:  sec,
-			})
-		}
-	})
+	collect(&st, facts.Extensions, facts.Examples)
+	if dm != nil {
+		facts.Dispatched = sd.Used
+		collect(&sd, facts.DispatchedExtensions, facts.DispatchedExamples)
+	}
 	return facts, nil
+}
+
+// symbolizer names the function symbol an address lies in.
+type symbolizer struct{ syms []elf.Symbol }
+
+func newSymbolizer(f *elf.File) *symbolizer {
+	z := &symbolizer{}
+	syms, err := f.Symbols()
+	if err != nil || len(syms) == 0 {
+		syms, _ = f.DynamicSymbols()
+	}
+	for _, s := range syms {
+		if t := elf.ST_TYPE(s.Info); (t == elf.STT_FUNC || t == elf.STT_GNU_IFUNC) && s.Size > 0 && s.Section != elf.SHN_UNDEF {
+			z.syms = append(z.syms, s)
+		}
+	}
+	return z
+}
+
+// at returns "name+0xoff" for the function symbol holding a, or "".
+func (z *symbolizer) at(a uint64) string {
+	for _, s := range z.syms {
+		if a >= s.Value && a < s.Value+s.Size {
+			if a == s.Value {
+				return s.Name
+			}
+			return fmt.Sprintf("%s+%#x", s.Name, a-s.Value)
+		}
+	}
+	return ""
 }

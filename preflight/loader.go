@@ -102,6 +102,12 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 		queue = append(queue, loadItem{path: p, decode: true})
 	}
 	sysDirs := systemLibDirs()
+	sysReal := map[string]bool{}
+	for _, d := range sysDirs {
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			sysReal[real] = true
+		}
+	}
 	var ldPath []string
 	for _, d := range strings.Split(os.Getenv("LD_LIBRARY_PATH"), ":") {
 		if d != "" {
@@ -130,6 +136,7 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 			return nil, err
 		}
 		b.GGMLSearch = it.search
+		b.System = !IsLlamaFile(it.path) && sysReal[filepath.Dir(key)]
 		out = append(out, b)
 
 		var own []string

@@ -65,7 +65,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Verdicts) == 0 {
 		fmt.Fprintln(ew, "\nnothing to check: no ELF files found")
 	} else {
-		fmt.Fprintf(ew, "\n%d ok, %d would fail, %d unknown\n", counts[OK], counts[Fail], counts[Unknown])
+		disp := ""
+		if n := counts[Dispatched]; n > 0 {
+			disp = fmt.Sprintf(", %d dispatched at run time", n)
+		}
+		fmt.Fprintf(ew, "\n%d ok%s, %d would fail, %d unknown\n", counts[OK], disp, counts[Fail], counts[Unknown])
 	}
 	return ew.err
 }

@@ -47,6 +47,7 @@ type Inst struct {
 	PP       uint8 // mandatory prefix: 0 none, 1 66, 2 F3, 3 F2
 	ModRM    uint8
 	HasModRM bool
+	ModRMAt  uint8 // offset of the ModRM byte in the instruction, when HasModRM
 	W        bool  // REX.W, VEX.W or EVEX.W
 	L        uint8 // vector length: 0 = 128, 1 = 256, 2 = 512 (EVEX L'L)
 	EVEXb    bool  // EVEX.b: broadcast, or rounding control with a register operand
@@ -330,7 +331,7 @@ prefixes:
 		if !ok {
 			return in, ErrTruncated
 		}
-		in.ModRM, in.HasModRM = code[i], true
+		in.ModRM, in.HasModRM, in.ModRMAt = code[i], true, uint8(i)
 		i += n
 		if in.Map == Map1Byte && undefinedGroupForm(op, in.ModRM) {
 			return in, ErrInvalid
@@ -411,7 +412,7 @@ func readModRM(code []byte, i int, in *Inst) (int, error) {
 	if !ok {
 		return i, ErrTruncated
 	}
-	in.ModRM, in.HasModRM = code[i], true
+	in.ModRM, in.HasModRM, in.ModRMAt = code[i], true, uint8(i)
 	return i + n, nil
 }
 
