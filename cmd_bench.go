@@ -88,6 +88,13 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			opts.Invocation = []string{"llbuild", "bench"}
+			for _, f := range flags {
+				if name := f.Names()[0]; c.IsSet(name) {
+					opts.Invocation = append(opts.Invocation, fmt.Sprintf("--%s=%v", name, c.Value(name)))
+				}
+			}
+			opts.Invocation = append(opts.Invocation, c.Args().Slice()...)
 			opts.Log = loggerOf(c)
 			opts.Progress = stderrOf(c)
 			var bundles []*bench.Bundle

@@ -11,8 +11,10 @@ type Record struct {
 	SchemaVersion int      `json:"schemaVersion"`
 	Identity      Identity `json:"identity"`
 	// Bundle is the bundle as the user named it.
-	Bundle   string   `json:"bundle"`
-	Protocol Protocol `json:"protocol"`
+	Bundle string `json:"bundle"`
+	// Invocation is the bench's own command line, to run the measurement again.
+	Invocation []string `json:"invocation,omitempty"`
+	Protocol   Protocol `json:"protocol"`
 	// Round counts the runs of this bundle in one invocation (A/B rounds), from 0.
 	Round    int        `json:"round"`
 	Server   ServerInfo `json:"server"`

@@ -28,6 +28,8 @@ type Options struct {
 	Progress io.Writer
 	// ReadyTimeout bounds a server's start; 0 means 10 minutes.
 	ReadyTimeout time.Duration
+	// Invocation is the command line that asked for the runs, kept in each record.
+	Invocation []string
 
 	// start starts a bundle's server; tests put a fake llama-server here (it stands for one
 	// that answers a different token). nil means startBundle.
@@ -77,7 +79,7 @@ func (o *Options) progress(format string, args ...any) {
 func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) *Record {
 	started := o.now()
 	rec := &Record{SchemaVersion: RecordSchema, Identity: newIdentity(b, o.Protocol, gpu, started), Bundle: b.Name,
-		Protocol: o.Protocol, Round: round, Started: started.UTC()}
+		Invocation: o.Invocation, Protocol: o.Protocol, Round: round, Started: started.UTC()}
 	if env := deviceEnv(b.Manifest.Target.Backend, gpu); len(env) > 0 {
 		rec.Identity.Env = mergeEnv(rec.Identity.Env, env)
 	}
