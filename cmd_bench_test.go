@@ -14,6 +14,7 @@ import (
 
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
 )
 
 // benchRun runs llbuild bench in-process and returns its exit status, stdout and stderr.
@@ -243,5 +244,32 @@ func TestBenchUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bench %v: exit %d %q, want 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// With llbuild's series (CI builds the pinned llama.cpp with it), a drafting bundle's canaries
+// compare drafted greedy output with the same server's output for a request that is not
+// drafted (patch 0004): the references proposed no draft token, the checks did, every check
+// matches (the draft is the model, so speculation is lossless and accepts nearly all), and
+// the rows report the acceptance.
+func TestBenchSeriesCanariesAgainstNoDraft(t *testing.T) {
+	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
+	if server == "" {
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+	}
+	b := benchBundles(t, filepath.Dir(server), []string{"--draft", "--spec-draft-n-max", "4"})[0]
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--canaries", "16", "--prompt-tokens", "64", "--generate", "48")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rs := readRecords(t, dir)
+	rec := readRecord(t, filepath.Join(dir, rs.Runs[0].Dir, "record.json"))
+	c := rec.Canary
+	if !rec.Server.Series || !rec.Server.Speculative || c.Reference != "no-draft" || c.Passed != 16 || c.ReferenceDrafted != 0 || c.CheckDrafted == 0 {
+		t.Errorf("server %+v canary %+v: want the series, drafting, a no-draft reference that drafted nothing, 16 checks passed that drafted", rec.Server, c)
+	}
+	if a := rec.Summary.Acceptance; a == nil || *a < 0.9 {
+		t.Errorf("acceptance %v, want ≥ 0.9 with the model as its own draft", a)
 	}
 }

@@ -66,6 +66,19 @@ func TestCanaryMismatchRejectsTheRun(t *testing.T) {
 	}
 }
 
+// A "no-draft" reference that was drafted after all is no reference: the run fails, saying so.
+func TestDraftedReferenceFailsTheRun(t *testing.T) {
+	fake := &fakeLlama{flipAt: -1, draftsAlways: true}
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Complete || r.Valid || !strings.Contains(r.Error, "drafted") || !strings.Contains(r.Error, "patch 0004") || len(r.Rows) != 0 {
+		t.Errorf("run complete %v valid %v error %q rows %d, want a failed run naming patch 0004", r.Complete, r.Valid, r.Error, len(r.Rows))
+	}
+}
+
 // A row that reports cached prompt tokens makes the run invalid for a headline, and says so.
 func TestCachedTokensMakeTheRunInvalid(t *testing.T) {
 	fake := &fakeLlama{flipAt: -1, cacheN: 12}

@@ -22,6 +22,9 @@ import (
 type fakeLlama struct {
 	flipAt   int // -1: never
 	cacheN   int // cache_n it reports for rows
+	// draftsAlways drafts even for a request with n_probs: a server whose /props says it has
+	// the series but whose patch 0004 does not work.
+	draftsAlways bool
 	requests atomic.Int64
 }
 
@@ -50,6 +53,10 @@ func (f *fakeLlama) handler() http.Handler {
 		if ids, ok := req.Prompt.([]any); ok {
 			promptN = len(ids)
 		}
+		drafted := req.NPredict
+		if req.NProbs > 0 && !f.draftsAlways {
+			drafted = 0 // as patch 0004: a request that asks for probabilities is not drafted
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range req.NPredict {
 			tok := (seed*31 + i*7) % 500
@@ -63,7 +70,7 @@ func (f *fakeLlama) handler() http.Handler {
 		fmt.Fprintf(w, "data: {\"content\":\"\",\"tokens\":[],\"stop\":true,\"tokens_predicted\":%d,"+
 			"\"timings\":{\"cache_n\":%d,\"prompt_n\":%d,\"prompt_ms\":2,\"prompt_per_second\":%d,\"predicted_n\":%d,"+
 			"\"predicted_ms\":%d,\"predicted_per_second\":%d,\"draft_n\":%d,\"draft_n_accepted\":%d}}\n\n",
-			req.NPredict, f.cacheN, promptN, promptN*500, req.NPredict, req.NPredict, 1000, req.NPredict, req.NPredict*3/4)
+			req.NPredict, f.cacheN, promptN, promptN*500, req.NPredict, req.NPredict, 1000, drafted, drafted*3/4)
 	})
 	return mux
 }

@@ -56,9 +56,14 @@ type Canary struct {
 	// request asking for token probabilities, which patch 0004 makes generate without
 	// drafting) or "repeat" (the first output of the prompt: repeated greedy outputs must be
 	// identical). Why says why "repeat" was used for a server that drafts.
-	Reference string    `json:"reference"`
-	Why       string    `json:"why,omitempty"`
-	Mismatch  *Mismatch `json:"mismatch,omitempty"`
+	Reference string `json:"reference"`
+	Why       string `json:"why,omitempty"`
+	// ReferenceDrafted and CheckDrafted are the draft tokens llama-server proposed for the
+	// references and for the checks: a "no-draft" reference must have none, and checks of a
+	// drafting server that proposed none would not have tested speculation.
+	ReferenceDrafted int       `json:"referenceDrafted"`
+	CheckDrafted     int       `json:"checkDrafted"`
+	Mismatch         *Mismatch `json:"mismatch,omitempty"`
 }
 
 // Mismatch is the first canary output that differed from its reference.

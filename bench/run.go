@@ -233,11 +233,16 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 				return err
 			}
 			refs[k] = r
+			can.ReferenceDrafted += r.Timings.DraftN
+			if can.Reference == "no-draft" && r.Timings.DraftN > 0 {
+				return fmt.Errorf("the no-draft reference for %q drafted %d tokens: this llama-server does not turn drafting off for a request that asks for token probabilities (patch 0004)", prompt, r.Timings.DraftN)
+			}
 		}
 		got, err := c.complete(ctx, req(prompt, 0))
 		if err != nil {
 			return err
 		}
+		can.CheckDrafted += got.Timings.DraftN
 		can.Checks++
 		if m := firstDifference(refs[k].Tokens, got.Tokens); m >= 0 {
 			can.Mismatch = &Mismatch{Check: i, Prompt: prompt, Position: m, Want: at(refs[k].Tokens, m), Got: at(got.Tokens, m),
