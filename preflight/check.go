@@ -176,7 +176,12 @@ func ggmlVerdict(c GGMLChoice) Verdict {
 		return v
 	}
 	for _, s := range c.Scores {
-		if s.File == c.Loaded {
+		switch {
+		case s.File != c.Loaded:
+		case s.Variant == "(fallback)":
+			v.Status = OK
+			v.Reason = fmt.Sprintf("every variant scores 0 on this CPU, so ggml would load the plain %s", c.Loaded)
+		default:
 			v.Status = OK
 			v.Reason = fmt.Sprintf("ggml would load %s (score %d)", path.Base(c.Loaded), s.Score)
 		}

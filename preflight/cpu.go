@@ -301,13 +301,16 @@ type GGMLVariant struct {
 	Estimated bool `json:"estimated,omitempty"`
 }
 
-// ggmlChoices groups the binaries that are ggml CPU variants by directory and scores them.
+// ggmlChoices groups the binaries that are ggml CPU variants by search (or, for backends no
+// search found, by directory) and scores them. Only files named exactly .so count: ggml's
+// loader skips libggml-cpu-haswell.so.0.
 func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
-	// ggml scores the variants of one search together; without a search (bundles, images)
-	// each directory is one.
 	byDir := map[string][]*Binary{}
 	fallback := map[string]*Binary{}
 	for _, b := range bins {
+		if _, ok := ggmlBackendFile(path.Base(b.Path)); !ok {
+			continue
+		}
 		d := b.GGMLSearch
 		if d == "" {
 			d = path.Dir(b.Path)
@@ -315,7 +318,7 @@ func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
 		switch {
 		case b.GGMLVariant() != "":
 			byDir[d] = append(byDir[d], b)
-		case b.GGMLSearch != "" && path.Base(b.Path) == "libggml-cpu.so":
+		case path.Base(b.Path) == "libggml-cpu.so" && fallback[d] == nil:
 			fallback[d] = b
 		}
 	}
@@ -341,7 +344,8 @@ func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
 				best, c.Loaded = s, b.Path
 			}
 		}
-		// With every variant at 0 ggml loads the plain libggml-cpu.so of the search.
+		// With every variant at 0 ggml loads the plain libggml-cpu.so of the search (the
+		// first of its directories that has one).
 		if fb := fallback[d]; fb != nil {
 			v := GGMLVariant{File: fb.Path, Variant: "(fallback)", Score: 0}
 			if c.Loaded == "" {

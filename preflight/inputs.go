@@ -94,6 +94,15 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 		}
 		if len(out) > 0 {
 			sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+			// llbuild serve starts the server in the bundle's root; run through the bundle's
+			// loader, the loader is what /proc/self/exe names.
+			exeDir := func(b *Binary) string {
+				if b.Path == m.Server.Executable && m.Server.Loader != "" {
+					return path.Dir(m.Server.Loader)
+				}
+				return path.Dir(b.Path)
+			}
+			assignGGMLSearches(out, exeDir, ".", m.Server.Env["GGML_BACKEND_PATH"])
 			return out, nil
 		}
 	}
@@ -135,7 +144,40 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	assignGGMLSearches(out, func(b *Binary) string { return path.Dir(b.Path) }, ".", "")
 	return out, nil
+}
+
+// assignGGMLSearches marks the backends that ggml's loader (ggml_backend_load_best), started
+// by each llama.cpp executable among bins, would find: files named exactly
+// libggml-<backend>[-<variant>].so in the executable's directory (exeDir) or the working
+// directory wd, and the file GGML_BACKEND_PATH (envPath) names. ggml scores the CPU variants
+// of all those places together, so they get one GGMLSearch. Backends no search finds keep
+// none and are scored per directory, as if that directory were the GGML_BACKEND_DIR
+// compiled into libggml.so, which cannot be read off the files.
+func assignGGMLSearches(bins []*Binary, exeDir func(*Binary) string, wd, envPath string) {
+	for _, exe := range bins {
+		if !exe.Executable || !IsLlamaFile(exe.Path) || exe.GGMLSearch != "" {
+			continue
+		}
+		dirs := []string{exeDir(exe)}
+		if wd != dirs[0] {
+			dirs = append(dirs, wd)
+		}
+		label := "ggml backend search of " + exe.Path + " (" + strings.Join(dirs, ", ")
+		if envPath != "" {
+			label += ", " + envPath
+		}
+		label += ")"
+		for _, b := range bins {
+			if _, ok := ggmlBackendFile(path.Base(b.Path)); !ok || b.GGMLSearch != "" {
+				continue
+			}
+			if d := path.Dir(b.Path); d == dirs[0] || d == wd || b.Path == envPath {
+				b.GGMLSearch = label
+			}
+		}
+	}
 }
 
 // ImageSource says where an image comes from.
@@ -200,6 +242,11 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 		}
 		in.Binaries = append(in.Binaries, b)
 	}
+	wd := cfg.Config.WorkingDir
+	if wd == "" {
+		wd = "/"
+	}
+	assignGGMLSearches(in.Binaries, func(b *Binary) string { return path.Dir(b.Path) }, path.Clean(wd), in.Env["GGML_BACKEND_PATH"])
 	return in, nil
 }
 

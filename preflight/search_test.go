@@ -1,0 +1,147 @@
+package preflight
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/llbuild/llbuild/preflight/internal/debfetch"
+)
+
+// debianServer is Debian's real llama-server executable.
+func debianServer(t *testing.T) []byte {
+	t.Helper()
+	return mustRead(t, filepath.Join(debfetch.Root(t), "usr/bin/llama-server"))
+}
+
+func variantFile(t *testing.T, v string) []byte {
+	t.Helper()
+	return mustRead(t, filepath.Join(debfetch.GGMLBackends(t), "libggml-cpu-"+v+".so"))
+}
+
+// TestImageScoresItsSearchDirectoriesTogether: ggml's loader, started as /app/llama-server
+// in an image whose working directory is /srv, scores the variants of /app and /srv
+// together and loads the best one of all (haswell, in /srv, on an AVX2 host), not the best
+// of each directory.
+func TestImageScoresItsSearchDirectoriesTogether(t *testing.T) {
+	l := tarLayer(t, map[string][]byte{
+		"app/llama-server":            debianServer(t),
+		"app/libggml-cpu-x64.so":      variantFile(t, "x64"),
+		"app/libggml-cpu-skylakex.so": variantFile(t, "skylakex"),
+		"srv/libggml-cpu-haswell.so":  variantFile(t, "haswell"),
+		"opt/libggml-cpu-sse42.so":    variantFile(t, "sse42"),
+	})
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.Config(img, v1.Config{WorkingDir: "/srv"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "oci")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	in, err := ReadImage(context.Background(), ImageSource{Archive: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Check(loadTarget(t, "cpu-v3"), "cpu-v3", in)
+	var search *GGMLChoice
+	for i, c := range r.GGML {
+		if strings.HasPrefix(c.Dir, "ggml backend search of /app/llama-server") {
+			search = &r.GGML[i]
+		}
+	}
+	if search == nil || search.Loaded != "/srv/libggml-cpu-haswell.so" || len(search.Scores) != 3 {
+		t.Fatalf("GGML choices = %+v, want one search over /app and /srv loading /srv's haswell among 3 variants", r.GGML)
+	}
+	if v := verdictFor(r, CheckCPU, "/app/libggml-cpu-x64.so"); v == nil || v.Status != OK || !strings.Contains(v.Reason, "not loaded") {
+		t.Errorf("x64 verdict = %+v, want ok: not loaded (haswell in /srv scores higher)", v)
+	}
+	// /opt is in no search: scored on its own, as if it were the compiled-in GGML_BACKEND_DIR.
+	if len(r.GGML) != 2 {
+		t.Errorf("GGML choices = %d, want the search and /opt", len(r.GGML))
+	}
+}
+
+// TestBundleFollowsGGMLLoaderRules: in a bundle, llbuild serve starts bin/llama-server in
+// the bundle's root, so ggml searches bin/ and the root together; with every variant at 0
+// it loads the plain libggml-cpu.so; it skips names that do not end in exactly ".so".
+func TestBundleFollowsGGMLLoaderRules(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		files      map[string]string // bundle path → Debian variant (or "server")
+		wantGGML   Status
+		wantLoaded string // file ggml loads, "" for none
+	}{
+		{"bin/ and the root are one search", map[string]string{"bin/llama-server": "server", "bin/libggml-cpu-x64.so": "x64", "libggml-cpu-haswell.so": "haswell"},
+			OK, "libggml-cpu-haswell.so"},
+		{"every variant at 0 loads libggml-cpu.so", map[string]string{"lib/libggml-cpu-skylakex.so": "skylakex", "lib/libggml-cpu.so": "x64"},
+			OK, "lib/libggml-cpu.so"},
+		{"a .so.0 name is not a backend", map[string]string{"lib/libggml-cpu-skylakex.so": "skylakex", "lib/libggml-cpu-haswell.so.0": "haswell"},
+			Fail, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var files []map[string]any
+			for p, v := range c.files {
+				data := debianServerOrVariant(t, v)
+				if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, p), data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				kind := "library"
+				if v == "server" {
+					kind = "executable"
+				}
+				files = append(files, map[string]any{"path": p, "kind": kind, "size": len(data)})
+			}
+			m, _ := json.Marshal(map[string]any{"files": files})
+			if err := os.WriteFile(filepath.Join(dir, "manifest.json"), m, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bins, err := ReadBundle(context.Background(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Check(loadTarget(t, "cpu-v3"), "cpu-v3", Input{Name: dir, Binaries: bins})
+			if len(r.GGML) != 1 {
+				t.Fatalf("GGML choices = %+v, want one", r.GGML)
+			}
+			got := r.GGML[0]
+			if got.Loaded != c.wantLoaded {
+				t.Errorf("loaded = %q, want %q (scores %+v)", got.Loaded, c.wantLoaded, got.Scores)
+			}
+			for _, s := range got.Scores {
+				if strings.HasSuffix(s.File, ".so.0") {
+					t.Errorf("scored %s, which ggml's loader skips", s.File)
+				}
+			}
+			if v := verdictFor(r, CheckGGMLVariant, got.Dir); v == nil || v.Status != c.wantGGML {
+				t.Errorf("ggml verdict = %+v, want %s", v, c.wantGGML)
+			}
+		})
+	}
+}
+
+func debianServerOrVariant(t *testing.T, v string) []byte {
+	if v == "server" {
+		return debianServer(t)
+	}
+	return variantFile(t, v)
+}
