@@ -38,6 +38,8 @@ type Comparison struct {
 	Max       float64   `json:"max"`
 	AAccepted *float64  `json:"aAcceptance,omitempty"`
 	BAccepted *float64  `json:"bAcceptance,omitempty"`
+	// Differs says what differs between A's and B's identities (Differences).
+	Differs []string `json:"differs"`
 }
 
 // Run measures every bundle Rounds times and records each run in the campaign directory.
@@ -142,6 +144,9 @@ func compare(a, b string, as, bs []*Record) *Comparison {
 		if rb != nil && c.BLabel == "" {
 			c.BLabel = rb.Identity.Label
 		}
+		if ra != nil && rb != nil && c.Differs == nil {
+			c.Differs = Differences(ra.Identity, rb.Identity)
+		}
 		if !counts(ra) || !counts(rb) {
 			continue
 		}
@@ -212,6 +217,11 @@ func (res *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max)
 		fmt.Fprintf(w, "  A %s tok/s%s\n  B %s tok/s%s\n", floats(c.ARow0), acceptance(c.AAccepted), floats(c.BRow0), acceptance(c.BAccepted))
+		if len(c.Differs) > 0 {
+			fmt.Fprintf(w, "  differs: %s\n", strings.Join(c.Differs, "; "))
+		} else {
+			fmt.Fprintf(w, "  differs: nothing but the run (same manifest)\n")
+		}
 	}
 	return nil
 }

@@ -257,8 +257,28 @@ func TestABInterleavesAndReportsRatios(t *testing.T) {
 	}
 	var b2 strings.Builder
 	res.WriteTable(&b2)
-	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 3 rounds") {
+	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 3 rounds") || !strings.Contains(b2.String(), "differs: --threads 8 → 4\n") {
 		t.Errorf("table:\n%s\nwant the A/B line", b2.String())
+	}
+}
+
+func TestDifferences(t *testing.T) {
+	at := time.Now()
+	a := newIdentity(testBundle(), fastProtocol(ModeFull), "0", at)
+	b := newIdentity(testBundle(func(m *manifest.Manifest) {
+		m.Server.Args = append(m.Server.Args, "--flash-attn", "on")
+		m.Server.Env["GGML_CUDA_GRAPH_OPT"] = "1"
+		m.Build.Source.Commit = "abcdef0" + strings.Repeat("1", 33)
+		m.Models.Draft = nil
+	}), fastProtocol(ModeScreen), "1", at.Add(time.Hour))
+	got := strings.Join(Differences(a, b), "; ")
+	want := "draft draft@cdcdcdcdcdcd → (none); llama.cpp 1425386fd" + strings.Repeat("0", 31) + " → abcdef0" + strings.Repeat("1", 33) +
+		"; --flash-attn (unset) → on; GGML_CUDA_GRAPH_OPT (unset) → 1; device 0 → 1"
+	if got != want {
+		t.Errorf("Differences() =\n%s\nwant\n%s", got, want)
+	}
+	if d := Differences(a, a); len(d) != 0 {
+		t.Errorf("Differences(a, a) = %v, want none", d)
 	}
 }
 

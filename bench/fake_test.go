@@ -20,12 +20,12 @@ import (
 // the parts of llama-server's API the bench uses (/tokenize, streamed /completion with
 // tokens, timings and draft counters), deterministically.
 type fakeLlama struct {
-	flipAt   int // -1: never
-	cacheN   int // cache_n it reports for rows
+	flipAt int // -1: never
+	cacheN int // cache_n it reports for rows
 	// draftsAlways drafts even for a request with n_probs: a server whose /props says it has
 	// the series but whose patch 0004 does not work.
 	draftsAlways bool
-	requests atomic.Int64
+	requests     atomic.Int64
 }
 
 func (f *fakeLlama) handler() http.Handler {
