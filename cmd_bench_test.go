@@ -273,3 +273,37 @@ func TestBenchSeriesCanariesAgainstNoDraft(t *testing.T) {
 		t.Errorf("acceptance %v, want ≥ 0.9 with the model as its own draft", a)
 	}
 }
+
+// Two real bundles that differ in one argument, interleaved over two rounds: the runs go
+// A B A B one at a time, each round's B/A ratio is reported, and the A/B says that only
+// --threads differs.
+func TestBenchABInterleavesRealBundles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real llama-servers")
+	}
+	bs := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil, []string{"--server-arg", "--ubatch-size", "--server-arg", "64"})
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, bs[0], bs[1], "--dir", dir, "--rounds", "2", "--canaries", "2", "--prompt-tokens", "32", "--generate", "64", "--json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var res bench.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	if len(res.Runs) != 4 || len(res.Comparisons) != 1 {
+		t.Fatalf("%d runs, %d comparisons; want 4 and 1", len(res.Runs), len(res.Comparisons))
+	}
+	for i, r := range res.Runs {
+		if want := bs[i%2]; r.Bundle != want || r.Round != i/2 {
+			t.Errorf("run %d: %s round %d, want %s round %d", i, r.Bundle, r.Round, want, i/2)
+		}
+		if i > 0 && r.Started.Before(res.Runs[i-1].Finished) {
+			t.Errorf("run %d started before run %d finished", i, i-1)
+		}
+	}
+	c := res.Comparisons[0]
+	if len(c.Ratios) != 2 || strings.Join(c.Differs, "; ") != "--ubatch-size (unset) → 64" {
+		t.Errorf("comparison %+v: want 2 ratios and only --ubatch-size differing", c)
+	}
+}
