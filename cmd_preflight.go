@@ -22,8 +22,9 @@ ggml's per-CPU libraries, the variant ggml's loader would pick), the image's NVI
 as nvidia-container-cli evaluates it, the CUDA runtime the binaries link, and whether each
 NVIDIA GPU has a cubin or PTX for its compute capability.
 
-Exit status: 0 every check passed, 1 something would fail, 2 something could not be checked
-(or preflight was called wrongly).`,
+Exit status: 0 every check passed (ok, or "dispatched at run time": instructions the CPU lacks
+only in functions the file's ifunc resolvers choose by CPUID), 1 something would fail, 2
+something could not be checked (or preflight was called wrongly).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "bundle", Usage: "bundle `DIR` (its bin/ and lib/ ELF files)"},
 			&cli.StringSliceFlag{Name: "binary", Usage: "ELF `FILE` to check (repeatable; executables and shared libraries)"},

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +101,36 @@ func TestPreflightNothingFoundIsNotAPass(t *testing.T) {
 	code, out, stderr := runCLI(t, "preflight", "--target", "cpu-v3", "--bundle", dir)
 	if code != 2 || !strings.Contains(out, "nothing to check") {
 		t.Errorf("exit %d, want 2 with 'nothing to check'\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
+// TestPreflightRunTimeDispatch: code that only an ifunc resolver hands out is reported as
+// dispatched at run time (exit 0), and the system's own libc, named with --binary, is never
+// "would fail" on the machine that runs it.
+func TestPreflightRunTimeDispatch(t *testing.T) {
+	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		llamatest.Unavailable(t, "no "+libc)
+	}
+	code, out, stderr := runCLI(t, "preflight", "--binary", libc)
+	if code == 1 || strings.Contains(out, "would fail  ") {
+		t.Errorf("preflight --binary %s: exit %d, want 0 or 2 and no failure\nstdout:\n%s\nstderr:\n%s", libc, code, out, stderr)
+	}
+
+	if _, err := exec.LookPath("gcc"); err != nil {
+		llamatest.Unavailable(t, "no gcc to build a target_clones library")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "scale.c")
+	os.WriteFile(src, []byte(`__attribute__((target_clones("avx512f","default")))
+void scale(float *a, int n) { for (int i = 0; i < n; i++) a[i] *= 3.0f; }
+`), 0o644)
+	lib := filepath.Join(dir, "libscale.so")
+	if b, err := exec.Command("gcc", "-O3", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	code, out, stderr = runCLI(t, "preflight", "--target", "cpu-v3", "--binary", lib)
+	if code != 0 || !strings.Contains(out, "dispatched at run time") || !strings.Contains(out, "in scale.avx512f") {
+		t.Errorf("preflight --binary libscale.so on cpu-v3: exit %d, want 0 with 'dispatched at run time' naming scale.avx512f\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }
