@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -66,8 +67,18 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the campaign directory: %w", err)
+	}
 	if _, err := ReadRecords(o.Dir); err != nil {
 		return nil, err
+	}
+	if len(o.GPUs) > 0 {
+		for _, b := range bundles {
+			if deviceEnv(b.Manifest.Target.Backend, "0") == nil {
+				o.progress("warning: %s is a %s bundle: --gpus gives it no device of its own, and runs in parallel share the CPU", b.Name, b.Manifest.Target.Backend)
+			}
+		}
 	}
 	type job struct{ bundle, round int }
 	lanes := map[string][]job{}
@@ -84,7 +95,7 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			lanes[gpu] = append(lanes[gpu], job{i, r})
 		}
 	}
-	res := &Result{Dir: o.Dir, RecordsFile: o.Dir + string(os.PathSeparator) + RecordsFile}
+	res := &Result{Dir: o.Dir, RecordsFile: filepath.Join(o.Dir, RecordsFile)}
 	records := make([][]*Record, len(bundles))
 	for i := range records {
 		records[i] = make([]*Record, o.Rounds)

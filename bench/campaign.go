@@ -117,6 +117,11 @@ func commit(dir string, r *Record) error {
 	if err != nil {
 		return err
 	}
+	if r.tmp == "" { // the run could not make its directory: the record still goes in one
+		if r.tmp, err = os.MkdirTemp(filepath.Join(dir, "runs"), ".tmp-"); err != nil {
+			return fmt.Errorf("making the run's directory: %w", err)
+		}
+	}
 	decision, reason := rs.Decide(r)
 	r.Decision = decision
 	final := r.Dir
