@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,6 +76,19 @@ func FuzzReadBinary(f *testing.F) {
 	fb, _ := os.ReadFile("fatbin/testdata/realbuild/mixed.nv_fatbin")
 	f.Add(buildELF([]byte{0x62, 0xf1, 0x75, 0x48, 0xfe, 0xd0, 0xc3}, fb, "libggml-cuda.so", "libcudart.so.13"))
 	f.Add(buildELF([]byte{0xc5, 0xf5, 0xfe, 0xd0}, nil, "", "libc.so.6"))
+	if _, err := exec.LookPath("gcc"); err == nil {
+		// A real ifunc library: resolvers, IRELATIVE or IFUNC symbols, .eh_frame, RELR.
+		dir := f.TempDir()
+		src := filepath.Join(dir, "c.c")
+		os.WriteFile(src, []byte(clonesSrc), 0o644)
+		lib := filepath.Join(dir, "libc.so")
+		if exec.Command("gcc", "-O2", "-shared", "-fPIC", "-Wl,-z,pack-relative-relocs", "-o", lib, src).Run() == nil ||
+			exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", lib, src).Run() == nil {
+			if data, err := os.ReadFile(lib); err == nil {
+				f.Add(data)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := ReadBinary("fuzz.so", bytes.NewReader(data))
 		if err != nil {
