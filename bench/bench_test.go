@@ -49,11 +49,21 @@ func TestCanaryMismatchRejectsTheRun(t *testing.T) {
 	}
 	r := res.Runs[0]
 	m := r.Canary.Mismatch
+	if m == nil {
+		t.Fatalf("canary = %+v, want a mismatch", r.Canary)
+	}
 	if m == nil || m.Check != 0 || m.Position != 5 || m.Got != m.Want+1 || r.Canary.Reference != "no-draft" {
 		t.Fatalf("canary = %+v (mismatch %+v), want the first check to differ at token 5 against the no-draft reference", r.Canary, m)
 	}
 	if r.Valid || r.Decision != DecisionCanary || len(r.Rows) != 0 {
 		t.Errorf("run valid %v decision %q rows %d, want invalid, %q, no rows", r.Valid, r.Decision, len(r.Rows), DecisionCanary)
+	}
+	if m.Margin == nil || *m.Margin < 4e-4 || *m.Margin > 6e-4 || !strings.Contains(m.explain(), "near-tie") {
+		t.Errorf("margin %v (%s), want 5e-4 nats explained as a near-tie", m.Margin, m.explain())
+	}
+	rs, _ := ReadRecords(dir)
+	if e := rs.Runs[0]; !strings.Contains(e.Reason, "differs at token 5") || !strings.Contains(e.Reason, "near-tie") {
+		t.Errorf("records.json reason %q, want the position and the near-tie", e.Reason)
 	}
 	// the same fake without the flipped token passes: the check is what failed it
 	ok := &fakeLlama{flipAt: -1}

@@ -76,7 +76,11 @@ func (rs *Records) Decide(r *Record) (decision, reason string) {
 		return DecisionIncomplete, r.Error
 	case r.Canary.Mismatch != nil:
 		m := r.Canary.Mismatch
-		return DecisionCanary, fmt.Sprintf("check %d (%q) differs at token %d: got %d, want %d", m.Check, m.Prompt, m.Position, m.Got, m.Want)
+		reason = fmt.Sprintf("check %d (%q) differs at token %d: got %d, want %d", m.Check, m.Prompt, m.Position, m.Got, m.Want)
+		if why := m.explain(); why != "" {
+			reason += "; " + why
+		}
+		return DecisionCanary, reason
 	case !r.Valid:
 		return DecisionInvalid + ": " + r.Invalid[0], joinReasons(r.Invalid)
 	case r.Protocol.Mode != ModeFull:

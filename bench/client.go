@@ -70,11 +70,24 @@ type completionChunk struct {
 	TokensCached    int      `json:"tokens_cached"`
 	StopType        string   `json:"stop_type"`
 	Timings         *Timings `json:"timings"`
+	// Probs are the chunk's tokens' probabilities, when the request asked for n_probs.
+	Probs []tokenProbs `json:"completion_probabilities"`
+}
+
+// tokenProbs is a generated token's log probability and the top alternatives at its position.
+type tokenProbs struct {
+	ID      int     `json:"id"`
+	Logprob float64 `json:"logprob"`
+	Top     []struct {
+		ID      int     `json:"id"`
+		Logprob float64 `json:"logprob"`
+	} `json:"top_logprobs"`
 }
 
 // response is one completion as the client saw it.
 type response struct {
 	Tokens  []int
+	Probs   []tokenProbs // one per token when the request asked for n_probs
 	Text    string
 	Timings Timings
 	// Sent is when the request was sent; First and Last when the first and the last
@@ -170,6 +183,7 @@ func (c *client) complete(ctx context.Context, req completionRequest) (*response
 			}
 			r.Last, r.LastN = at, ch.TokensPredicted
 			r.Tokens = append(r.Tokens, ch.Tokens...)
+			r.Probs = append(r.Probs, ch.Probs...)
 			text.WriteString(ch.Content)
 		}
 		if ch.Stop {

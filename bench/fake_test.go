@@ -63,7 +63,16 @@ func (f *fakeLlama) handler() http.Handler {
 			if i == f.flipAt && req.NProbs == 0 {
 				tok++
 			}
-			fmt.Fprintf(w, "data: {\"content\":\"t%d \",\"tokens\":[%d],\"stop\":false,\"tokens_predicted\":%d}\n\n", tok, tok, i+1)
+			probs := ""
+			if req.NProbs > 0 {
+				// the reference's top two: the flipped token is a near-tie (5e-4 nats behind)
+				second := -3.0
+				if i == f.flipAt {
+					second = -0.6935
+				}
+				probs = fmt.Sprintf(",\"completion_probabilities\":[{\"id\":%d,\"logprob\":-0.693,\"top_logprobs\":[{\"id\":%d,\"logprob\":-0.693},{\"id\":%d,\"logprob\":%g}]}]", tok, tok, tok+1, second)
+			}
+			fmt.Fprintf(w, "data: {\"content\":\"t%d \",\"tokens\":[%d],\"stop\":false,\"tokens_predicted\":%d%s}\n\n", tok, tok, i+1, probs)
 			w.(http.Flusher).Flush()
 			time.Sleep(200 * time.Microsecond)
 		}

@@ -1,6 +1,9 @@
 package bench
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // RecordSchema is the version of record.json and records.json.
 const RecordSchema = 1
@@ -75,6 +78,27 @@ type Mismatch struct {
 	Got      int    `json:"gotToken"`
 	WantText string `json:"wantText"`
 	GotText  string `json:"gotText"`
+	// With a no-draft reference, the reference's log probabilities at Position of the token it
+	// chose (WantLogprob) and of the token the drafted output chose (GotLogprob, when that was
+	// among the reference's top alternatives), and the difference: a margin of a few
+	// thousandths of a nat is a near-tie that a batched verification step resolved the other
+	// way (speculation is lossless only up to the backend's rounding), a large one a real bug.
+	WantLogprob *float64 `json:"wantLogprob,omitempty"`
+	GotLogprob  *float64 `json:"gotLogprob,omitempty"`
+	Margin      *float64 `json:"margin,omitempty"`
+}
+
+// explain says what a mismatch's margin suggests, or "" without one.
+func (m *Mismatch) explain() string {
+	switch {
+	case m.Margin == nil && m.WantLogprob != nil:
+		return "the drafted token was not among the reference's top alternatives: not a near-tie"
+	case m.Margin == nil:
+		return ""
+	case *m.Margin < 0.01:
+		return fmt.Sprintf("a near-tie: the reference's top two differ by %.4g nats, and the batched verification of drafted tokens rounds differently from one-token decoding", *m.Margin)
+	}
+	return fmt.Sprintf("the reference preferred its token by %.4g nats: not a near-tie, look for a bug in speculative decoding", *m.Margin)
 }
 
 // Row is one measured response.

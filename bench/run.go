@@ -193,6 +193,9 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if rec.Canary.Mismatch != nil {
 		m := rec.Canary.Mismatch
 		o.progress("%s: canary %d failed at token %d: got %d %q, want %d %q", rec.Identity.Label, m.Check, m.Position, m.Got, m.GotText, m.Want, m.WantText)
+		if why := m.explain(); why != "" {
+			o.progress("%s: canary %d: %s", rec.Identity.Label, m.Check, why)
+		}
 		return nil // the figures would not count: no rows
 	}
 	return o.rows(ctx, c, rec)
@@ -226,7 +229,7 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 		if refs[k] == nil {
 			nprobs := 0
 			if can.Reference == "no-draft" {
-				nprobs = 1
+				nprobs = 2 // any n_probs turns drafting off (0004); two show how close a mismatch was
 			}
 			r, err := c.complete(ctx, req(prompt, nprobs))
 			if err != nil {
@@ -247,6 +250,7 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 		if m := firstDifference(refs[k].Tokens, got.Tokens); m >= 0 {
 			can.Mismatch = &Mismatch{Check: i, Prompt: prompt, Position: m, Want: at(refs[k].Tokens, m), Got: at(got.Tokens, m),
 				WantText: refs[k].Text, GotText: got.Text}
+			margin(can.Mismatch, refs[k])
 			return nil
 		}
 		can.Passed++
@@ -255,6 +259,24 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 		}
 	}
 	return nil
+}
+
+// margin fills in how strongly the reference preferred its token at the mismatch, from the
+// probabilities a no-draft reference carries.
+func margin(m *Mismatch, ref *response) {
+	if m.Position >= len(ref.Probs) {
+		return
+	}
+	p := ref.Probs[m.Position]
+	want := p.Logprob
+	m.WantLogprob = &want
+	for _, t := range p.Top {
+		if t.ID == m.Got {
+			got := t.Logprob
+			d := want - got
+			m.GotLogprob, m.Margin = &got, &d
+		}
+	}
 }
 
 // firstDifference is the first position where a and b differ (a length counts), or -1.
