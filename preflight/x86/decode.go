@@ -223,6 +223,14 @@ func modrmLen(b []byte) (int, bool) {
 // Decode decodes the instruction at the start of code as 64-bit code.
 func Decode(code []byte) (Inst, error) {
 	var in Inst
+	err := decodeInto(code, &in)
+	return in, err
+}
+
+// decodeInto is Decode writing into in, which it resets first: returning the instruction
+// by value cost Scan a copy through memory per instruction.
+func decodeInto(code []byte, in *Inst) error {
+	*in = Inst{}
 	var (
 		i       int
 		opsize  bool // 66
@@ -235,7 +243,7 @@ func Decode(code []byte) (Inst, error) {
 prefixes:
 	for ; i < len(code); i++ {
 		if i >= 15 {
-			return in, ErrTooLong
+			return ErrTooLong
 		}
 		switch b := code[i]; b {
 		case 0x66:
@@ -257,7 +265,7 @@ prefixes:
 		}
 	}
 	if i >= len(code) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	hasRex := lastRex >= 0 && lastRex == i-1
 	if !hasRex {
@@ -271,17 +279,17 @@ prefixes:
 	switch op {
 	case 0xc4, 0xc5:
 		if hasRex || rep != 0 || opsize {
-			return in, ErrInvalid // VEX after REX, 66, F2 or F3 is #UD
+			return ErrInvalid // VEX after REX, 66, F2 or F3 is #UD
 		}
-		return decodeVEX(code, i, op == 0xc4)
+		return decodeVEX(code, i, op == 0xc4, in)
 	case 0x62:
 		if hasRex || rep != 0 || opsize {
-			return in, ErrInvalid
+			return ErrInvalid
 		}
-		return decodeEVEX(code, i)
+		return decodeEVEX(code, i, in)
 	case 0x8f:
 		if i+1 < len(code) && code[i+1]&0x1f >= 8 {
-			return decodeXOP(code, i)
+			return decodeXOP(code, i, in)
 		}
 	}
 	in.PP = pp
@@ -296,21 +304,21 @@ prefixes:
 		info = oneByte[op]
 	default:
 		if i >= len(code) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		op2 := code[i]
 		i++
 		switch op2 {
 		case 0x38:
 			if i >= len(code) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			in.Map, in.Op = Map0F38, code[i]
 			i++
 			info = fModRM
 		case 0x3a:
 			if i >= len(code) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			in.Map, in.Op = Map0F3A, code[i]
 			i++
@@ -321,7 +329,7 @@ prefixes:
 		}
 	}
 	if info&fInvalid != 0 {
-		return in, ErrInvalid
+		return ErrInvalid
 	}
 	if info&fModRM != 0 {
 		n, ok := modrmLen(code[i:])
@@ -329,12 +337,12 @@ prefixes:
 			n, ok = 1, true // mov to/from control and debug registers ignores ModRM.mod
 		}
 		if !ok {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		in.ModRM, in.HasModRM, in.ModRMAt = code[i], true, uint8(i)
 		i += n
 		if in.Map == Map1Byte && undefinedGroupForm(op, in.ModRM) {
-			return in, ErrInvalid
+			return ErrInvalid
 		}
 	}
 	if in.Map == Map0F && in.Op == 0x78 && (pp == 1 || pp == 3) {
@@ -379,11 +387,11 @@ prefixes:
 			}
 		}
 	}
-	if err := setLen(&in, i, len(code)); err != nil {
-		return in, err
+	if err := setLen(in, i, len(code)); err != nil {
+		return err
 	}
-	in.Ext = classifyLegacy(&in)
-	return in, nil
+	in.Ext = classifyLegacy(in)
+	return nil
 }
 
 // undefinedGroupForm reports one-byte opcodes whose ModRM selects an undefined form (#UD):
@@ -440,17 +448,16 @@ func vexImm(m, op uint8) bool {
 	return false
 }
 
-func decodeVEX(code []byte, i int, three bool) (Inst, error) {
-	var in Inst
+func decodeVEX(code []byte, i int, three bool, in *Inst) error {
 	in.Enc = VEX
 	var last byte
 	if three {
 		if i+3 > len(code) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		m := code[i+1] & 0x1f
 		if m < 1 || m > 3 {
-			return in, ErrInvalid
+			return ErrInvalid
 		}
 		in.Map = m
 		last = code[i+2]
@@ -458,7 +465,7 @@ func decodeVEX(code []byte, i int, three bool) (Inst, error) {
 		i += 3
 	} else {
 		if i+2 > len(code) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		in.Map = Map0F
 		last = code[i+1]
@@ -467,36 +474,35 @@ func decodeVEX(code []byte, i int, three bool) (Inst, error) {
 	in.L = (last >> 2) & 1
 	in.PP = last & 3
 	if i >= len(code) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	in.Op = code[i]
 	i++
 	if !(in.Map == Map0F && in.Op == 0x77) { // vzeroupper/vzeroall have no ModRM
 		var err error
-		if i, err = readModRM(code, i, &in); err != nil {
-			return in, err
+		if i, err = readModRM(code, i, in); err != nil {
+			return err
 		}
 	}
 	if vexImm(in.Map, in.Op) {
 		i++
 	}
-	if err := setLen(&in, i, len(code)); err != nil {
-		return in, err
+	if err := setLen(in, i, len(code)); err != nil {
+		return err
 	}
-	in.Ext = classifyVEX(&in)
-	return in, nil
+	in.Ext = classifyVEX(in)
+	return nil
 }
 
-func decodeEVEX(code []byte, i int) (Inst, error) {
-	var in Inst
+func decodeEVEX(code []byte, i int, in *Inst) error {
 	in.Enc = EVEX
 	if i+4 > len(code) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	p0, p1, p2 := code[i+1], code[i+2], code[i+3]
 	m := p0 & 7
 	if p0&0x08 != 0 || p1&0x04 == 0 || (m != 1 && m != 2 && m != 3 && m != 5 && m != 6) {
-		return in, ErrInvalid // reserved bits, or APX maps this decoder does not cover
+		return ErrInvalid // reserved bits, or APX maps this decoder does not cover
 	}
 	in.Map = m
 	in.W = p1&0x80 != 0
@@ -505,34 +511,33 @@ func decodeEVEX(code []byte, i int) (Inst, error) {
 	in.EVEXb = p2&0x10 != 0
 	i += 4
 	if i >= len(code) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	in.Op = code[i]
 	i++
-	i, err := readModRM(code, i, &in)
+	i, err := readModRM(code, i, in)
 	if err != nil {
-		return in, err
+		return err
 	}
 	if vexImm(in.Map, in.Op) {
 		i++
 	}
-	if err := setLen(&in, i, len(code)); err != nil {
-		return in, err
+	if err := setLen(in, i, len(code)); err != nil {
+		return err
 	}
-	in.Ext = classifyEVEX(&in)
-	return in, nil
+	in.Ext = classifyEVEX(in)
+	return nil
 }
 
 // decodeXOP decodes AMD's XOP encoding (8F with map >= 8) far enough to know its length.
-func decodeXOP(code []byte, i int) (Inst, error) {
-	var in Inst
+func decodeXOP(code []byte, i int, in *Inst) error {
 	in.Enc = XOPEnc
 	if i+4 > len(code) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	m := code[i+1] & 0x1f
 	if m < 8 || m > 10 {
-		return in, ErrInvalid
+		return ErrInvalid
 	}
 	in.Map = m
 	in.W = code[i+2]&0x80 != 0
@@ -540,9 +545,9 @@ func decodeXOP(code []byte, i int) (Inst, error) {
 	in.PP = code[i+2] & 3
 	in.Op = code[i+3]
 	i += 4
-	i, err := readModRM(code, i, &in)
+	i, err := readModRM(code, i, in)
 	if err != nil {
-		return in, err
+		return err
 	}
 	switch m {
 	case 8:
@@ -550,11 +555,11 @@ func decodeXOP(code []byte, i int) (Inst, error) {
 	case 10:
 		i += 4
 	}
-	if err := setLen(&in, i, len(code)); err != nil {
-		return in, err
+	if err := setLen(in, i, len(code)); err != nil {
+		return err
 	}
 	in.Ext = XOP
-	return in, nil
+	return nil
 }
 
 // String describes the instruction's encoding the way the Intel manual's opcode column

@@ -37,9 +37,9 @@ type Stats struct {
 // linear-sweep disassembler does) and counted in Errors.
 func (s *Stats) Scan(code []byte, addr uint64) {
 	s.Bytes += len(code)
+	var in Inst
 	for off := 0; off < len(code); {
-		in, err := Decode(code[off:])
-		if err != nil {
+		if err := decodeInto(code[off:], &in); err != nil {
 			if s.Errors == 0 {
 				s.FirstError = addr + uint64(off)
 				s.FirstErrorBytes = append([]byte(nil), code[off:min(off+15, len(code))]...)
