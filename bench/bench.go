@@ -39,6 +39,9 @@ type Comparison struct {
 	Max       float64   `json:"max"`
 	AAccepted *float64  `json:"aAcceptance,omitempty"`
 	BAccepted *float64  `json:"bAcceptance,omitempty"`
+	// Verdict says whether B differs from A beyond the rounds' own spread: "B faster" or "B
+	// slower" when every round's ratio lies on one side of 1, else "not significant".
+	Verdict string `json:"verdict"`
 	// Differs says what differs between A's and B's identities (Differences).
 	Differs []string `json:"differs"`
 }
@@ -177,6 +180,16 @@ func compare(a, b string, as, bs []*Record) *Comparison {
 		}
 	}
 	c.AAccepted, c.BAccepted = meanOf(aAcc), meanOf(bAcc)
+	switch {
+	case len(c.Ratios) < 2:
+		c.Verdict = "one round: no spread to judge by (use --rounds 3 or more)"
+	case c.Min > 1:
+		c.Verdict = "B faster in every round"
+	case c.Max < 1:
+		c.Verdict = "B slower in every round"
+	default:
+		c.Verdict = "not significant: the rounds' ratios lie on both sides of 1"
+	}
 	return c
 }
 
@@ -226,7 +239,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "\nA/B %s vs %s: no round where both measured a row 0\n", c.B, c.A)
 			continue
 		}
-		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max)
+		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f (%s)\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max, c.Verdict)
 		fmt.Fprintf(w, "  A %s tok/s%s\n  B %s tok/s%s\n", floats(c.ARow0), acceptance(c.AAccepted), floats(c.BRow0), acceptance(c.BAccepted))
 		if len(c.Differs) > 0 {
 			fmt.Fprintf(w, "  differs: %s\n", strings.Join(c.Differs, "; "))

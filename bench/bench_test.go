@@ -262,13 +262,36 @@ func TestABInterleavesAndReportsRatios(t *testing.T) {
 		}
 	}
 	c := res.Comparisons[0]
-	if len(c.Ratios) != 3 || c.Min <= 0 || c.Min > c.Median || c.Median > c.Max {
+	if len(c.Ratios) != 3 || c.Min <= 0 || c.Min > c.Median || c.Median > c.Max || c.Verdict == "" {
 		t.Errorf("comparison = %+v, want 3 ordered ratios", c)
 	}
 	var b2 strings.Builder
 	res.WriteTable(&b2)
 	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 3 rounds") || !strings.Contains(b2.String(), "differs: --threads 8 → 4\n") {
 		t.Errorf("table:\n%s\nwant the A/B line", b2.String())
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	rec := func(tps float64) *Record {
+		return &Record{Complete: true, Rows: []Row{{}}, Summary: Summary{Row0TPS: tps}}
+	}
+	for _, tc := range []struct {
+		a, b []float64
+		want string
+	}{
+		{[]float64{100, 110, 105}, []float64{120, 125, 118}, "B faster in every round"},
+		{[]float64{100, 110, 105}, []float64{99, 108, 101}, "B slower in every round"},
+		{[]float64{100, 110, 105}, []float64{101, 108, 106}, "not significant: the rounds' ratios lie on both sides of 1"},
+		{[]float64{100}, []float64{150}, "one round: no spread to judge by (use --rounds 3 or more)"},
+	} {
+		var as, bs []*Record
+		for i := range tc.a {
+			as, bs = append(as, rec(tc.a[i])), append(bs, rec(tc.b[i]))
+		}
+		if got := compare("a", "b", as, bs).Verdict; got != tc.want {
+			t.Errorf("A %v B %v: verdict %q, want %q", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
 
