@@ -89,6 +89,20 @@ func TestDraftedReferenceFailsTheRun(t *testing.T) {
 	}
 }
 
+// A protocol that does not fit the bundle's context is refused before any row, saying what
+// to change.
+func TestRowsMustFitTheContext(t *testing.T) {
+	fake := &fakeLlama{flipAt: -1, nctx: 32}
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Complete || len(r.Rows) != 0 || !strings.Contains(r.Error, "a row needs 40 tokens of context (16 prompt + 24 generated) and the bundle's slot has 32: bundle with --ctx-size 40 or more") {
+		t.Errorf("run complete %v rows %d error %q, want the context named", r.Complete, len(r.Rows), r.Error)
+	}
+}
+
 // A row that reports cached prompt tokens makes the run invalid for a headline, and says so.
 func TestCachedTokensMakeTheRunInvalid(t *testing.T) {
 	fake := &fakeLlama{flipAt: -1, cacheN: 12}

@@ -25,6 +25,7 @@ type fakeLlama struct {
 	// draftsAlways drafts even for a request with n_probs: a server whose /props says it has
 	// the series but whose patch 0004 does not work.
 	draftsAlways bool
+	nctx         int // a slot's context, 0 for plenty
 	requests     atomic.Int64
 }
 
@@ -85,17 +86,18 @@ func (f *fakeLlama) handler() http.Handler {
 }
 
 type fakeServer struct {
-	ts *httptest.Server
+	ts   *httptest.Server
+	nctx int
 }
 
 func (s *fakeServer) ready(context.Context) (shim.Endpoint, error) {
-	return shim.Endpoint{BaseURL: s.ts.URL, Slots: 1, BuildInfo: "fake", Series: true, Speculative: true}, nil
+	return shim.Endpoint{BaseURL: s.ts.URL, Slots: 1, NCtx: s.nctx, BuildInfo: "fake", Series: true, Speculative: true}, nil
 }
 func (s *fakeServer) restarts() int { return 0 }
 func (s *fakeServer) stop()         { s.ts.Close() }
 
 func (f *fakeLlama) starter() func(context.Context, *Bundle, []string, io.Writer) (server, error) {
 	return func(context.Context, *Bundle, []string, io.Writer) (server, error) {
-		return &fakeServer{ts: httptest.NewServer(f.handler())}, nil
+		return &fakeServer{ts: httptest.NewServer(f.handler()), nctx: f.nctx}, nil
 	}
 }

@@ -198,7 +198,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		}
 		return nil // the figures would not count: no rows
 	}
-	return o.rows(ctx, c, rec)
+	return o.rows(ctx, c, ep, rec)
 }
 
 // canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
@@ -319,10 +319,25 @@ func (o *Options) rowPrompt(ctx context.Context, c *client) (any, error) {
 // rows measures the protocol's rows: row 0 is the first time this server process sees the
 // prompt, rows 1..N-1 repeat it. Every row is a full prefill (cache_prompt off), so a row
 // that still reports cached tokens shows the server reused work it was told not to.
-func (o *Options) rows(ctx context.Context, c *client, rec *Record) error {
+func (o *Options) rows(ctx context.Context, c *client, ep shim.Endpoint, rec *Record) error {
 	prompt, err := o.rowPrompt(ctx, c)
 	if err != nil {
 		return err
+	}
+	n := 0
+	switch p := prompt.(type) {
+	case []int:
+		n = len(p)
+	case string:
+		ids, err := c.tokenize(ctx, p)
+		if err != nil {
+			return fmt.Errorf("tokenizing the prompt: %w", err)
+		}
+		n = len(ids)
+	}
+	if need := n + o.Protocol.Generate; ep.NCtx > 0 && need > ep.NCtx {
+		return fmt.Errorf("a row needs %d tokens of context (%d prompt + %d generated) and the bundle's slot has %d: bundle with --ctx-size %d or more (times --parallel), or lower --generate",
+			need, n, o.Protocol.Generate, ep.NCtx, need)
 	}
 	for i := 0; i < o.Protocol.Rows; i++ {
 		r, err := c.complete(ctx, completionRequest{Prompt: prompt, NPredict: o.Protocol.Generate, Temperature: 0, TopK: 1,
