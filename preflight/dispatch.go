@@ -211,12 +211,6 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 			off += int(in.Len)
 		}
 	}
-	for i := range regions {
-		regions[i].start = aligned[i]
-		if i+1 < len(regions) && regions[i+1].span == regions[i].span {
-			regions[i].end = aligned[i+1]
-		}
-	}
 	direct := make([]bool, len(regions))
 	var queue []int
 	mark := func(i int) {
@@ -269,6 +263,15 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 	}
 	for i := range regions {
 		regions[i].dispatched = seen[i] && !direct[i]
+	}
+	// Only now, with every address looked up in the regions as cut, move the cuts to the
+	// instruction boundaries the sweep found, so that scanning region by region decodes the
+	// same instructions as scanning each span whole.
+	for i := range regions {
+		regions[i].start = aligned[i]
+		if i+1 < len(regions) && regions[i+1].span == regions[i].span {
+			regions[i].end = aligned[i+1]
+		}
 	}
 	return &dispatchMap{regions: regions, resolvers: len(resolvers)}
 }
