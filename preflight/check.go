@@ -112,7 +112,7 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 		if b.Code == nil && b.Machine == "x86-64" {
 			continue // scanned for libraries and kernels only
 		}
-		if s, ok := notLoaded[b.Path]; ok {
+		if s, ok := notLoaded[b.Path]; ok && !b.GGMLForced {
 			v := Verdict{Check: CheckCPU, Subject: b.Path, Status: OK}
 			switch {
 			case s.Variant == "(fallback)":
@@ -125,7 +125,11 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 			r.Verdicts = append(r.Verdicts, v)
 			continue
 		}
-		r.Verdicts = append(r.Verdicts, cpuVerdict(b, ch))
+		v := cpuVerdict(b, ch)
+		if b.GGMLForced {
+			v.Reason += "; GGML_BACKEND_PATH names it, so ggml loads it whatever it scores"
+		}
+		r.Verdicts = append(r.Verdicts, v)
 	}
 	r.Verdicts = append(r.Verdicts, libraryVerdicts(bins)...)
 	r.Verdicts = append(r.Verdicts, cudaVerdicts(host, in, bins)...)

@@ -45,6 +45,10 @@ type Binary struct {
 	// the executable's directory and the working directory); the CPU variants of one search
 	// are scored together. Empty for files not found that way.
 	GGMLSearch string `json:"ggmlSearch,omitempty"`
+	// GGMLForced is set for the backend GGML_BACKEND_PATH names: ggml_backend_load_all loads
+	// it after its searches, unscored, so its code is judged even where a search would not
+	// pick it.
+	GGMLForced bool `json:"ggmlForced,omitempty"`
 	// Backends is, for an executable read by ReadFiles, where ggml's loader would look for
 	// backends and what it found.
 	Backends *BackendSearch `json:"backends,omitempty"`

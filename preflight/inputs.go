@@ -151,10 +151,11 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 // assignGGMLSearches marks the backends that ggml's loader (ggml_backend_load_best), started
 // by each llama.cpp executable among bins, would find: files named exactly
 // libggml-<backend>[-<variant>].so in the executable's directory (exeDir) or the working
-// directory wd, and the file GGML_BACKEND_PATH (envPath) names. ggml scores the CPU variants
-// of all those places together, so they get one GGMLSearch. Backends no search finds keep
-// none and are scored per directory, as if that directory were the GGML_BACKEND_DIR
-// compiled into libggml.so, which cannot be read off the files.
+// directory wd. ggml scores the CPU variants of both places together, so they get one
+// GGMLSearch. Backends no search finds keep none and are scored per directory, as if that
+// directory were the GGML_BACKEND_DIR compiled into libggml.so, which cannot be read off
+// the files. The file GGML_BACKEND_PATH (envPath) names is loaded besides, unscored: it is
+// marked GGMLForced.
 func assignGGMLSearches(bins []*Binary, exeDir func(*Binary) string, wd, envPath string) {
 	for _, exe := range bins {
 		if !exe.Executable || !IsLlamaFile(exe.Path) || exe.GGMLSearch != "" {
@@ -164,18 +165,19 @@ func assignGGMLSearches(bins []*Binary, exeDir func(*Binary) string, wd, envPath
 		if wd != dirs[0] {
 			dirs = append(dirs, wd)
 		}
-		label := "ggml backend search of " + exe.Path + " (" + strings.Join(dirs, ", ")
-		if envPath != "" {
-			label += ", " + envPath
-		}
-		label += ")"
+		label := "ggml backend search of " + exe.Path + " (" + strings.Join(dirs, ", ") + ")"
 		for _, b := range bins {
 			if _, ok := ggmlBackendFile(path.Base(b.Path)); !ok || b.GGMLSearch != "" {
 				continue
 			}
-			if d := path.Dir(b.Path); d == dirs[0] || d == wd || b.Path == envPath {
+			if d := path.Dir(b.Path); d == dirs[0] || d == wd {
 				b.GGMLSearch = label
 			}
+		}
+	}
+	for _, b := range bins {
+		if envPath != "" && b.Path == path.Clean(envPath) {
+			b.GGMLForced = true
 		}
 	}
 }

@@ -17,7 +17,7 @@ type BackendSearch struct {
 	// /proc/self/exe gives it) and the working directory (preflight's own: the one the
 	// program will run in is not known).
 	Dirs []string `json:"dirs"`
-	// EnvPath is GGML_BACKEND_PATH, a backend file loaded as well.
+	// EnvPath is GGML_BACKEND_PATH, a backend file ggml loads as well, whatever it scores.
 	EnvPath string `json:"envPath,omitempty"`
 	// Found are the backend files found.
 	Found []string `json:"found,omitempty"`
@@ -188,6 +188,21 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 			for _, f := range found {
 				queue = append(queue, loadItem{path: f, decode: true, search: "ggml backend search of " + it.path})
 			}
+			if bs.EnvPath != "" {
+				// Not part of the search: ggml_backend_load_all loads it besides, unscored.
+				queue = append(queue, loadItem{path: bs.EnvPath, decode: true})
+			}
+		}
+	}
+	for _, b := range out {
+		if b.Backends == nil || b.Backends.EnvPath == "" {
+			continue
+		}
+		env, _ := filepath.EvalSymlinks(b.Backends.EnvPath)
+		for _, x := range out {
+			if real, _ := filepath.EvalSymlinks(x.Path); x.Path == b.Backends.EnvPath || (real != "" && real == env) {
+				x.GGMLForced = true
+			}
 		}
 	}
 	// Whether ggml is a GGML_BACKEND_DL build is known once its libggml.so has been read.
@@ -279,7 +294,6 @@ func backendSearch(exe string) (*BackendSearch, []string) {
 	if env := os.Getenv("GGML_BACKEND_PATH"); env != "" {
 		bs.EnvPath = env
 		if st, err := os.Stat(env); err == nil && st.Mode().IsRegular() {
-			found = append(found, env)
 			if b, ok := ggmlBackendFile(filepath.Base(env)); ok && b == "cpu" {
 				bs.CPUFound = true
 			}

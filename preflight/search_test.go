@@ -145,3 +145,61 @@ func debianServerOrVariant(t *testing.T, v string) []byte {
 	}
 	return variantFile(t, v)
 }
+
+// TestGGMLBackendPathLoadsWhateverItScores: ggml_backend_load_all loads the file
+// GGML_BACKEND_PATH names after its searches, without scoring it. An AVX-512 variant named
+// there runs on an AVX2 host even though the search picks haswell: its code is judged, not
+// reported "not loaded".
+func TestGGMLBackendPathLoadsWhateverItScores(t *testing.T) {
+	host := loadTarget(t, "cpu-v3")
+	t.Run("--binary", func(t *testing.T) {
+		dir := dlBuild(t, "haswell")
+		other := t.TempDir()
+		linkInto(t, other, filepath.Join(debfetch.GGMLBackends(t), "libggml-cpu-skylakex.so"))
+		t.Setenv("GGML_BACKEND_PATH", filepath.Join(other, "libggml-cpu-skylakex.so"))
+		bins, err := ReadFiles(context.Background(), []string{filepath.Join(dir, "llama-server")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Check(host, "cpu-v3", Input{Name: "llama-server", Binaries: bins})
+		if v := cpuVerdictEnding(r, "libggml-cpu-skylakex.so"); v == nil || v.Status != Fail || !strings.Contains(v.Reason, "GGML_BACKEND_PATH") {
+			t.Errorf("skylakex verdict = %+v, want would fail, loaded by GGML_BACKEND_PATH", v)
+		}
+		if r.ExitCode() != 1 {
+			t.Errorf("ExitCode = %d, want 1", r.ExitCode())
+		}
+	})
+	t.Run("image", func(t *testing.T) {
+		l := tarLayer(t, map[string][]byte{
+			"app/llama-server":            debianServer(t),
+			"app/libggml-cpu-haswell.so":  variantFile(t, "haswell"),
+			"app/libggml-cpu-skylakex.so": variantFile(t, "skylakex"),
+		})
+		img, err := mutate.AppendLayers(empty.Image, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.Config(img, v1.Config{WorkingDir: "/app", Env: []string{"GGML_BACKEND_PATH=/app/libggml-cpu-skylakex.so"}}); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "oci")
+		p, err := layout.Write(dir, empty.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AppendImage(img); err != nil {
+			t.Fatal(err)
+		}
+		in, err := ReadImage(context.Background(), ImageSource{Archive: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Check(host, "cpu-v3", in)
+		if len(r.GGML) != 1 || r.GGML[0].Loaded != "/app/libggml-cpu-haswell.so" {
+			t.Errorf("GGML choices = %+v, want the search to pick haswell", r.GGML)
+		}
+		if v := verdictFor(r, CheckCPU, "/app/libggml-cpu-skylakex.so"); v == nil || v.Status != Fail {
+			t.Errorf("skylakex verdict = %+v, want would fail (GGML_BACKEND_PATH loads it)", v)
+		}
+	})
+}
