@@ -10,6 +10,7 @@ import (
 
 	"github.com/llbuild/llbuild/preflight/cudareq"
 	"github.com/llbuild/llbuild/preflight/fatbin"
+	"github.com/llbuild/llbuild/preflight/x86"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -113,14 +114,21 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 			continue // scanned for libraries and kernels only
 		}
 		if s, ok := notLoaded[b.Path]; ok && !b.GGMLForced {
+			if v, judged := loadVerdict(b, ch, s); judged {
+				r.Verdicts = append(r.Verdicts, v)
+				continue
+			}
 			v := Verdict{Check: CheckCPU, Subject: b.Path, Status: OK}
 			switch {
 			case s.Variant == "(fallback)":
 				v.Reason = "not loaded: ggml loads the plain libggml-cpu.so only when every variant scores 0"
 			case s.Score == 0:
-				v.Reason = fmt.Sprintf("not loaded: ggml scores the %s variant 0 here (the CPU lacks %s), so its code never runs", s.Variant, strings.Join(s.Missing, " "))
+				v.Reason = fmt.Sprintf("not loaded: ggml scores the %s variant 0 here (the CPU lacks %s)", s.Variant, strings.Join(s.Missing, " "))
 			default:
 				v.Reason = fmt.Sprintf("not loaded: the %s variant scores %d, below the variant ggml picks", s.Variant, s.Score)
+			}
+			if s.Variant != "(fallback)" {
+				v.Reason += "; what runs when ggml dlopens it to read that score (its constructors, ifunc resolvers and ggml_backend_score) needs nothing the CPU lacks"
 			}
 			r.Verdicts = append(r.Verdicts, v)
 			continue
@@ -136,6 +144,42 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 	r.Verdicts = append(r.Verdicts, kernelVerdicts(host, bins)...)
 	r.Verdicts = append(r.Verdicts, syclVerdicts(host, bins)...)
 	return r
+}
+
+// loadVerdict judges the code of a variant ggml does not pick that still runs: its loader
+// dlopens every variant to call its ggml_backend_score, which runs the variant's
+// constructors and ifunc resolvers as well (the plain libggml-cpu.so is only dlopened when
+// it loads). judged is false when that code needs nothing the host lacks.
+func loadVerdict(b *Binary, h cpuHost, s GGMLVariant) (v Verdict, judged bool) {
+	if s.Variant == "(fallback)" || b.Code == nil {
+		return v, false
+	}
+	c := b.Code
+	v = Verdict{Check: CheckCPU, Subject: b.Path}
+	need := c.LoadUses &^ x86.Unclassified
+	missing := need & h.known &^ h.has
+	var exts []string
+	for _, in := range c.LoadExamples {
+		exts = append(exts, fmt.Sprintf("%s %s+%#x in %s: %s  %s  needs %s", path.Base(b.Path), in.Section, in.Addr, in.Function, in.Bytes, in.Encoding, in.Needs))
+	}
+	const loads = "ggml's loader picks another variant, but it dlopens every variant to call its ggml_backend_score, which runs the variant's constructors and ifunc resolvers too"
+	switch {
+	case missing != 0:
+		v.Status = Fail
+		v.Reason = fmt.Sprintf("%s, and that code uses %s, which the CPU lacks: SIGILL while ggml loads its backends", loads, featureList(missing))
+		v.Evidence = exts
+		v.Fix = "build the variants' constructors (static initializers) and cpu-feats.cpp without the variant's ISA flags, as ggml's CMake does for cpu-feats.cpp"
+	case c.LoadError != "":
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code could not be followed (%s)", loads, c.LoadError)
+	case c.LoadIndirect > 0:
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code makes %d calls through function pointers, which preflight does not follow, so what they run is not known", loads, c.LoadIndirect)
+	case c.LoadUses&x86.Unclassified != 0 || need&^h.known != 0:
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code has instructions whose needs are not known", loads)
+		v.Evidence = exts
+	default:
+		return v, false
+	}
+	return v, true
 }
 
 // libraryVerdicts reports what the loader would not find: a DT_NEEDED library missing from

@@ -87,6 +87,14 @@ type CodeFacts struct {
 	Dispatched           x86.Ext                   `json:"-"`
 	DispatchedExtensions map[string]int            `json:"dispatchedExtensions,omitempty"`
 	DispatchedExamples   map[x86.Ext][]Instruction `json:"-"`
+	// LoadUses is, for a ggml CPU variant, what the code that runs when ggml's loader
+	// dlopens it to read its score needs (constructors, ifunc resolvers, ggml_backend_score);
+	// LoadIndirect counts the calls through function pointers there that were not followed,
+	// and LoadError says why that code could not be followed (see followInitCode).
+	LoadUses     x86.Ext       `json:"-"`
+	LoadIndirect int           `json:"loadIndirect,omitempty"`
+	LoadError    string        `json:"loadError,omitempty"`
+	LoadExamples []Instruction `json:"loadExamples,omitempty"`
 }
 
 // Instruction is one decoded instruction kept as evidence.
@@ -171,7 +179,7 @@ func readBinary(name string, r io.ReaderAt, decode bool) (*Binary, error) {
 		b.SONAME = sn[0]
 	}
 	if decode && f.Class == elf.ELFCLASS64 && f.Machine == elf.EM_X86_64 {
-		code, err := scanCode(f)
+		code, err := scanCode(f, b.GGMLVariant() != "")
 		if err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", name, err)
 		}
@@ -227,7 +235,9 @@ func machineName(m elf.Machine) string {
 	return strings.TrimPrefix(m.String(), "EM_")
 }
 
-func scanCode(f *elf.File) (*CodeFacts, error) {
+// scanCode decodes f's code. For a ggml CPU variant (variant set) it also follows the code
+// that runs when ggml's loader only dlopens it to read its score.
+func scanCode(f *elf.File, variant bool) (*CodeFacts, error) {
 	facts := &CodeFacts{Extensions: map[string]int{}, Examples: map[x86.Ext][]Instruction{}}
 	var spans []codeSpan
 	for _, s := range f.Sections {
@@ -241,7 +251,8 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 		spans = append(spans, codeSpan{s.Name, s.Addr, data})
 	}
 	var dm *dispatchMap
-	if len(spans) > 0 {
+	fromSections := len(spans) > 0
+	if fromSections {
 		dm = findDispatched(f, spans)
 	} else {
 		// No executable sections (section headers stripped, or never written): the loader
@@ -294,6 +305,14 @@ func scanCode(f *elf.File) (*CodeFacts, error) {
 		facts.FirstDecodeErrorAt = fmt.Sprintf("%s+%#x: %x", where(st.FirstError), st.FirstError, st.FirstErrorBytes)
 	}
 	names := newSymbolizer(f)
+	switch {
+	case variant && fromSections:
+		in := followInitCode(f, spans, names)
+		facts.LoadUses, facts.LoadIndirect, facts.LoadError = in.uses, in.indirect, in.err
+		facts.LoadExamples = in.examples
+	case variant:
+		facts.LoadError = "no section headers: its constructors and relocations cannot be read"
+	}
 	collect := func(st *x86.Stats, counts map[string]int, examples map[x86.Ext][]Instruction) {
 		st.Used.Each(func(e x86.Ext) {
 			counts[e.String()] = st.CountOf(e)

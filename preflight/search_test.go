@@ -203,3 +203,54 @@ func TestGGMLBackendPathLoadsWhateverItScores(t *testing.T) {
 		}
 	})
 }
+
+// TestVariantsGGMLOnlyScoresStillRunTheirConstructors: ggml's loader dlopens every variant
+// to call its ggml_backend_score, so a variant it does not pick still runs its constructors.
+// One whose constructor is AVX-512 code kills an AVX2 host while ggml loads its backends, and
+// must not read "ok: not loaded"; one whose constructor calls through a table of function
+// pointers cannot be followed and is unknown.
+func TestVariantsGGMLOnlyScoresStillRunTheirConstructors(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		want      Status
+		mentions  string
+	}{
+		{"an AVX-512 constructor", `float table[1024];
+__attribute__((constructor)) static void fill(void) { for (int i = 0; i < 1024; i++) table[i] = i * 0.5f; }
+int ggml_backend_score(void) { return 0; }
+`, Fail, "AVX512F"},
+		{"a constructor calling through a table", `static void a(void) {} static void b(void) {}
+void (*hooks[])(void) = {a, b};
+int n_hooks = 2;
+__attribute__((constructor)) static void run(void) { for (int i = 0; i < n_hooks; i++) hooks[i](); }
+int ggml_backend_score(void) { return 0; }
+`, Unknown, "function pointers"},
+		{"a baseline constructor", `int ready;
+__attribute__((constructor)) static void init(void) { ready = 1; }
+int ggml_backend_score(void) { return 0; }
+`, OK, "not loaded"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := gccBuild(t, dir, "libggml-cpu-skylakex.so", c.src, "-shared", "-fPIC", "-mavx512f")
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, err := ReadBinary("backends/libggml-cpu-skylakex.so", f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bins := append(readGGML(t, "haswell"), ours)
+			r := Check(loadTarget(t, "cpu-v3"), "cpu-v3", Input{Name: "backends", Binaries: bins})
+			if len(r.GGML) != 1 || r.GGML[0].Loaded != "backends/libggml-cpu-haswell.so" {
+				t.Fatalf("GGML choices = %+v, want haswell picked", r.GGML)
+			}
+			v := verdictFor(r, CheckCPU, "backends/libggml-cpu-skylakex.so")
+			if v == nil || v.Status != c.want || !strings.Contains(v.Reason, c.mentions) {
+				t.Errorf("skylakex verdict = %+v, want %s mentioning %q", v, c.want, c.mentions)
+			}
+		})
+	}
+}
