@@ -86,13 +86,17 @@ func TestBundleFollowsGGMLLoaderRules(t *testing.T) {
 		files      map[string]string // bundle path → Debian variant (or "server")
 		wantGGML   Status
 		wantLoaded string // file ggml loads, "" for none
+		server     string // the manifest's server object, if any
 	}{
 		{"bin/ and the root are one search", map[string]string{"bin/llama-server": "server", "bin/libggml-cpu-x64.so": "x64", "libggml-cpu-haswell.so": "haswell"},
-			OK, "libggml-cpu-haswell.so"},
+			OK, "libggml-cpu-haswell.so", ""},
 		{"every variant at 0 loads libggml-cpu.so", map[string]string{"lib/libggml-cpu-skylakex.so": "skylakex", "lib/libggml-cpu.so": "x64"},
-			OK, "lib/libggml-cpu.so"},
+			OK, "lib/libggml-cpu.so", ""},
 		{"a .so.0 name is not a backend", map[string]string{"lib/libggml-cpu-skylakex.so": "skylakex", "lib/libggml-cpu-haswell.so.0": "haswell"},
-			Fail, ""},
+			Fail, "", ""},
+		{"run by the bundle's loader, ggml searches the loader's directory and the root",
+			map[string]string{"bin/llama-server": "server", "lib/ld-linux-x86-64.so.2": "x64", "lib/libggml-cpu-haswell.so": "haswell", "libggml-cpu-x64.so": "x64"},
+			OK, "lib/libggml-cpu-haswell.so", `{"executable":"bin/llama-server","loader":"lib/ld-linux-x86-64.so.2","libraryPath":["lib"]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -111,7 +115,11 @@ func TestBundleFollowsGGMLLoaderRules(t *testing.T) {
 				}
 				files = append(files, map[string]any{"path": p, "kind": kind, "size": len(data)})
 			}
-			m, _ := json.Marshal(map[string]any{"files": files})
+			man := map[string]any{"files": files}
+			if c.server != "" {
+				man["server"] = json.RawMessage(c.server)
+			}
+			m, _ := json.Marshal(man)
 			if err := os.WriteFile(filepath.Join(dir, "manifest.json"), m, 0o644); err != nil {
 				t.Fatal(err)
 			}
