@@ -90,6 +90,10 @@ func FuzzReadBinary(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Named as a ggml CPU variant, the code its loader runs at dlopen is followed too.
+		if _, err := ReadBinary("libggml-cpu-skylakex.so", bytes.NewReader(data)); err != nil {
+			return
+		}
 		b, err := ReadBinary("fuzz.so", bytes.NewReader(data))
 		if err != nil {
 			return
