@@ -30,9 +30,11 @@ type BackendSearch struct {
 }
 
 // ggmlBackendNames are the backends ggml_backend_load_all tries, each as
-// libggml-<name>-*.so (scored) or libggml-<name>.so.
-var ggmlBackendNames = []string{"blas", "zdnn", "cann", "cuda", "hip", "metal", "rpc", "sycl", "vulkan",
-	"virtgpu", "opencl", "hexagon", "musa", "webgpu", "cpu"}
+// libggml-<name>-*.so (scored) or libggml-<name>.so: the pinned llama.cpp's list
+// (ggml-backend-reg.cpp) and the names other releases used (zdnn, webgpu), so that a file
+// any of them would load is read.
+var ggmlBackendNames = []string{"blas", "zendnn", "zdnn", "cann", "cuda", "hip", "metal", "rpc", "sycl", "vulkan",
+	"virtgpu", "opencl", "hexagon", "musa", "openvino", "webgpu", "cpu"}
 
 // ggmlBackendFile reports whether a file name is one ggml's loader would dlopen: the
 // extension must be exactly ".so" (it compares fs::path::extension).

@@ -143,7 +143,9 @@ func TestGGMLBackendFileNames(t *testing.T) {
 		{"libggml-cpu-haswell.so", "cpu"},
 		{"libggml-cpu.so", "cpu"},
 		{"libggml-cuda.so", "cuda"},
-		{"libggml-cpu-haswell.so.0", ""}, // extension ".0": ggml skips it
+		{"libggml-zendnn.so", "zendnn"},     // AMD's CPU backend, loaded before the CPU variants
+		{"libggml-openvino.so", "openvino"}, // in the pinned llama.cpp's list
+		{"libggml-cpu-haswell.so.0", ""},    // extension ".0": ggml skips it
 		{"libggml-cpu-haswell.so.bak", ""},
 		{"libggml-base.so", ""},
 		{"libggml.so", ""},
