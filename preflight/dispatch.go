@@ -67,9 +67,12 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 	}
 	resolvers := map[uint64]bool{}
 	// listers take the address of every implementation without running it: glibc's
-	// __libc_ifunc_impl_list hands its test suite each implementation paired with the CPUID
-	// condition under which it is usable, so its lea are dispatch edges like a resolver's.
+	// __libc_ifunc_impl_list (in libc.so.6 only) hands its test suite each implementation
+	// paired with the CPUID condition under which it is usable, so its lea are dispatch
+	// edges like a resolver's.
 	listers := map[uint64]bool{}
+	soname, _ := f.DynString(elf.DT_SONAME)
+	isLibc := len(soname) == 1 && soname[0] == "libc.so.6"
 	roots := map[uint64]bool{}
 	starts := map[uint64]bool{}
 	syms, _ := f.Symbols()
@@ -85,7 +88,7 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 				starts[s.Value] = true
 			case elf.STT_FUNC:
 				starts[s.Value] = true
-				if s.Name == "__libc_ifunc_impl_list" {
+				if isLibc && s.Name == "__libc_ifunc_impl_list" {
 					listers[s.Value] = true
 				}
 			}
