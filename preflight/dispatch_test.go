@@ -151,3 +151,24 @@ func FuzzEHFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestSystemLibraryDirectories: a library outside llama.cpp counts as a system library (one
+// that may test CPUID itself) in the system library directories and below them, where
+// Debian installs OpenBLAS; a build directory is not one.
+func TestSystemLibraryDirectories(t *testing.T) {
+	dirs := map[string]bool{"/lib/x86_64-linux-gnu": true, "/usr/lib/x86_64-linux-gnu": true, "/usr/lib": true}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/lib/x86_64-linux-gnu/libc.so.6", true},
+		{"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0", true},
+		{"/usr/lib/x86_64-linux-gnu/libavcodec.so.59", true},
+		{"/home/me/llama.cpp/build/bin/libwide.so", false},
+		{"lib/libopenblas.so.0", false},
+	} {
+		if got := underDir(c.path, dirs); got != c.want {
+			t.Errorf("underDir(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}

@@ -37,8 +37,8 @@ type Binary struct {
 	// decoded. Only ReadFiles fills them in.
 	NotFound   []string `json:"notFound,omitempty"`
 	SystemLibs []string `json:"systemLibs,omitempty"`
-	// System is set for a file outside llama.cpp that lives in a system library directory
-	// (libc.so.6 named with --binary): such libraries may test CPUID before running code the
+	// System is set for a file outside llama.cpp that lives in or below a system library
+	// directory (libc.so.6 named with --binary): such libraries may test CPUID before running code the
 	// CPU lacks, so that code is not taken to run. Only ReadFiles sets it.
 	System bool `json:"system,omitempty"`
 	// GGMLSearch names the ggml backend search that found this file (ggml's loader scans

@@ -106,6 +106,7 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 	sysDirs := systemLibDirs()
 	sysReal := map[string]bool{}
 	for _, d := range sysDirs {
+		sysReal[filepath.Clean(d)] = true
 		if real, err := filepath.EvalSymlinks(d); err == nil {
 			sysReal[real] = true
 		}
@@ -138,7 +139,7 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 			return nil, err
 		}
 		b.GGMLSearch = it.search
-		b.System = !IsLlamaFile(it.path) && sysReal[filepath.Dir(key)]
+		b.System = !IsLlamaFile(it.path) && (underDir(it.path, sysReal) || underDir(key, sysReal))
 		out = append(out, b)
 
 		var own []string
@@ -240,6 +241,19 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 		b.NotFound = still
 	}
 	return out, nil
+}
+
+// underDir reports whether the file p lies in one of dirs or in a directory below one:
+// Debian's OpenBLAS is /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0.
+func underDir(p string, dirs map[string]bool) bool {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if dirs[d] {
+			return true
+		}
+		if d == "/" || d == "." {
+			return false
+		}
+	}
 }
 
 // appendLib records a library taken from LD_LIBRARY_PATH or a system directory. llama.cpp's
