@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +11,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -24,17 +28,20 @@ func planDiffCommand() *cli.Command {
 		Usage:     "what differs between two plans, and whether each target's driver still starts them",
 		ArgsUsage: "A B",
 		Description: "A and B are each a built-in target, a target file (.yaml), a plan (.json, as plan --json\n" +
-			"prints it, or a provenance.json), an artifact directory, or a bundle directory. Differences are\n" +
-			"grouped: source commit, patches, base images, apt, CMake arguments, environment, CUDA, runtime\n" +
-			"env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA holds on every target's driver, 1 when not.",
+			"prints it, or a provenance.json), an artifact directory, a bundle directory, or a runtime image:\n" +
+			"an OCI archive (.tar, as server --image-out writes), an OCI layout directory, or a registry\n" +
+			"reference naming its registry and a tag or digest (registry.example/repo:tag,\n" +
+			"docker.io/user/repo@sha256:...). Differences are grouped: source commit, patches, base images,\n" +
+			"apt, CMake arguments, environment, CUDA, runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA\n" +
+			"holds on every target's driver, 1 when not.",
 		Flags: []cli.Flag{recipeFlag, jsonFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
-				return usagef("plan diff takes two plans A B (targets, target files, plan files, artifact or bundle directories), got %d", c.NArg())
+				return usagef("plan diff takes two plans A B (targets, target files, plan files, artifact or bundle directories, images), got %d", c.NArg())
 			}
 			var sides [2]*planSide
 			for i, arg := range c.Args().Slice() {
-				s, err := loadPlanSide(arg, c.String("recipe"))
+				s, err := loadPlanSide(c.Context, arg, c.String("recipe"))
 				if err != nil {
 					return err
 				}
@@ -97,14 +104,19 @@ func (s *planSide) ref() planRef {
 	return planRef{Arg: s.arg, Target: s.plan.Target, Hash: s.plan.Hash, Partial: s.partial}
 }
 
-// loadPlanSide reads what arg names: a directory with provenance.json (artifacts) or
-// manifest.json (a bundle), a plan or provenance JSON file, a target file, or a built-in target.
-func loadPlanSide(arg, recipe string) (*planSide, error) {
+// loadPlanSide reads what arg names: a directory with provenance.json (artifacts),
+// manifest.json (a bundle) or index.json (an OCI layout), a plan or provenance JSON file, a
+// target file, an OCI archive, a built-in target, or an image in a registry.
+func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 	s := &planSide{arg: arg}
 	fi, statErr := os.Stat(arg)
 	switch {
 	case statErr == nil && fi.IsDir():
-		if b, err := os.ReadFile(filepath.Join(arg, artifacts.ProvenanceFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(arg, "index.json")); err == nil {
+			if s.plan, err = planOfImage(ctx, arg, "oci-layout:"+arg); err != nil {
+				return nil, err
+			}
+		} else if b, err := os.ReadFile(filepath.Join(arg, artifacts.ProvenanceFile)); err == nil {
 			p, err := planFromJSON(filepath.Join(arg, artifacts.ProvenanceFile), b)
 			if err != nil {
 				return nil, err
@@ -119,7 +131,7 @@ func loadPlanSide(arg, recipe string) (*planSide, error) {
 			s.plan, s.host, s.partial = planOfBundle(m)
 			return s, nil
 		} else {
-			return nil, usagef("%s has neither %s (an artifact directory) nor manifest.json (a bundle)", arg, artifacts.ProvenanceFile)
+			return nil, usagef("%s has neither %s (an artifact directory), manifest.json (a bundle) nor index.json (an OCI layout)", arg, artifacts.ProvenanceFile)
 		}
 	case statErr == nil && strings.HasSuffix(arg, ".json"):
 		b, err := os.ReadFile(arg)
@@ -140,11 +152,22 @@ func loadPlanSide(arg, recipe string) (*planSide, error) {
 		s.host = t
 		return s, nil
 	case statErr == nil:
-		return nil, usagef("%s: give a plan as a .json file, a target file as .yaml, or a directory", arg)
+		if _, err := ocitar.IndexManifest(arg); err != nil {
+			return nil, usagef("%s: give a plan as a .json file, a target file as .yaml, an image as an OCI archive (.tar), or a directory", arg)
+		}
+		var err error
+		if s.plan, err = planOfImage(ctx, arg, "oci-archive:"+arg); err != nil {
+			return nil, err
+		}
+	case isImageRef(arg):
+		var err error
+		if s.plan, err = planOfImage(ctx, arg, arg); err != nil {
+			return nil, err
+		}
 	default:
 		t, err := targets.Load(arg)
 		if err != nil {
-			return nil, usagef("%s is neither a file nor a built-in target (%s)", arg, strings.Join(targets.Names(), ", "))
+			return nil, usagef("%s is neither a file, a built-in target (%s) nor an image reference (registry.example/repo:tag)", arg, strings.Join(targets.Names(), ", "))
 		}
 		if s.plan, err = resolvePlan(arg, "", recipe, false); err != nil {
 			return nil, err
@@ -157,6 +180,37 @@ func loadPlanSide(arg, recipe string) (*planSide, error) {
 		s.host = t
 	}
 	return s, nil
+}
+
+// isImageRef says whether arg, which is not a file, names an image in a registry. Its first
+// component must be a registry host (a dot, a port or localhost: docker.io/user/repo, not
+// user/repo), so that a mistyped path is reported as missing instead of looked up on Docker Hub.
+func isImageRef(arg string) bool {
+	for _, ext := range []string{".json", ".yaml", ".yml", ".tar"} {
+		if strings.HasSuffix(arg, ext) {
+			return false
+		}
+	}
+	host, _, ok := strings.Cut(arg, "/")
+	if !ok || !(strings.ContainsAny(host, ".:") || host == "localhost") {
+		return false
+	}
+	_, err := name.ParseReference(arg, name.StrictValidation)
+	return err == nil
+}
+
+// planOfImage reads the plan an image records (image.LabelPlan) from its config; spec is
+// what image.ReadConfig takes.
+func planOfImage(ctx context.Context, arg, spec string) (*pipeline.Plan, error) {
+	cf, err := image.ReadConfig(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	b, err := image.RecordedPlan(cf)
+	if err != nil {
+		return nil, usagef("%s: %v", arg, err)
+	}
+	return planFromJSON(arg, b)
 }
 
 // planFromJSON reads a plan, or the plan a provenance.json records.

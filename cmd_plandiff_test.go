@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/llbuild/llbuild/internal/imagetest"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
+	"github.com/llbuild/llbuild/publish/publishtest"
+	"github.com/llbuild/llbuild/targets"
 )
 
 func TestPlanDiffGroupsChangesAndChecksTheDriverCap(t *testing.T) {
@@ -71,5 +79,84 @@ func TestPlanDiffGroupsChangesAndChecksTheDriverCap(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "plan", "diff", "cpu-v3", "cpu-v3"); code != 0 || !strings.Contains(out, "no differences") {
 		t.Errorf("a plan against itself: exit %d\n%s", code, out)
+	}
+}
+
+// imageOf assembles the runtime image of tg's server plan onto base from stand-in artifacts.
+func imageOf(t *testing.T, base v1.Image, tg *targets.Target) (v1.Image, *pipeline.Plan) {
+	t.Helper()
+	p, err := resolvePlan("", publishtest.TargetFile(t, t.TempDir(), tg), "server", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := image.Assemble(base, publishtest.ServerArtifacts(t, t.TempDir(), p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, p
+}
+
+func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
+	base := imagetest.BaseImage(t)
+	imgA, pA := imageOf(t, base, publishtest.Target(t, "olares-one", base, nil))
+	// B is the image upstream moved to: CUDA 13.3, which olares-one's driver cannot start.
+	imgB, _ := imageOf(t, base, publishtest.Target(t, "olares-one", base, func(tg *targets.Target) {
+		tg.Name = "olares-one-cuda133"
+		tg.Build.CUDA.Toolkit = "13.3.0"
+		tg.Host.Driver.Version, tg.Host.Driver.CUDA = "610.43.02", "13.3"
+	}))
+	archive := filepath.Join(t.TempDir(), "a.oci.tar")
+	if err := image.WriteOCI(archive, imgA, "llama-server:olares-one"); err != nil {
+		t.Fatal(err)
+	}
+	layoutDir := t.TempDir() + "/"
+	if err := image.WriteOCI(layoutDir, imgA, ""); err != nil {
+		t.Fatal(err)
+	}
+	reg := publishtest.Memory(t, nil)
+	refB := reg.Host + "/llbuild/llama-server:olares-one-cuda133"
+	if err := image.Push(context.Background(), imgB, []string{refB}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr := runCLI(t, "plan", "diff", archive, refB)
+	if code != 1 || !strings.Contains(stderr, "B would not start") {
+		t.Errorf("archive vs registry: exit %d, stderr %q; want 1 and why B would not start", code, stderr)
+	}
+	for _, want := range []string{
+		"A: " + archive + " (target olares-one, plan " + pA.ShortHash() + ")",
+		"runtime env:\n  NVIDIA_REQUIRE_CUDA: cuda>=13.1 -> cuda>=13.3",
+		"target olares-one, driver", "A needs cuda>=13.1: holds", "B needs cuda>=13.3: DOES NOT HOLD",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan diff %s %s printed\n%s\nwant it to contain %q", archive, refB, out, want)
+		}
+	}
+	if strings.Contains(out, "only source") {
+		t.Errorf("an image side was reported as partial:\n%s", out)
+	}
+	// The image's plan is the plan itself: against the target it was built for, nothing differs.
+	if code, out, stderr := runCLI(t, "plan", "diff", layoutDir, pA.Target); code == 2 || !strings.Contains(out, "A: "+layoutDir) {
+		t.Errorf("layout vs target: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// An image from an earlier llbuild records only the plan hash.
+	cf, _ := imgA.ConfigFile()
+	cf = cf.DeepCopy()
+	delete(cf.Config.Labels, image.LabelPlan)
+	old, err := mutate.ConfigFile(imgA, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRef := reg.Host + "/llbuild/llama-server:old"
+	if err := image.Push(context.Background(), old, []string{oldRef}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "plan", "diff", oldRef, archive)
+	if code != 2 || !strings.Contains(stderr, "only its plan's hash "+pA.Hash) || !strings.Contains(stderr, "provenance.json") {
+		t.Errorf("an image without %s: exit %d, stderr %q; want 2 naming the plan hash and what to do", image.LabelPlan, code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "plan", "diff", reg.Host+"/llbuild/none:x", archive); code != 1 || !strings.Contains(stderr, "none:x") {
+		t.Errorf("a tag the registry lacks: exit %d, stderr %q; want 1 naming it", code, stderr)
 	}
 }

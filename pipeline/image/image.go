@@ -34,6 +34,10 @@ import (
 const (
 	LabelPlanHash = "io.llbuild.plan-hash"
 	LabelVersion  = "io.llbuild.version"
+	// LabelPlan is the whole plan the image was built from, as compact JSON (provenance.json's
+	// plan), so that the image says what it is without its artifact directory:
+	// crane config IMAGE | jq '.config.Labels["io.llbuild.plan"] | fromjson'.
+	LabelPlan = "io.llbuild.plan"
 )
 
 // Platform is what runtime images are built for.
@@ -110,6 +114,11 @@ func Assemble(base v1.Image, a *artifacts.Artifacts) (v1.Image, error) {
 		cfg.Labels[k] = v
 	}
 	cfg.Labels[LabelPlanHash] = p.Hash
+	var plan bytes.Buffer
+	if err := json.Compact(&plan, a.Provenance.Plan); err != nil {
+		return nil, fmt.Errorf("%s: the plan in %s: %w", a.Dir, artifacts.ProvenanceFile, err)
+	}
+	cfg.Labels[LabelPlan] = plan.String()
 	prov := a.Provenance.Builder
 	cfg.Labels[LabelVersion] = prov.Version
 	if len(p.Runtime.Healthcheck) > 0 {

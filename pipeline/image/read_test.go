@@ -1,0 +1,91 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/llbuild/llbuild/pipeline"
+)
+
+// TestImageRecordsItsPlan checks that an assembled image carries its whole plan and that it
+// reads back, unchanged, from an OCI archive, an OCI layout and a registry.
+func TestImageRecordsItsPlan(t *testing.T) {
+	img, p, _ := assemble(t)
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteOCI(archive, img, "llama-server:cpu-v3"); err != nil {
+		t.Fatal(err)
+	}
+	layoutDir := t.TempDir() + "/"
+	if err := WriteOCI(layoutDir, img, ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/llbuild/llama-server:cpu-v3"
+	if err := Push(context.Background(), img, []string{ref}); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []string{"oci-archive:" + archive, "oci-layout:" + layoutDir, ref} {
+		cf, err := ReadConfig(context.Background(), spec)
+		if err != nil {
+			t.Errorf("ReadConfig(%s) = %v", spec, err)
+			continue
+		}
+		b, err := RecordedPlan(cf)
+		if err != nil {
+			t.Errorf("RecordedPlan(%s) = %v", spec, err)
+			continue
+		}
+		var got pipeline.Plan
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.JSON(), p.JSON()) {
+			t.Errorf("%s: recorded plan\n%s\nwant\n%s", spec, got.JSON(), p.JSON())
+		}
+	}
+}
+
+// TestImageWithOnlyThePlanHash stands for an image an earlier llbuild built: it says what it
+// has (the plan hash) and what to do.
+func TestImageWithOnlyThePlanHash(t *testing.T) {
+	img, p, _ := assemble(t)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	delete(cf.Config.Labels, LabelPlan)
+	old, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "old.tar")
+	if err := WriteOCI(archive, old, ""); err != nil {
+		t.Fatal(err)
+	}
+	cf, err = ReadConfig(context.Background(), "oci-archive:"+archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = RecordedPlan(cf)
+	for _, want := range []string{"only its plan's hash " + p.Hash, "llbuild test built it", "provenance.json", "rebuild"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RecordedPlan(an image without %s) = %v, want an error containing %q", LabelPlan, err, want)
+		}
+	}
+	cf.Config.Labels = nil
+	if _, err := RecordedPlan(cf); err == nil || !strings.Contains(err.Error(), "not an image llbuild built") {
+		t.Errorf("RecordedPlan(no labels) = %v, want 'not an image llbuild built'", err)
+	}
+}
