@@ -114,7 +114,9 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 		}
 		p.Files = append(p.Files, files...)
 		m.Server.Loader = loader
-		m.Build = manifestBuild(a.Provenance)
+		if m.Build, err = manifestBuild(a.Provenance); err != nil {
+			fail("artifacts %s: %w", in.Artifacts, err)
+		}
 		for _, pt := range m.Build.Patches {
 			if pt.Name == patches.PromptLogprobs {
 				m.Contract.PromptLogprobs = manifest.PromptLogprobsNative
@@ -322,8 +324,13 @@ func manifestTarget(t *targets.Target) manifest.Target {
 	return mt
 }
 
-func manifestBuild(p artifacts.Provenance) manifest.Build {
+func manifestBuild(p artifacts.Provenance) (manifest.Build, error) {
+	plan, err := manifest.NewPlanJSON(p.Plan)
+	if err != nil {
+		return manifest.Build{}, fmt.Errorf("the plan in %s: %w", artifacts.ProvenanceFile, err)
+	}
 	b := manifest.Build{
+		Plan:     plan,
 		PlanHash: p.PlanHash,
 		Source:   manifest.Source{URL: p.Materials.Source.URL, Commit: p.Materials.Source.Commit},
 		Patches:  []manifest.Patch{},
@@ -339,7 +346,7 @@ func manifestBuild(p artifacts.Provenance) manifest.Build {
 	for _, im := range p.Materials.Images {
 		b.Images = append(b.Images, manifest.Image{Role: im.Role, Ref: im.Ref, Digest: im.Digest})
 	}
-	return b
+	return b, nil
 }
 
 // writeBundle assembles the planned bundle in a temporary directory beside its destination

@@ -54,7 +54,8 @@ func writeTestArtifactsWithPatches(t testing.TB, out, target string, files []art
 					{Role: "runtime", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("b", 64), Digest: "sha256:" + strings.Repeat("b", 64)},
 				},
 			},
-			Plan:    json.RawMessage(`{}`),
+			// The plan as far as a bundle checks it: its target and hash.
+			Plan:    json.RawMessage(`{"schemaVersion": 2, "target": "` + target + `", "hash": "` + testPlanHash + `"}`),
 			Builder: artifacts.Builder{Name: "llbuild", Version: "test", Executor: "host"},
 		},
 	})

@@ -85,7 +85,7 @@ func nonNil[T any](s []T) []T {
 }
 
 // planSide is one side of a diff: its plan, the host it is for when known, and whether it
-// records only part of a plan (a bundle).
+// records only part of a plan (a bundle from before manifest.json version 2).
 type planSide struct {
 	arg     string
 	plan    *pipeline.Plan
@@ -128,7 +128,9 @@ func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", arg, err)
 			}
-			s.plan, s.host, s.partial = planOfBundle(m)
+			if s.plan, s.host, s.partial, err = planOfBundle(filepath.Join(arg, manifest.FileName), m); err != nil {
+				return nil, err
+			}
 			return s, nil
 		} else {
 			return nil, usagef("%s has neither %s (an artifact directory), manifest.json (a bundle) nor index.json (an OCI layout)", arg, artifacts.ProvenanceFile)
@@ -233,9 +235,23 @@ func planFromJSON(file string, b []byte) (*pipeline.Plan, error) {
 	return &p, nil
 }
 
-// planOfBundle is the part of a plan a bundle's manifest records, and the host it names.
-func planOfBundle(m *manifest.Manifest) (*pipeline.Plan, *targets.Target, bool) {
-	p := &pipeline.Plan{Target: m.Target.Name, Backend: m.Target.Backend, Hash: m.Build.PlanHash}
+// planOfBundle is the plan a bundle's manifest records and the host it names. A version 1
+// manifest (from before build.plan) records only part of a plan: partial is then true.
+func planOfBundle(file string, m *manifest.Manifest) (p *pipeline.Plan, host *targets.Target, partial bool, err error) {
+	host = &targets.Target{Name: m.Target.Name}
+	if b, err := json.Marshal(m.Target.Host); err != nil || json.Unmarshal(b, &host.Host) != nil {
+		host = nil
+	}
+	if len(m.Build.Plan) > 0 {
+		if p, err = planFromJSON(file+" (build.plan)", m.Build.Plan); err != nil {
+			return nil, nil, false, err
+		}
+		if p.Hash != m.Build.PlanHash {
+			return nil, nil, false, usagef("%s: build.plan has hash %s, build.planHash says %s", file, p.Hash, m.Build.PlanHash)
+		}
+		return p, host, false, nil
+	}
+	p = &pipeline.Plan{Target: m.Target.Name, Backend: m.Target.Backend, Hash: m.Build.PlanHash}
 	p.Source = pipeline.Source{URL: m.Build.Source.URL, Commit: m.Build.Source.Commit}
 	if v := m.Build.Vendor; v != nil {
 		p.Vendor = &pipeline.Source{URL: v.URL, Commit: v.Commit}
@@ -252,11 +268,7 @@ func planOfBundle(m *manifest.Manifest) (*pipeline.Plan, *targets.Target, bool) 
 			p.Images.Runtime = ref
 		}
 	}
-	t := &targets.Target{Name: m.Target.Name}
-	if b, err := json.Marshal(m.Target.Host); err == nil && json.Unmarshal(b, &t.Host) == nil {
-		return p, t, true
-	}
-	return p, nil, true
+	return p, host, true, nil
 }
 
 // driverChecks checks each plan's NVIDIA_REQUIRE_CUDA against the driver of each target the
@@ -293,7 +305,7 @@ func writePlanDiff(w io.Writer, sides [2]*planSide, d *pipeline.PlanDiff, checks
 		}
 		fmt.Fprintf(&b, "%c: %s (target %s, plan %s)", 'A'+i, s.arg, s.plan.Target, h)
 		if s.partial {
-			b.WriteString(" — a bundle: only source, patches and base images are recorded")
+			b.WriteString(" — a bundle from an earlier llbuild (manifest.json version 1): only its source, patches and base images are compared; rebundle it to compare the whole plan")
 		}
 		b.WriteString("\n")
 	}

@@ -11,7 +11,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/imagetest"
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -158,5 +160,88 @@ func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "plan", "diff", reg.Host+"/llbuild/none:x", archive); code != 1 || !strings.Contains(stderr, "none:x") {
 		t.Errorf("a tag the registry lacks: exit %d, stderr %q; want 1 naming it", code, stderr)
+	}
+}
+
+// bundleOf bundles in's model with stand-in server files recorded as built from plan p, and
+// returns the bundle directory.
+func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan) string {
+	t.Helper()
+	lib := systemLib(t)
+	art, err := artifacts.Write(t.TempDir(), artifacts.Input{
+		Target: p.Target, PlanHash: p.Hash,
+		Files: []artifacts.InputFile{
+			{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+			{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
+		},
+		Provenance: pipeline.ProvenanceOf(p, pipeline.Builder{Version: "test", Executor: "host"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if code, _, stderr := runCLI(t, "bundle", "--target", p.Target, "--artifacts", art, "--model", in.Model, "--quiet", "-o", dir); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	return dir
+}
+
+func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
+	in := newBundleInputs(t)
+	pA, err := resolvePlan("cpu-v3", "", "server", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pB pipeline.Plan
+	if err := json.Unmarshal(pA.JSON(), &pB); err != nil {
+		t.Fatal(err)
+	}
+	pB.Configure = append(pB.Configure, "-DGGML_AVX512=ON")
+	pB.Env["CFLAGS"] = "-O3"
+	pB.Hash = strings.Repeat("c", 64)
+	a, b := bundleOf(t, in, pA), bundleOf(t, in, &pB)
+
+	code, out, stderr := runCLI(t, "plan", "diff", a, b)
+	if code != 0 {
+		t.Fatalf("plan diff of two bundles: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"A: " + a + " (target cpu-v3, plan " + pA.ShortHash() + ")\n",
+		"cmake arguments:\n  -DGGML_AVX512: OFF -> ON",
+		"environment:\n  CFLAGS: + -O3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan diff printed\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if strings.Contains(out, "only its source") {
+		t.Errorf("a bundle that records its plan was compared in part:\n%s", out)
+	}
+	// The bundle's plan is the plan it was built from: against it, nothing differs.
+	if code, out, _ := runCLI(t, "plan", "diff", a, "cpu-v3"); code != 0 || !strings.Contains(out, "no differences") {
+		t.Errorf("bundle vs its target: exit %d\n%s", code, out)
+	}
+
+	// A bundle from an earlier llbuild (manifest.json version 1, no build.plan) is still read,
+	// in part, and the diff says so.
+	mfile := filepath.Join(b, manifest.FileName)
+	m, err := manifest.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SchemaVersion, m.Build.Plan = 1, nil
+	enc, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mfile, enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCLI(t, "plan", "diff", a, b)
+	if code != 0 || !strings.Contains(out, "B: "+b+" (target cpu-v3, plan cccccccccccc) — a bundle from an earlier llbuild (manifest.json version 1): only its source") {
+		t.Errorf("against a version 1 bundle: exit %d\n%s%s", code, out, stderr)
+	}
+	if strings.Contains(out, "cmake arguments") {
+		t.Errorf("a version 1 bundle's CMake arguments were compared:\n%s", out)
 	}
 }

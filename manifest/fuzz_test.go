@@ -13,6 +13,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"schemaVersion": 1}`))
 	f.Add([]byte(`{"schemaVersion": 1, "files": [{"path": "../x", "kind": "model", "size": -1}]}`))
+	f.Add([]byte(`{"schemaVersion": 2, "build": {"plan": {"hash": "x", "b": [1.0, "\u003c"]}}}`))
 	f.Add([]byte(`{"server": {"args": ["--model"]}}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -14,8 +14,13 @@ import (
 	"github.com/llbuild/llbuild/gguf"
 )
 
-// SchemaVersion is the version of manifest.json this package reads and writes.
-const SchemaVersion = 1
+// SchemaVersion is the version of manifest.json this package writes. Version 2 added
+// build.plan.
+const SchemaVersion = 2
+
+// MinSchemaVersion is the oldest version of manifest.json this package reads: a version 1
+// manifest records no build.plan, only the source, patches and base images.
+const MinSchemaVersion = 1
 
 // FileName is the manifest's name at the root of a bundle.
 const FileName = "manifest.json"
@@ -105,6 +110,60 @@ type Build struct {
 	Patches  []Patch `json:"patches"`
 	Images   []Image `json:"images"`
 	Builder  Builder `json:"builder"`
+	// Plan is the whole plan the server was built from (provenance.json's): CMake arguments,
+	// environment, CUDA architectures, runtime settings. Empty in a version 1 manifest.
+	Plan PlanJSON `json:"plan,omitempty"`
+}
+
+// PlanJSON is a plan as JSON, held in canonical form (compact, every object's keys sorted) so
+// that a manifest decodes to the value it was encoded from. This package reads only its hash
+// and target: the shim and the bench need no plan, and the pipeline's Plan type is not theirs
+// to import; `llbuild plan diff` decodes it.
+type PlanJSON []byte
+
+// NewPlanJSON canonicalizes raw, a plan as provenance.json records it. It must be an object.
+func NewPlanJSON(raw []byte) (PlanJSON, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, errors.New("a plan is a JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the plan object")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return PlanJSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// MarshalJSON writes the plan as it is held.
+func (p PlanJSON) MarshalJSON() ([]byte, error) {
+	if len(p) == 0 {
+		return []byte("null"), nil
+	}
+	return p, nil
+}
+
+// UnmarshalJSON reads a plan into canonical form; null leaves it empty.
+func (p *PlanJSON) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*p = nil
+		return nil
+	}
+	c, err := NewPlanJSON(b)
+	if err != nil {
+		return err
+	}
+	*p = c
+	return nil
 }
 
 // The provenance types are the artifact directory's: a bundle copies its server's provenance
@@ -299,8 +358,8 @@ func (m *Manifest) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if m.SchemaVersion != SchemaVersion {
-		bad("schemaVersion", "is %d, this llbuild reads %d", m.SchemaVersion, SchemaVersion)
+	if m.SchemaVersion < MinSchemaVersion || m.SchemaVersion > SchemaVersion {
+		bad("schemaVersion", "is %d, this llbuild reads %d to %d", m.SchemaVersion, MinSchemaVersion, SchemaVersion)
 	}
 	if len(m.Entrypoint) == 0 {
 		bad("entrypoint", "is empty")
@@ -324,6 +383,27 @@ func (m *Manifest) Validate() error {
 	for i, p := range b.Patches {
 		if !isHexLen(p.SHA256, 64) {
 			bad(fmt.Sprintf("build.patches[%d].sha256", i), "%q is not a sha256", p.SHA256)
+		}
+	}
+	switch {
+	case m.SchemaVersion == 1 && len(b.Plan) > 0:
+		bad("build.plan", "a version 1 manifest has no plan: set schemaVersion to %d", SchemaVersion)
+	case m.SchemaVersion >= 2 && len(b.Plan) == 0:
+		bad("build.plan", "is missing: a version %d manifest records the plan its server was built from", m.SchemaVersion)
+	case len(b.Plan) > 0:
+		var probe struct {
+			Hash   string `json:"hash"`
+			Target string `json:"target"`
+		}
+		if err := json.Unmarshal(b.Plan, &probe); err != nil {
+			bad("build.plan", "%v", err)
+			break
+		}
+		if probe.Hash != b.PlanHash {
+			bad("build.plan.hash", "is %q, build.planHash is %q: the plan is not the one the server was built from", probe.Hash, b.PlanHash)
+		}
+		if probe.Target != m.Target.Name {
+			bad("build.plan.target", "is %q, target.name is %q", probe.Target, m.Target.Name)
 		}
 	}
 

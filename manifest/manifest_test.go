@@ -53,6 +53,7 @@ func sample(t testing.TB) (*Manifest, map[string][]byte) {
 			Patches:  []Patch{{Name: "0001-x.patch", SHA256: strings.Repeat("c", 64)}},
 			Images:   []Image{{Role: "devel", Ref: "ubuntu:24.04@sha256:" + strings.Repeat("d", 64)}},
 			Builder:  Builder{Name: "llbuild", Version: "dev", Executor: "host"},
+			Plan:     samplePlan(t, "cpu-v3", strings.Repeat("ab", 32)),
 		},
 		Models: Models{Model: Model{Path: "models/model.gguf", GGUF: modelFacts}, Draft: &Model{Path: "models/draft.gguf", GGUF: draftFacts}},
 		Server: Server{
@@ -75,6 +76,20 @@ func sample(t testing.TB) (*Manifest, map[string][]byte) {
 		t.Fatalf("sample manifest does not validate: %v", err)
 	}
 	return m, contents
+}
+
+// samplePlan is a plan as provenance.json records it: keys in the pipeline's field order,
+// not sorted, and characters JSON encoders like to escape.
+func samplePlan(t testing.TB, target, hash string) PlanJSON {
+	t.Helper()
+	raw := `{"schemaVersion": 2, "target": "` + target + `", "configure": ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=120"],
+		"env": {"SOURCE_DATE_EPOCH": "1767225600", "CC": "gcc"}, "runtime": {"healthcheck": ["CMD-SHELL", "curl -f http://localhost:8080/health || exit 1 && true <x>"]},
+		"hash": "` + hash + `"}`
+	p, err := NewPlanJSON([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func sortFiles(m *Manifest) {
@@ -188,7 +203,7 @@ func TestEncodeKeysSorted(t *testing.T) {
 	if err := checkSorted(b); err != nil {
 		t.Errorf("Encode(): %v", err)
 	}
-	if !strings.Contains(string(b), "\"schemaVersion\": 1") {
+	if !strings.Contains(string(b), "\n  \"schemaVersion\": 2") {
 		t.Errorf("Encode() lacks schemaVersion: %s", b)
 	}
 }
@@ -205,7 +220,8 @@ func TestDecodeIsStrict(t *testing.T) {
 		{"unknown nested field", strings.Replace(string(good), `"executable": `, `"exe": "x", "executable": `, 1), "unknown field"},
 		{"trailing data", string(good) + "{}", "after the manifest"},
 		{"not JSON", "GGUF", "invalid character"},
-		{"wrong type", strings.Replace(string(good), `"schemaVersion": 1`, `"schemaVersion": "1"`, 1), "cannot unmarshal"},
+		{"wrong type", strings.Replace(string(good), "\n  \"schemaVersion\": 2", "\n  \"schemaVersion\": \"2\"", 1), "cannot unmarshal"},
+		{"plan not an object", strings.Replace(string(good), `"plan": {`, `"plan": [], "x": {`, 1), "a plan is a JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,7 +242,11 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 		change func(m *Manifest)
 		want   []string
 	}{
-		{"schema version", func(m *Manifest) { m.SchemaVersion = 2 }, []string{"schemaVersion: is 2"}},
+		{"schema version", func(m *Manifest) { m.SchemaVersion = 3 }, []string{"schemaVersion: is 3, this llbuild reads 1 to 2"}},
+		{"no plan", func(m *Manifest) { m.Build.Plan = nil }, []string{"build.plan: is missing"}},
+		{"another plan", func(m *Manifest) { m.Build.Plan = samplePlan(t, "cpu-v3", strings.Repeat("cd", 32)) }, []string{"build.plan.hash", "not the one the server was built from"}},
+		{"another target's plan", func(m *Manifest) { m.Build.Plan = samplePlan(t, "h200", m.Build.PlanHash) }, []string{"build.plan.target", `"h200"`}},
+		{"a plan in version 1", func(m *Manifest) { m.SchemaVersion = 1 }, []string{"build.plan: a version 1 manifest has no plan"}},
 		{"short commit", func(m *Manifest) { m.Build.Source.Commit = "abc" }, []string{"build.source.commit"}},
 		{"absolute file path", func(m *Manifest) { m.Files[0].Path = "/etc/passwd" }, []string{"files[0].path", "absolute"}},
 		{"escaping file path", func(m *Manifest) { m.Files[0].Path = "bin/../../x" }, []string{"files[0].path"}},
@@ -375,5 +395,55 @@ func TestLaunch(t *testing.T) {
 	m.Server.Args = append(m.Server.Args, "--model", "/etc/passwd")
 	if _, err := m.Launch(dir); err == nil {
 		t.Error("Launch() of a manifest whose args leave the bundle = nil error")
+	}
+}
+
+// TestVersion1ManifestStaysReadable: a bundle made before build.plan decodes, validates and
+// verifies; only its plan is missing.
+func TestVersion1ManifestStaysReadable(t *testing.T) {
+	m, contents := sample(t)
+	m.SchemaVersion, m.Build.Plan = 1, nil
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`"plan"`)) {
+		t.Errorf("a version 1 manifest encodes a plan:\n%s", b)
+	}
+	if _, err := Parse(b); err != nil {
+		t.Errorf("Parse(version 1) = %v", err)
+	}
+	if ps := Verify(writeBundle(t, m, contents)); len(ps) > 0 {
+		t.Errorf("Verify(version 1 bundle) = %v", ps)
+	}
+}
+
+// TestPlanIsHeldCanonically: the plan's bytes in a manifest depend only on the plan, not on
+// how provenance.json spelled it, and they survive Encode and Decode unchanged.
+func TestPlanIsHeldCanonically(t *testing.T) {
+	a, err := NewPlanJSON([]byte(`{"b": 1, "a": {"y": "<&>", "x": [2, 1.50]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPlanJSON([]byte("{\n  \"a\": {\"x\": [2, 1.50], \"y\": \"\\u003c&>\"},\n  \"b\": 1\n}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":{"x":[2,1.50],"y":"<&>"},"b":1}`; string(a) != want || string(b) != want {
+		t.Errorf("NewPlanJSON() = %s and %s, want %s", a, b, want)
+	}
+	for _, bad := range []string{`[]`, `"plan"`, `{} {}`, `{`} {
+		if _, err := NewPlanJSON([]byte(bad)); err == nil {
+			t.Errorf("NewPlanJSON(%s) = nil error, want a refusal", bad)
+		}
+	}
+	m, _ := sample(t)
+	enc, _ := m.Encode()
+	got, err := Parse(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Build.Plan, m.Build.Plan) {
+		t.Errorf("plan after Encode and Parse = %s, want %s", got.Build.Plan, m.Build.Plan)
 	}
 }

@@ -175,8 +175,8 @@ func parseProblems(b []byte) (*Manifest, []Problem) {
 	if err != nil {
 		return nil, []Problem{{Path: FileName, Message: "does not decode: " + err.Error()}}
 	}
-	if m.SchemaVersion != SchemaVersion {
-		return nil, []Problem{{Path: FileName, Message: fmt.Sprintf("schemaVersion is %d, this llbuild reads %d", m.SchemaVersion, SchemaVersion)}}
+	if m.SchemaVersion < MinSchemaVersion || m.SchemaVersion > SchemaVersion {
+		return nil, []Problem{{Path: FileName, Message: fmt.Sprintf("schemaVersion is %d, this llbuild reads %d to %d", m.SchemaVersion, MinSchemaVersion, SchemaVersion)}}
 	}
 	var ps []Problem
 	if err := m.Validate(); err != nil {

@@ -43,7 +43,7 @@ type PlanDiff struct {
 }
 
 // DiffPlans compares two plans. With partial, only the source, patches and base images are
-// compared: a bundle's manifest records those of its build, not the rest of the plan.
+// compared: a bundle manifest of version 1 records those of its build, not the rest of the plan.
 func DiffPlans(a, b *Plan, partial bool) *PlanDiff {
 	d := &PlanDiff{A: a.Hash, B: b.Hash}
 	add := func(group string, cs []Change) {
