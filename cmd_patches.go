@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	sourceRepoFlag = &cli.StringFlag{Name: "source", Usage: "llama.cpp git checkout or mirror `DIR`", Required: true}
+	sourceRepoFlag = &cli.StringFlag{Name: "source", Usage: "llama.cpp git checkout or mirror `DIR` (patches status also takes a plain source tree)", Required: true}
 	commitFlag     = &cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` (any revision the repository knows; default its HEAD)"}
 )
 
@@ -24,7 +24,9 @@ func patchesCommand() *cli.Command {
 			Name:  "status",
 			Usage: "say for each patch whether it applies, is already upstream, conflicts, or depends on one that no longer applies",
 			Description: "Applies the series in order to a commit of a llama.cpp repository, in a temporary index: the\n" +
-				"repository is not changed. Exit 0 when every patch applies or is upstream, 1 otherwise.",
+				"repository is not changed. A plain source tree (no git; without --commit) is indexed into a\n" +
+				"temporary repository and checked as it is, never written. Exit 0 when every patch applies or is\n" +
+				"upstream, 1 otherwise.",
 			Flags: []cli.Flag{sourceRepoFlag, commitFlag, seriesFlag, jsonFlag},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
@@ -54,11 +56,19 @@ func patchesCommand() *cli.Command {
 
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep *patches.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "PATCH\tAT %s\n", rep.Commit[:min(12, len(rep.Commit))])
+	fmt.Fprintf(tw, "PATCH\tAT %s\n", where(rep))
 	for _, p := range rep.Patches {
 		fmt.Fprintf(tw, "%s\t%s\n", p.Name, describe(p))
 	}
 	return tw.Flush()
+}
+
+// where names what the series was applied to: a commit, or a plain tree by its tree hash.
+func where(rep *patches.Report) string {
+	if rep.Commit == "" {
+		return "TREE " + rep.Tree[:min(12, len(rep.Tree))] + " (" + rep.Source + ", not a git repository)"
+	}
+	return rep.Commit[:min(12, len(rep.Commit))]
 }
 
 // describe says what a patch's state is, with the hunks or the patch it waits for.
@@ -80,8 +90,12 @@ func describe(p patches.Result) string {
 func seriesBlocked(rep *patches.Report) error {
 	for _, p := range rep.Patches {
 		if !p.OK() {
-			return errors.New("the series does not apply at " + rep.Commit + ": " + p.Name + " " + describe(p) +
-				"; refresh it against that commit (git apply --3way, then git format-patch) and update its sha256 in the series, or drop it")
+			at, against := rep.Commit, "that commit"
+			if at == "" {
+				at, against = rep.Source, "that tree"
+			}
+			return errors.New("the series does not apply at " + at + ": " + p.Name + " " + describe(p) +
+				"; refresh it against " + against + " (git apply --3way, then git format-patch) and update its sha256 in the series, or drop it")
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +81,44 @@ func TestPatchesStatusExitsByWhetherTheSeriesGoesIn(t *testing.T) {
 	}
 	if rep.Commit != r.New || len(rep.Patches) != 2 || rep.Patches[0].State != "already upstream" {
 		t.Errorf("--json = %+v, want commit %s with 0001 already upstream", rep, r.New)
+	}
+}
+
+// TestPatchesStatusChecksAPlainTree: a source tree without git (a release tarball) is checked
+// as it is, where it used to be refused.
+func TestPatchesStatusChecksAPlainTree(t *testing.T) {
+	r := gitfixture.New(t)
+	dir := filepath.Join(t.TempDir(), "llama.cpp-src")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "src.tar")
+	gitfixture.Git(t, r.Dir, 0, "archive", "--output="+archive, r.New)
+	if out, err := exec.Command("tar", "-xf", archive, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	ok := fixtureSeries(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
+	stale := fixtureSeries(t, "0001-server-greeting.patch", "broken-stale-context.patch")
+
+	code, out, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", ok)
+	words := strings.Join(strings.Fields(out), " ")
+	if code != 0 || !strings.Contains(words, "not a git repository") || !strings.Contains(words, "0001-server-greeting.patch already upstream") ||
+		!strings.Contains(words, "0002-ggml-cpu-build-info.patch applies") {
+		t.Errorf("a plain tree: exit %d\n%s%s\nwant 0, the tree named, 0001 upstream and 0002 applying", code, out, stderr)
+	}
+	if code, _, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", stale); code != 1 || !strings.Contains(stderr, "does not apply at "+dir) || !strings.Contains(stderr, "against that tree") {
+		t.Errorf("a stale patch on a plain tree: exit %d, stderr %q; want 1 naming the tree", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", ok, "--commit", r.New); code != 2 || !strings.Contains(stderr, "plain tree") {
+		t.Errorf("--commit on a plain tree: exit %d, stderr %q; want 2 saying it has no commits", code, stderr)
+	}
+	_, out, _ = runCLI(t, "patches", "status", "--source", dir, "--series", ok, "--json")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := gitfixture.Git(t, r.Dir, 0, "rev-parse", r.New+"^{tree}"); rep["tree"] != want || rep["commit"] != "" || rep["commitTime"] != nil {
+		t.Errorf("--json = %v, want tree %s, an empty commit and no commit time", rep, want)
 	}
 }
 

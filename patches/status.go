@@ -43,12 +43,16 @@ type Result struct {
 // OK reports whether the patch needs nothing done: it applies or is upstream.
 func (r Result) OK() bool { return r.State == Applies || r.State == Upstream }
 
-// Report is the whole series at one commit of a repository.
+// Report is the whole series at one commit of a repository, or on a plain source tree.
 type Report struct {
 	Source string `json:"source"`
+	// Commit is the commit the series was applied to; empty for a plain tree.
 	Commit string `json:"commit"`
-	// CommitTime is the commit's committer time in Unix seconds.
-	CommitTime int64 `json:"commitTime"`
+	// Tree is the git tree hash of a plain source tree's files as indexed (what .gitignore
+	// files in it leave out is not there); empty for a repository.
+	Tree string `json:"tree,omitempty"`
+	// CommitTime is the commit's committer time in Unix seconds; 0 for a plain tree.
+	CommitTime int64 `json:"commitTime,omitempty"`
 	// Count is git rev-list --count of the commit (upstream's build number), 0 in a shallow
 	// repository, which cannot count it.
 	Count   int      `json:"count,omitempty"`
@@ -80,11 +84,10 @@ func (r *Report) Remaining() []string {
 // repo (a checkout or a bare mirror) and says for each patch whether it applies, is already
 // upstream, conflicts, or depends on an earlier patch that does not apply. It works on a
 // temporary index and object directory: the repository, its index and its work tree are
-// never written.
+// never written. repo may also be a plain source tree (no git repository; commit must be ""):
+// its files are indexed into a temporary repository and the series applied there, so the tree
+// is never written either.
 func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, error) {
-	if commit == "" {
-		commit = "HEAD"
-	}
 	tmp, err := os.MkdirTemp("", "llbuild-status-")
 	if err != nil {
 		return nil, err
@@ -93,6 +96,25 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 	g, err := newIndexGit(ctx, repo, tmp)
 	if err != nil {
 		return nil, err
+	}
+	var rep *Report
+	if g.plain {
+		if commit != "" {
+			return nil, fmt.Errorf("source %s is a plain tree, not a git repository, so it has no commit %q: give a checkout or mirror that has it, or (patches status) leave out --commit to check the tree as it is", repo, commit)
+		}
+		if rep, err = g.indexTree(ctx, repo); err != nil {
+			return nil, err
+		}
+	} else if rep, err = g.readCommit(ctx, repo, commit); err != nil {
+		return nil, err
+	}
+	return applySeries(ctx, g, tmp, rep, series)
+}
+
+// readCommit loads commit's tree into the private index and describes the commit.
+func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report, error) {
+	if commit == "" {
+		commit = "HEAD"
 	}
 	full, err := g.run(ctx, "rev-parse", "--verify", "--quiet", commit+"^{commit}")
 	if err != nil {
@@ -112,6 +134,24 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 	if out, err := g.run(ctx, "read-tree", rep.Commit); err != nil {
 		return nil, fmt.Errorf("reading the tree of %s: %s", rep.Commit, strings.TrimSpace(out))
 	}
+	return rep, nil
+}
+
+// indexTree adds a plain tree's files to the private index, as git add -A would in a
+// repository of the tree: .gitignore files in it are honoured.
+func (g *indexGit) indexTree(ctx context.Context, repo string) (*Report, error) {
+	if out, err := g.run(ctx, "add", "--all", "--", "."); err != nil {
+		return nil, fmt.Errorf("indexing the files of %s: %s", repo, oneLine(out))
+	}
+	tree, err := g.run(ctx, "write-tree")
+	if err != nil {
+		return nil, fmt.Errorf("indexing the files of %s: %s", repo, oneLine(tree))
+	}
+	return &Report{Source: repo, Tree: strings.TrimSpace(tree)}, nil
+}
+
+// applySeries applies series in order to the private index and fills in rep's results.
+func applySeries(ctx context.Context, g *indexGit, tmp string, rep *Report, series []Patch) (*Report, error) {
 	// failedFiles maps a file to the earliest patch changing it that did not go in.
 	failedFiles := map[string]string{}
 	for _, p := range series {
@@ -159,10 +199,12 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 
 // indexGit runs git on repo with a private index and a private object directory that
 // borrows repo's objects, so that reading trees and applying patches to the index leave repo
-// as it was.
+// as it was. For a plain tree (plain), a temporary repository holds the index and objects and
+// repo is its work tree, which git only reads.
 type indexGit struct {
-	repo string
-	env  []string
+	repo  string
+	env   []string
+	plain bool
 }
 
 func newIndexGit(ctx context.Context, repo, tmp string) (*indexGit, error) {
@@ -171,12 +213,15 @@ func newIndexGit(ctx context.Context, repo, tmp string) (*indexGit, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("source %s is not a directory: give a llama.cpp checkout or mirror", repo)
+		return nil, fmt.Errorf("source %s is not a directory: give a llama.cpp checkout, mirror or source tree", repo)
 	}
 	base := &indexGit{repo: abs, env: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+filepath.Dir(abs))}
 	objects, err := base.run(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
 	if err != nil {
-		return nil, fmt.Errorf("source %s is not a git repository (git says: %s): give a llama.cpp checkout or mirror, or make one of a plain tree with git init && git add -A && git commit", repo, oneLine(objects))
+		if looksLikeRepository(abs) {
+			return nil, fmt.Errorf("source %s looks like a git repository, but git cannot read it (git says: %s)", repo, oneLine(objects))
+		}
+		return plainTreeGit(ctx, base, tmp)
 	}
 	obj := filepath.Join(tmp, "objects")
 	if err := os.MkdirAll(obj, 0o755); err != nil {
@@ -190,6 +235,35 @@ func newIndexGit(ctx context.Context, repo, tmp string) (*indexGit, error) {
 		"GIT_INDEX_FILE="+filepath.Join(tmp, "index"),
 		"GIT_OBJECT_DIRECTORY="+obj,
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES="+alternates,
+	)
+	return base, nil
+}
+
+// looksLikeRepository says whether dir is meant to be a git repository (a checkout's .git, or
+// a bare repository's HEAD and objects), so that a broken one is reported, not taken for a
+// plain tree.
+func looksLikeRepository(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return true
+	}
+	_, errHead := os.Stat(filepath.Join(dir, "HEAD"))
+	fi, errObj := os.Stat(filepath.Join(dir, "objects"))
+	return errHead == nil && errObj == nil && fi.IsDir()
+}
+
+// plainTreeGit makes a temporary repository in tmp whose work tree is base's plain tree.
+func plainTreeGit(ctx context.Context, base *indexGit, tmp string) (*indexGit, error) {
+	gitDir := filepath.Join(tmp, "git")
+	cmd := exec.CommandContext(ctx, "git", "init", "--quiet", "--bare", gitDir)
+	cmd.Env = base.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("making a temporary repository for the plain tree %s: %s", base.repo, oneLine(string(out)))
+	}
+	base.plain = true
+	base.env = append(base.env,
+		"GIT_DIR="+gitDir,
+		"GIT_WORK_TREE="+base.repo,
+		"GIT_INDEX_FILE="+filepath.Join(tmp, "index"),
 	)
 	return base, nil
 }

@@ -107,10 +107,83 @@ func TestStatusTellsEachPatchsStateAtACommit(t *testing.T) {
 	}
 }
 
+// plainTree writes the files of commit of r to a new directory that is not a git repository.
+func plainTree(t *testing.T, r *gitfixture.Repo, commit string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "tree.tar")
+	gitfixture.Git(t, r.Dir, 0, "archive", "--output="+archive, commit)
+	if out, err := exec.Command("tar", "-xf", archive, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// snapshot is every path under dir with its mode and contents, to tell whether it changed.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b, _ := os.ReadFile(p)
+		m[p] = fi.Mode().String() + " " + string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestStatusOnAPlainTree: a source tree without git (a release tarball, a vendored copy)
+// gets the same answers as the commit it was taken from, and is not written.
+func TestStatusOnAPlainTree(t *testing.T) {
+	r := gitfixture.New(t)
+	p1, p2, stale := fixturePatch(t, "0001-server-greeting.patch"), fixturePatch(t, "0002-ggml-cpu-build-info.patch"), fixturePatch(t, "broken-stale-context.patch")
+	follow := followUp(t, r)
+	for _, tt := range []struct {
+		name, commit string
+		series       []Patch
+		want         []row
+	}{
+		{"every patch applies to the old tree", r.Old, []Patch{p1, p2}, []row{{Applies, nil, ""}, {Applies, nil, ""}}},
+		{"a patch the new tree holds is already upstream", r.New, []Patch{p1, p2}, []row{{Upstream, nil, ""}, {Applies, nil, ""}}},
+		{"a stale patch conflicts; the one built on it depends on it", r.Old, []Patch{p1, stale, follow, p2},
+			[]row{{Applies, nil, ""}, {Conflicts, []string{"tools/server/server.cpp:2"}, ""}, {Depends, []string{"tools/server/server.cpp:3"}, stale.Name}, {Applies, nil, ""}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := plainTree(t, r, tt.commit)
+			before := snapshot(t, dir)
+			rep, err := Status(context.Background(), dir, "", tt.series)
+			if err != nil {
+				t.Fatalf("Status(plain tree) = %v", err)
+			}
+			if got := rowsOf(rep); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Status(plain tree) = %+v, want %+v", got, tt.want)
+			}
+			if want := gitfixture.Git(t, r.Dir, 0, "rev-parse", tt.commit+"^{tree}"); rep.Tree != want || rep.Commit != "" {
+				t.Errorf("Report tree %q commit %q, want tree %s (the commit's) and no commit", rep.Tree, rep.Commit, want)
+			}
+			if after := snapshot(t, dir); !reflect.DeepEqual(after, before) {
+				t.Errorf("Status() changed the plain tree")
+			}
+		})
+	}
+}
+
 func TestStatusExplainsABadSource(t *testing.T) {
 	r := gitfixture.New(t)
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, ".git"), []byte("gitdir: /nonexistent\n"), 0o644)
 	for _, tt := range []struct{ name, repo, commit, want string }{
-		{"a plain directory", t.TempDir(), "", "git init"},
+		{"a plain tree has no commits", plainTree(t, r, r.Old), "HEAD", "plain tree, not a git repository, so it has no commit \"HEAD\""},
+		{"a broken repository is not taken for a plain tree", broken, "", "looks like a git repository, but git cannot read it"},
+		{"not a directory", filepath.Join(broken, ".git"), "", "not a directory"},
 		{"an unknown commit", r.Dir, strings.Repeat("ab", 20), "fetch it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
