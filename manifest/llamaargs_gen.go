@@ -6,6 +6,7 @@ package manifest
 // each answers to, read from:
 //   - llama.cpp common/arg.cpp (sha256 2e0daffd44346f5acdffbe0ff4e3fcc1acdbe8646f774fc3b45af95a3b8a25e6)
 //   - patches/0002-server-prompt-logprobs.patch (sha256 a94007d319519b92d764c979d7046fe47e4cc82841c190368a87251b074451a6)
+//   - patches/0007-server-prompt-logprobs-alone.patch (sha256 8fa16539469a9bb55a702da1c660ca8ec30b0e5cbec0282b9036d483e9b6d214)
 var llamaOptions = []llamaOption{
 	{flags: []string{"--adaptive-decay"}, value: true},
 	{flags: []string{"--adaptive-target"}, value: true},
@@ -152,6 +153,7 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"--prompt-cache-all"}},
 	{flags: []string{"--prompt-cache-ro"}},
 	{flags: []string{"--prompt-logprobs"}, env: "LLAMA_ARG_PROMPT_LOGPROBS"},
+	{flags: []string{"--prompt-logprobs-alone"}, env: "LLAMA_ARG_PROMPT_LOGPROBS_ALONE"},
 	{flags: []string{"--props"}, env: "LLAMA_ARG_ENDPOINT_PROPS"},
 	{flags: []string{"--reasoning-budget"}, value: true, env: "LLAMA_ARG_THINK_BUDGET"},
 	{flags: []string{"--reasoning-budget-message"}, value: true, env: "LLAMA_ARG_THINK_BUDGET_MESSAGE"},
