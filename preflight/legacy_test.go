@@ -49,6 +49,8 @@ func TestLegacyEncodedExtensions(t *testing.T) {
 		{"aesenc with AES", []byte{0x66, 0x0f, 0x38, 0xdc, 0xc1}, host(targets.SSE42, targets.AES), OK},
 		{"aesenc without AES", []byte{0x66, 0x0f, 0x38, 0xdc, 0xc1}, loadTarget(t, "cpu-v3"), Fail},
 		{"femms (3DNow!)", []byte{0x0f, 0x0e}, loadTarget(t, "cpu-v3"), Fail},
+		{"xstore-rng (VIA PadLock), which no host feature names", []byte{0x0f, 0xa7, 0xc0}, loadTarget(t, "cpu-v3"), Unknown},
+		{"vrcp28pd (AVX512ER, Xeon Phi only) on an AVX-512 host", []byte{0x62, 0xf2, 0xfd, 0x48, 0xca, 0xd1}, host(targets.AVX512Foundation...), Unknown},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code := append(append([]byte(nil), c.code...), 0xc3)

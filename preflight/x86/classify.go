@@ -23,6 +23,10 @@ func classifyLegacy(in *Inst) Ext {
 		switch op {
 		case 0x0e, 0x0f: // femms, 3DNow! (the opcode byte comes after the operands)
 			return ThreeDNow
+		case 0xa6, 0xa7:
+			// VIA PadLock (xsha, montmul, xstore, xcrypt): #UD on every other CPU, and no
+			// feature a host description names says whether a CPU has it.
+			return Unclassified
 		case 0x01:
 			switch in.ModRM {
 			case 0xd0, 0xd1: // xgetbv, xsetbv
@@ -448,6 +452,10 @@ func evexSpecific(in *Inst) Ext {
 				}
 			case 0xc4, 0x44:
 				return AVX512CD // vpconflict, vplzcnt
+			case 0xc6, 0xc7, 0xc8, 0xca, 0xcb, 0xcc, 0xcd:
+				// AVX512PF (vgatherpf*, vscatterpf*) and AVX512ER (vexp2, vrcp28, vrsqrt28):
+				// Xeon Phi only, and no host feature names them.
+				return Unclassified
 			case 0x50, 0x51, 0x52, 0x53:
 				return AVX512VNNI
 			case 0xb4, 0xb5:
@@ -482,6 +490,8 @@ func evexSpecific(in *Inst) Ext {
 				return AVX512BF16 // vcvtne2ps2bf16
 			case 0x52, 0x53:
 				return AVX5124VNNIW
+			case 0x9a, 0x9b, 0xaa, 0xab:
+				return Unclassified // AVX512_4FMAPS (v4fmaddps ...): Xeon Phi only, no host feature
 			case 0x68:
 				return AVX512VP2INTERSECT
 			}

@@ -136,6 +136,18 @@ var decodeCases = []struct {
 	{"{evex} vmovlpd (%rax),%xmm1,%xmm2", "62f1f5081210", AVX512F},
 	{"vmovhps %xmm16,(%rax)", "62e17c081700", AVX512F},
 	{"vmovsldup %xmm16,%xmm1", "62b17e0812c8", AVX512F | AVX512VL},
+	// VIA PadLock, in libgcrypt: it was counted as baseline.
+	{"xstore-rng", "0fa7c0", Unclassified},
+	{"repz xcrypt-ecb", "f30fa7c8", Unclassified},
+	{"repz xsha256", "f30fa6d0", Unclassified},
+	// AVX512ER, AVX512PF and AVX512_4FMAPS (Xeon Phi only; vrcp28pd is in glibc's libmvec):
+	// they were counted as AVX512F, so an AVX-512 host without them passed.
+	{"vrcp28pd %zmm1,%zmm2", "62f2fd48cad1", AVX512F | Unclassified},
+	{"vrcp28ss %xmm1,%xmm2,%xmm3", "62f26d08cbd9", AVX512F | Unclassified},
+	{"vexp2ps %zmm1,%zmm2", "62f27d48c8d1", AVX512F | Unclassified},
+	{"vrsqrt28ps %zmm1,%zmm2", "62f27d48ccd1", AVX512F | Unclassified},
+	{"vgatherpf0dps (%rax,%zmm1,4){%k1}", "62f27d49c60c88", AVX512F | Unclassified},
+	{"v4fmaddps (%rax),%zmm4,%zmm1", "62f25f489a08", AVX512F | Unclassified},
 }
 
 func TestDecodeLengthAndExtension(t *testing.T) {

@@ -76,8 +76,10 @@ const (
 	CLFLUSHOPT
 	CMPCCXADD
 	// Unclassified marks an instruction whose opcode the decoder's tables do not name (VEX,
-	// EVEX, or legacy 0F38/0F3A, where every opcode is an extension); it is counted with the
-	// least extension its encoding implies (AVX or AVX512F) and makes a verdict unknown.
+	// EVEX, or legacy 0F38/0F3A, where every opcode is an extension) or whose extension no
+	// host feature names (VIA PadLock; Xeon Phi's AVX512ER, AVX512PF and 4FMAPS); it is
+	// counted with the least extension its encoding implies (AVX or AVX512F) and makes a
+	// verdict unknown.
 	Unclassified
 	extEnd
 )
