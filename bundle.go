@@ -39,6 +39,9 @@ type serverKnobs struct {
 	DraftPMin string
 	// CacheRAM and CtxCheckpoints are always recorded: a valid run reuses no prompt cache.
 	CacheRAM, CtxCheckpoints int
+	// ScoresAlone asks for traffic-independent scores (--prompt-logprobs-alone, --no-kv-unified)
+	// where the server has the patch for it.
+	ScoresAlone bool
 }
 
 // bundleInput is everything a bundle is made from.
@@ -117,11 +120,16 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 		if m.Build, err = manifestBuild(a.Provenance); err != nil {
 			fail("artifacts %s: %w", in.Artifacts, err)
 		}
+		alone := false
 		for _, pt := range m.Build.Patches {
-			if pt.Name == patches.PromptLogprobs {
+			switch pt.Name {
+			case patches.PromptLogprobs:
 				m.Contract.PromptLogprobs = manifest.PromptLogprobsNative
+			case patches.PromptLogprobsAlone:
+				alone = true
 			}
 		}
+		m.Contract.ScoresTrafficIndependent = alone && in.Knobs.ScoresAlone && m.Contract.PromptLogprobs == manifest.PromptLogprobsNative
 	}
 	m.Server.Executable = manifest.BinDir + "/llama-server"
 	m.Server.LibraryPath = []string{manifest.LibDir}
@@ -160,7 +168,7 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	m.Server.Args = serverArgs(m.Models, in.Knobs, m.Contract.PromptLogprobs == manifest.PromptLogprobsNative, in.ExtraArgs)
+	m.Server.Args = serverArgs(m.Models, in.Knobs, m.Contract.PromptLogprobs == manifest.PromptLogprobsNative, m.Contract.ScoresTrafficIndependent, in.ExtraArgs)
 	m.Server.Env = map[string]string{}
 	for k, v := range t.Runtime.Env {
 		m.Server.Env[k] = v
@@ -269,7 +277,7 @@ func isLoader(base string) bool {
 
 // serverArgs renders llama-server's arguments in a fixed order. promptLogprobs turns on the
 // patched server's prompt_logprobs (patch 0002), which the shim then uses for echo.
-func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs bool, extra []string) []string {
+func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlone bool, extra []string) []string {
 	args := []string{"--model", models.Model.Path}
 	num := func(flag string, v *int) {
 		if v != nil {
@@ -302,6 +310,10 @@ func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs bool, extr
 	args = append(args, "--cache-ram", strconv.Itoa(k.CacheRAM), "--ctx-checkpoints", strconv.Itoa(k.CtxCheckpoints))
 	if promptLogprobs {
 		args = append(args, "--prompt-logprobs")
+	}
+	if scoresAlone {
+		// a scoring request alone in its batches, over KV cells of its own slot only
+		args = append(args, "--prompt-logprobs-alone", "--no-kv-unified")
 	}
 	return append(args, extra...)
 }

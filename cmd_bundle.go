@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
 )
 
 // intKnobs maps bundle flags to llama-server knobs that are left out unless given.
@@ -46,6 +47,7 @@ func bundleCommand() *cli.Command {
 		&cli.StringFlag{Name: "spec-draft-p-min", Usage: "least draft probability, --spec-draft-p-min `P` (needs --draft)"},
 		&cli.IntFlag{Name: "cache-ram", Value: 0, Usage: "llama-server --cache-ram `MiB` (0: no prompt cache reuse across requests)"},
 		&cli.IntFlag{Name: "ctx-checkpoints", Value: 0, Usage: "llama-server --ctx-checkpoints `N`"},
+		&cli.BoolFlag{Name: "scores-traffic-independent", Value: true, Usage: "prompt-token logprobs bit-identical whatever else the server runs (--prompt-logprobs-alone --no-kv-unified, a server with patch 0007); =false lets scoring share batches, a little faster under concurrent load"},
 		&cli.BoolFlag{Name: "link", Usage: "hard-link or reflink files instead of copying them where the filesystem allows (the inputs must then stay unchanged)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace an existing output directory or archive"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar"},
@@ -101,6 +103,7 @@ func bundleCommand() *cli.Command {
 			in.Knobs.DraftPMin = c.String("spec-draft-p-min")
 			in.Knobs.CacheRAM = c.Int("cache-ram")
 			in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
+			in.Knobs.ScoresAlone = c.Bool("scores-traffic-independent")
 			if in.Draft == "" {
 				for _, f := range []string{"spec-draft-n-max", "spec-draft-n-min", "spec-draft-p-min", "spec-draft-threads", "n-gpu-layers-draft"} {
 					if c.IsSet(f) {
@@ -135,6 +138,10 @@ func bundleCommand() *cli.Command {
 			}
 			warnStalePlan(loggerOf(c), c.String("target"), c.String("target-file"), plan.Manifest.Build.PlanHash)
 			warnUnpatchedDraft(loggerOf(c), plan.Manifest)
+			if ct := plan.Manifest.Contract; c.Bool("scores-traffic-independent") && ct.PromptLogprobs == manifest.PromptLogprobsNative && !ct.ScoresTrafficIndependent {
+				loggerOf(c).Warn("native prompt-token logprobs will depend on concurrent traffic: the server was built without patch " +
+					patches.PromptLogprobsAlone + "; rebuild with the patch series for bit-identical scores")
+			}
 			m, err := writeBundle(c.Context, plan, out)
 			if err != nil {
 				return err

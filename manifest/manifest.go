@@ -229,6 +229,10 @@ type Contract struct {
 	// arguments turn it on (--prompt-logprobs; the shim still checks /props at start),
 	// PromptLogprobsTeacherForcing otherwise.
 	PromptLogprobs string `json:"promptLogprobs"`
+	// ScoresTrafficIndependent says prompt-token logprobs are bit-identical whatever else the
+	// server runs: native prompt logprobs with --prompt-logprobs-alone (patch 0007) and
+	// per-slot KV (--no-kv-unified).
+	ScoresTrafficIndependent bool `json:"scoresTrafficIndependent,omitempty"`
 }
 
 // Ways the shim computes prompt-token logprobs.

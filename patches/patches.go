@@ -21,6 +21,10 @@ var embedded embed.FS
 // prefill (POST /completion "prompt_logprobs", advertised in GET /props).
 const PromptLogprobs = "0002-server-prompt-logprobs.patch"
 
+// PromptLogprobsAlone is the patch that gives llama-server --prompt-logprobs-alone: a scoring
+// request shares no batch with another, so its log probabilities do not depend on the traffic.
+const PromptLogprobsAlone = "0007-server-prompt-logprobs-alone.patch"
+
 // Patch is one entry of the series.
 type Patch struct {
 	Name   string `json:"name"`
