@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/llbuild/llbuild/gguf"
 )
@@ -99,4 +100,65 @@ func writeBuilder(path string, b *gguf.Builder) error {
 		return err
 	}
 	return f.Close()
+}
+
+// BenchmarkScoringAlone measures the cost of traffic-independent scores: rounds of eight
+// lm-eval loglikelihood requests, four at a time, against two servers on the same model, one
+// with --prompt-logprobs-alone and one without, alternating in each iteration. Reported: the
+// median wall time of a round on each and alone-throughput over shared-throughput (goal ≥ 0.9).
+// LLBUILD_PATCHED_LLAMA_SERVER must be built with patch 0007.
+func BenchmarkScoringAlone(b *testing.B) {
+	server := patchedServer(b)
+	o := gguf.DefaultTiny()
+	o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
+	model := filepath.Join(b.TempDir(), "mid.gguf")
+	bl, err := gguf.TinyLlama(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gguf.PadVocab(bl, o, 4000)
+	if err := writeBuilder(model, bl); err != nil {
+		b.Fatal(err)
+	}
+	common := []string{"-np", "4", "-t", "2", "--prompt-logprobs", "--no-kv-unified"}
+	var shims [2]*testShim
+	for i, extra := range [][]string{nil, {"--prompt-logprobs-alone"}} {
+		ts, err := startShim(server, model, Options{ServerArgs: append(append([]string{}, common...), extra...)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(ts.stop)
+		shims[i] = ts
+	}
+	rng := rand.New(rand.NewPCG(11, 19))
+	var prompts [][]int
+	for i := range 8 {
+		ids := []int{1}
+		for range 200 + 100*(i%4) {
+			ids = append(ids, 3+rng.IntN(500))
+		}
+		prompts = append(prompts, ids)
+	}
+	round := func(ts *testShim) time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < len(prompts); i += 4 {
+					ts.complete(b, map[string]any{"model": "x", "prompt": prompts[i], "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	var shared, alone []time.Duration
+	for b.Loop() {
+		shared = append(shared, round(shims[0]))
+		alone = append(alone, round(shims[1]))
+	}
+	ms, ma := median(shared), median(alone)
+	b.ReportMetric(float64(ms)/1e6, "shared-ms")
+	b.ReportMetric(float64(ma)/1e6, "alone-ms")
+	b.ReportMetric(float64(ms)/float64(ma), "alone/shared-throughput")
 }
