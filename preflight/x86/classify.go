@@ -37,6 +37,12 @@ func classifyLegacy(in *Inst) Ext {
 				return PKU
 			case 0xf9:
 				return RDTSCP
+			case 0xe8, 0xe9:
+				// serialize (np E8), xsusldtrk and xresldtrk (F2, TSXLDTRK): no host feature
+				// names them.
+				if (pp == 0 && in.ModRM == 0xe8) || pp == 3 {
+					return Unclassified
+				}
 			}
 		case 0x2b:
 			if pp >= 2 { // movntss, movntsd
@@ -56,6 +62,10 @@ func classifyLegacy(in *Inst) Ext {
 				return CLWB
 			case mem && pp == 1 && reg == 7:
 				return CLFLUSHOPT
+			// rdfsbase ... wrgsbase (FSGSBASE), ptwrite (PT), tpause, umonitor and umwait
+			// (WAITPKG): #UD without their extension, and no host feature names them.
+			case !mem && pp == 2 && reg <= 3, pp == 2 && reg == 4, !mem && pp != 0 && reg == 6:
+				return Unclassified
 			}
 		case 0xc7:
 			switch {
@@ -65,6 +75,8 @@ func classifyLegacy(in *Inst) Ext {
 				return XSAVEC
 			case mem && (reg == 3 || reg == 5): // xrstors, xsaves
 				return XSAVES
+			case !mem && reg == 6 && pp == 2: // senduipi (UINTR), which no host feature names
+				return Unclassified
 			case !mem && reg == 6:
 				return RDRAND
 			case !mem && reg == 7 && pp == 2:
@@ -344,8 +356,9 @@ func classifyVEX(in *Inst) Ext {
 			return AVX | AES
 		case op == 0xf0:
 			return BMI2 // rorx
-		case (op >= 0x48 && op <= 0x49) || (op >= 0x5c && op <= 0x5f) || (op >= 0x68 && op <= 0x6f) ||
-			(op >= 0x78 && op <= 0x7f):
+		case op == 0x48 || op == 0x49: // vpermil2ps, vpermil2pd: AMD's XOP set (CPUID XOP)
+			return XOP
+		case (op >= 0x5c && op <= 0x5f) || (op >= 0x68 && op <= 0x6f) || (op >= 0x78 && op <= 0x7f):
 			return FMA4
 		}
 	}
@@ -370,8 +383,10 @@ func evexScalar(in *Inst) bool {
 		}
 	case Map0F38:
 		switch op {
-		case 0x2d, 0x43, 0x4d, 0x4f, 0x99, 0x9b, 0x9d, 0x9f, 0xa9, 0xab, 0xad, 0xaf, 0xb9, 0xbb, 0xbd, 0xbf, 0xcb, 0xcd:
+		case 0x2d, 0x43, 0x4d, 0x4f, 0x99, 0x9d, 0x9f, 0xa9, 0xad, 0xaf, 0xb9, 0xbb, 0xbd, 0xbf, 0xcb, 0xcd:
 			return pp == 1
+		case 0x9b, 0xab: // vfmsub132ss, vfnmsub213ss ...; F2: v4fmaddss, v4fnmaddss
+			return pp == 1 || pp == 3
 		}
 	case Map0F3A:
 		switch op {
@@ -417,6 +432,11 @@ func evexSpecific(in *Inst) Ext {
 			return AVX512DQ // conversions to and from quadwords
 		}
 	case Map0F38:
+		// EVEX forms of the VEX-only VNNI-INT8 and VNNI-INT16 opcodes (vpdpbssd, vpdpwsud,
+		// ...) came with AVX10.2: #UD on AVX-512 CPUs, and no host feature names them.
+		if pp != 1 && (op == 0x50 || op == 0x51 || op == 0xd2 || op == 0xd3 || (pp == 0 && (op == 0x52 || op == 0x53)) || (pp == 2 && op == 0x53)) {
+			return Unclassified
+		}
 		switch pp {
 		case 1:
 			switch op {
@@ -502,9 +522,15 @@ func evexSpecific(in *Inst) Ext {
 			case 0x08, 0x0a, 0x26, 0x27, 0x56, 0x57, 0x66, 0x67, 0xc2:
 				return AVX512FP16
 			}
-			break
+			// Every other EVEX 0F3A opcode needs the 66 prefix; objdump still names some
+			// without it (vdbpsadbw, vpshldw), which #UD.
+			return Unclassified
 		}
 		switch op {
+		case 0xc2:
+			if pp == 2 {
+				return AVX512FP16 // vcmpsh
+			}
 		case 0x0f, 0x3e, 0x3f, 0x42, 0x14, 0x15, 0x20:
 			return AVX512BW
 		case 0x16, 0x22, 0x50, 0x51, 0x56, 0x57, 0x66, 0x67:

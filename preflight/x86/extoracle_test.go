@@ -242,6 +242,9 @@ func init() {
 	legacy(SSE4A, `extrq insertq movntss movntsd`)
 	// VIA PadLock has no host feature: the decoder marks it so that the verdict is unknown.
 	legacy(Unclassified, `xstore xstore-rng xcrypt-{ecb,cbc,ctr,cfb,ofb} xsha1 xsha256 montmul`)
+	// So have FSGSBASE, PTWRITE, WAITPKG, SERIALIZE, TSXLDTRK and UINTR.
+	legacy(Unclassified, `rdfsbase rdgsbase wrfsbase wrgsbase ptwrite tpause umonitor umwait serialize
+		xsusldtrk xresldtrk senduipi`)
 	legacy(ThreeDNow, `femms pavgusb pf2id pf2iw pfacc pfadd pfcmp{eq,ge,gt} pfmax pfmin pfmul pfnacc pfpnacc
 		pfrcp pfrcpit1 pfrcpit2 pfrsqit1 pfrsqrt pfsub pfsubr pi2fd pi2fw pmulhrw pswapd`)
 
@@ -266,6 +269,7 @@ func init() {
 	vex(AVX, vexBcastReg, `vbroadcastss vbroadcastsd`)
 	vex(FMA, vexFixed, `vf{,n}madd{132,213,231}`+fp+` vf{,n}msub{132,213,231}`+fp+` vfmaddsub{132,213,231}{ps,pd}
 		vfmsubadd{132,213,231}{ps,pd}`)
+	vex(XOP, vexFixed, `vpermil2{ps,pd}`)
 	vex(FMA4, vexFixed, `vf{,n}madd`+fp+` vf{,n}msub`+fp+` vfmaddsub{ps,pd} vfmsubadd{ps,pd}`)
 	vex(F16C, vexFixed, `vcvtph2ps vcvtps2ph`)
 	vex(BMI1, vexFixed, `andn bextr blsi blsmsk blsr`)
@@ -330,16 +334,20 @@ func init() {
 	// so that the verdict is unknown.
 	evex(Unclassified, `vexp2{ps,pd} vrcp28{ps,pd,ss,sd} vrsqrt28{ps,pd,ss,sd} vgatherpf{0,1}{d,q}{ps,pd}
 		vscatterpf{0,1}{d,q}{ps,pd} v4f{,n}madd{ps,ss}`)
+	// So have the EVEX forms of VNNI-INT8 and VNNI-INT16, which came with AVX10.2.
+	evex(Unclassified, `vpdpb{ss,su,uu}d{,s} vpdpw{su,us,uu}d{,s}`)
+	// FP16's conversions whose names end in x, which is not a size suffix here.
+	evex(AVX512FP16, `vcvtph2psx vcvtps2phx`)
 	evexScalarOnly(`vaddss vaddsd vsubss vsubsd vmulss vmulsd vdivss vdivsd vmaxss vmaxsd vminss vminsd vsqrtss
 		vsqrtsd vcmpss vcmpsd vcomis{s,d} vucomis{s,d} vmov{ss,sd,d,q,lps,lpd,hps,hpd,hlps,lhps}
 		vcvt{si2ss,si2sd,usi2ss,usi2sd,ss2si,sd2si,ss2usi,sd2usi,ss2sd,sd2ss} vcvtt{ss2si,sd2si,ss2usi,sd2usi}
 		vextractps vinsertps vf{,n}madd{132,213,231}{ss,sd} vf{,n}msub{132,213,231}{ss,sd}
 		vrndscale{ss,sd} vscalef{ss,sd} vgetexp{ss,sd} vgetmant{ss,sd} vrcp14{ss,sd} vrsqrt14{ss,sd}
 		vfixupimm{ss,sd} vpextr{b,w,d,q} vpinsr{b,w,d,q} vfpclass{ss,sd} vrange{ss,sd} vreduce{ss,sd}
-		vrcp28{ss,sd} vrsqrt28{ss,sd}`)
+		vrcp28{ss,sd} vrsqrt28{ss,sd} v4f{,n}maddss`)
 
 	// XOP: AMD's 8F-prefixed integer and fraction instructions.
-	for _, mn := range expand(`vpcmov vpperm vpro{t}{b,w,d,q} vpsha{b,w,d,q} vpshl{b,w,d,q} vpcom{b,w,d,q,ub,uw,ud,uq}
+	for _, mn := range expand(`vpcmov vpperm vprot{b,w,d,q} vpsha{b,w,d,q} vpshl{b,w,d,q} vpcom{b,w,d,q,ub,uw,ud,uq}
 		vpmacs{sww,swd,sdd,sdql,sdqh,ww,wd,dd,dql,dqh} vpmadcs{,s}wd vphadd{bw,bd,bq,wd,wq,dq,ubw,ubd,ubq,uwd,uwq,udq}
 		vphsub{bw,wd,dq} vfrcz` + fp) {
 		set(&entry(mn).xop, mn, form{ok: true, ext: XOP})
@@ -380,7 +388,7 @@ func canonicalName(mn string, enc Encoding) string {
 
 // lookupForm finds the mnemonic's form in enc, stripping one AT&T size suffix where the
 // full name is not in the table.
-func lookupForm(mn string, enc Encoding) (form, string, bool) {
+func lookupForm(mn, ops string, enc Encoding) (form, string, bool) {
 	pick := func(e *oracleEntry) form {
 		switch enc {
 		case VEX:
@@ -398,7 +406,12 @@ func lookupForm(mn string, enc Encoding) (form, string, bool) {
 	}
 	suffixes := []string{"b", "w", "l", "q", "s", "t", "ll"}
 	if enc != Legacy {
-		suffixes = []string{"x", "y", "z", "l", "q"}
+		suffixes = []string{"l", "q"}
+		// objdump adds x, y or z only where a memory operand leaves the vector length open;
+		// elsewhere the letter is part of the name (vcvtph2psx).
+		if strings.Contains(ops, "(") {
+			suffixes = append(suffixes, "x", "y", "z")
+		}
 	}
 	for _, s := range suffixes {
 		if base, ok := strings.CutSuffix(mn, s); ok {
@@ -416,7 +429,7 @@ func lookupForm(mn string, enc Encoding) (form, string, bool) {
 func objdumpExt(o objdumpInst) (e Ext, name string, ok bool, err error) {
 	enc := encOf(o.bytes)
 	mn, ops := splitInst(o.text)
-	f, base, ok := lookupForm(mn, enc)
+	f, base, ok := lookupForm(mn, ops, enc)
 	name = base + " (" + enc.String() + ")"
 	if !ok {
 		return 0, name, false, nil
@@ -445,7 +458,7 @@ func objdumpExt(o objdumpInst) (e Ext, name string, ok bool, err error) {
 		}
 		return f.ext, name, true, nil
 	case EVEX:
-		vl, err := evexVL(mn, ops, f.scalar)
+		vl, err := evexVL(base, mn, ops, f.scalar)
 		if err != nil {
 			return 0, name, true, err
 		}
@@ -483,12 +496,27 @@ func kmaskExt(mn string) Ext {
 	return AVX512F | AVX512BW
 }
 
+// halving are the EVEX conversions whose result is half as wide as their source.
+var (
+	halving = map[string]bool{}
+	ymmDest = regexp.MustCompile(`,%ymm[0-9]+(\{[^}]*\})*$`)
+)
+
+func init() {
+	for _, mn := range expand(`vcvt{pd2dq,pd2ps,pd2udq,qq2ps,uqq2ps,ps2ph,ps2phx,neps2bf16} vcvtt{pd2dq,pd2udq}`) {
+		halving[mn] = true
+	}
+}
+
 // evexVL says whether an EVEX instruction works on 128- or 256-bit vectors (so needs
 // AVX512VL): xmm or ymm operands and no zmm, no rounding or SAE control, and not a scalar
 // instruction. With only memory operands objdump's x/y/z suffix tells.
-func evexVL(mn, ops string, scalar bool) (bool, error) {
+func evexVL(base, mn, ops string, scalar bool) (bool, error) {
 	switch {
 	case scalar || strings.Contains(ops, "%zmm") || strings.Contains(ops, "sae}"):
+		return false, nil
+	case halving[base] && ymmDest.MatchString(ops) && strings.Contains(ops, "("):
+		// A conversion to half the width into a ymm register reads 512 bits from memory.
 		return false, nil
 	case strings.Contains(ops, "%xmm") || strings.Contains(ops, "%ymm"):
 		return true, nil
@@ -521,6 +549,9 @@ func TestObjdumpExtReadsText(t *testing.T) {
 		{"660f3a150001", "pextrw $0x1,%xmm0,(%rax)", SSE41},
 		{"62f15f087b458c", "vcvtusi2sdl -0x74(%rbp),%xmm4,%xmm0", AVX512F},
 		{"dd08", "fisttpll (%rax)", SSE3},
+		{"62f1ff48e601", "vcvtpd2dq (%rcx),%ymm0", AVX512F},
+		{"62f1ff28e601", "vcvtpd2dqy (%rcx),%xmm0", AVX512F | AVX512VL},
+		{"62f67d2813f9", "vcvtph2psx %xmm1,%ymm7", AVX512F | AVX512VL | AVX512FP16},
 	} {
 		b, _ := hex.DecodeString(c.hex)
 		got, name, ok, err := objdumpExt(objdumpInst{bytes: b, text: c.text})
