@@ -178,11 +178,11 @@ func (j *job) echoInOneRequest() bool {
 
 // fillEchoRows puts the prompt logprobs of a generation request's answer
 // into the echoed rows.
-func (j *job) fillEchoRows(sent *[]nativeProb) error {
+func (j *job) fillEchoRows(sent promptLogprobs) error {
 	if len(j.ids) < 2 {
 		return nil
 	}
-	scored, err := promptRows(j.ids, echoPositions(len(j.ids)), sent, j.req.Logprobs)
+	scored, err := sent.rows(j.ids, echoPositions(len(j.ids)), j.req.Logprobs)
 	if err != nil {
 		return err
 	}
@@ -220,6 +220,19 @@ func (j *job) nativeRequest(stream bool) *nativeRequest {
 		nr.Prompt = j.p.Text
 	} else {
 		nr.Prompt = j.p.IDs
+	}
+	return nr
+}
+
+// generationRequest is the non-streamed request that generates the choice's
+// tokens, asking for the prompt's logprobs too when they come in one request.
+func (j *job) generationRequest(oneRequest bool) *nativeRequest {
+	nr := j.nativeRequest(false)
+	if oneRequest {
+		top := j.req.Logprobs
+		nr.PromptLogprobs = &top
+		nr.PromptLogprobsFlat = j.u.info.PromptLogprobsFlat
+		nr.ResponseFields = append(nr.ResponseFields, promptLogprobsFields(j.u)...)
 	}
 	return nr
 }
@@ -384,18 +397,12 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 			return ch, err
 		}
 	} else {
-		nr := j.nativeRequest(false)
-		if oneRequest {
-			top := j.req.Logprobs
-			nr.PromptLogprobs = &top
-			nr.ResponseFields = append(nr.ResponseFields, "prompt_probabilities")
-		}
-		resp, err := j.u.complete(ctx, nr)
+		resp, err := j.u.complete(ctx, j.generationRequest(oneRequest))
 		if err != nil {
 			return ch, err
 		}
 		if oneRequest {
-			if err := j.fillEchoRows(resp.PromptProbs); err != nil {
+			if err := j.fillEchoRows(resp.prompt()); err != nil {
 				return ch, err
 			}
 		}
@@ -513,7 +520,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	for _, j := range jobs {
 		total.add(j.usage)
 	}
-	writeJSON(w, http.StatusOK, completionResponse{
+	writeJSON(w, http.StatusOK, &completionResponse{
 		ID: id, Object: "text_completion", Created: created, Model: s.modelName(u),
 		SystemFingerprint: u.info.BuildInfo, Choices: choices, Usage: &total,
 	})

@@ -8,15 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/llbuild/llbuild/gguf"
 )
 
 // lmEvalWorkload is a loglikelihood task as lm-evaluation-harness's
@@ -122,36 +119,40 @@ func scoreChunk(ts *testShim, prompts [][]int) error {
 // medians and their ratio concurrent/sequential (goal: <= 1). "forcing"
 // runs the llama-server the other tests run (teacher forcing), "native"
 // the patched one (LLBUILD_PATCHED_LLAMA_SERVER, --prompt-logprobs).
-// SHIM_BENCH_MODEL=mid picks a bigger model, SHIM_BENCH_VOCAB=32000 pads
+// "native-4slots" is a bundle's server with 4 slots and traffic-independent
+// scores (--prompt-logprobs-alone --no-kv-unified) against four echo requests
+// in flight at once (batch_size=1, num_concurrent=4).
+// SHIM_BENCH_MODEL=mid or 1b picks a bigger model (SHIM_BENCH_GGUF keeps it), SHIM_BENCH_VOCAB=32000 pads
 // its vocabulary to that many tokens and SHIM_SERVER_ARGS adds
 // llama-server arguments.
 func BenchmarkConcurrentScoring(b *testing.B) {
-	o := gguf.DefaultTiny()
-	if os.Getenv("SHIM_BENCH_MODEL") == "mid" {
-		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
-	}
+	o := benchModelOptions()
+	alone := []string{"-np", "4", promptLogprobsArg, "--prompt-logprobs-alone", "--no-kv-unified"}
 	for _, sc := range []struct {
 		name, scorer string
 		args         []string
-	}{{"forcing", (&forcingScorer{}).Name(), nil}, {"native", (&nativeScorer{}).Name(), []string{promptLogprobsArg}}} {
+		slots        int
+		batch, conc  int
+	}{
+		{"forcing", (&forcingScorer{}).Name(), []string{"-np", "1"}, 1, 4, 4},
+		{"native", (&nativeScorer{}).Name(), []string{"-np", "1", promptLogprobsArg}, 1, 4, 4},
+		{"native-4slots", (&nativeScorer{}).Name(), alone, 4, 1, 4},
+	} {
 		b.Run(sc.name, func(b *testing.B) {
 			server := llamaServer(b)
-			if sc.name == "native" {
+			if sc.name != "forcing" {
 				server = patchedServer(b)
 			}
 			vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
-			model := filepath.Join(b.TempDir(), "model.gguf")
-			if err := writeBenchModel(model, o, vocab); err != nil {
-				b.Fatal(err)
-			}
-			ts, err := startShim(server, model, Options{ServerArgs: append([]string{"-np", "1"}, sc.args...)})
+			model := benchModelFile(b, o, vocab)
+			ts, err := startShim(server, model, Options{ServerArgs: sc.args})
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(ts.stop)
 			u := ts.upstream(b)
-			if n := u.info.TotalSlots; n != 1 {
-				b.Fatalf("llama-server has %d slots, want 1", n)
+			if n := u.info.TotalSlots; n != sc.slots {
+				b.Fatalf("llama-server has %d slots, want %d", n, sc.slots)
 			}
 			if got := u.scorer.Name(); got != sc.scorer {
 				b.Fatalf("scorer %q, want %q", got, sc.scorer)
@@ -163,7 +164,11 @@ func BenchmarkConcurrentScoring(b *testing.B) {
 			for b.Loop() {
 				runs := []func(){
 					func() { t0 := time.Now(); scoreAll(b, ts, reqs, 1, 1); seq = append(seq, time.Since(t0)) },
-					func() { t0 := time.Now(); scoreAll(b, ts, reqs, 4, 4); conc = append(conc, time.Since(t0)) },
+					func() {
+						t0 := time.Now()
+						scoreAll(b, ts, reqs, sc.batch, sc.conc)
+						conc = append(conc, time.Since(t0))
+					},
 				}
 				if i%2 == 1 {
 					slices.Reverse(runs)

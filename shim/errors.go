@@ -75,7 +75,13 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	var data []byte
+	var err error
+	if a, ok := v.(jsonAppender); ok {
+		data = a.appendJSON(make([]byte, 0, 4096))
+	} else {
+		data, err = json.Marshal(v)
+	}
 	if err != nil {
 		status = http.StatusInternalServerError
 		data = []byte(`{"error":{"message":"encoding response","type":"server_error","param":null,"code":null}}`)

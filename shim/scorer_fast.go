@@ -1,8 +1,11 @@
 package shim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // nativeScorer reads prompt logprobs that a patched llama-server (llbuild's
@@ -46,10 +49,16 @@ type promptLogprobsRequest struct {
 	CachePrompt    bool         `json:"cache_prompt"`
 	IDSlot         int          `json:"id_slot"`
 	ResponseFields []string     `json:"response_fields"`
+	Flat           bool         `json:"prompt_logprobs_flat,omitempty"`
 }
 
-type promptLogprobsResponse struct {
-	Probs *[]nativeProb `json:"prompt_probabilities"`
+// promptLogprobsFields are the response fields that carry prompt logprobs: the
+// flat form where the server has it (patch 0008), else the full one.
+func promptLogprobsFields(u *upstream) []string {
+	if u.info.PromptLogprobsFlat {
+		return []string{"prompt_logprobs_flat"}
+	}
+	return []string{"prompt_probabilities"}
 }
 
 func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions []int, top int) ([]Row, error) {
@@ -73,27 +82,50 @@ func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions
 		Samplers:       []string{"top_k"},
 		CachePrompt:    true,
 		IDSlot:         slot,
-		ResponseFields: []string{"prompt_probabilities"},
+		ResponseFields: promptLogprobsFields(n.u),
+		Flat:           n.u.info.PromptLogprobsFlat,
 	}
 	if n.u.vocab != nil && n.u.vocab.safe >= 0 {
 		// The token generated after the prompt is discarded; force one
 		// whose text is valid UTF-8 so that no llama-server fails on it.
 		req.LogitBias = [][2]float64{{float64(n.u.vocab.safe), forcingBias}}
 	}
-	var resp promptLogprobsResponse
+	var resp nativeResponse
 	if err := n.u.postJSON(ctx, "/completion", req, &resp); err != nil {
 		return nil, fmt.Errorf("reading prompt logprobs: %w", err)
 	}
-	return promptRows(seq[:last+1], positions, resp.Probs, top)
+	return resp.prompt().rows(seq[:last+1], positions, top)
 }
 
-// promptRows reads the rows at positions (ascending, within 1..len(seq)-1)
-// from a patched llama-server's prompt_probabilities for the prompt seq.
-func promptRows(seq []int, positions []int, sent *[]nativeProb, top int) ([]Row, error) {
-	if sent == nil {
+// promptLogprobs are a patched llama-server's prompt logprobs: the full form
+// (prompt_probabilities, patch 0002: an object per position with pieces and
+// bytes) or the flat one (prompt_logprobs_flat, patch 0008: number arrays),
+// whichever the answer has. Both carry the same floats.
+type promptLogprobs struct {
+	Full *[]nativeProb
+	Flat *flatLogprobs
+}
+
+// flatLogprobs is prompt_logprobs_flat: Logprobs[k] is token k+1 given tokens
+// 0..k, and TopIDs and TopLogprobs hold NTop alternatives per position, the
+// most probable first.
+type flatLogprobs struct {
+	NTop        int       `json:"n_top"`
+	Logprobs    []float64 `json:"logprobs"`
+	TopIDs      []int     `json:"top_ids"`
+	TopLogprobs []float64 `json:"top_logprobs"`
+}
+
+// rows reads the rows at positions (ascending, within 1..len(seq)-1) for the
+// prompt seq.
+func (pl promptLogprobs) rows(seq []int, positions []int, top int) ([]Row, error) {
+	if pl.Flat != nil {
+		return pl.Flat.rows(seq, positions, top)
+	}
+	if pl.Full == nil {
 		return nil, upstreamError("llama-server advertises prompt_logprobs but sent no prompt_probabilities")
 	}
-	probs := *sent
+	probs := *pl.Full
 	if len(probs) != len(seq)-1 {
 		return nil, upstreamError("llama-server sent %d prompt probabilities for a %d-token prompt, want %d", len(probs), len(seq), len(seq)-1)
 	}
@@ -110,4 +142,172 @@ func promptRows(seq []int, positions []int, sent *[]nativeProb, top int) ([]Row,
 		rows[i] = row
 	}
 	return rows, nil
+}
+
+func (f *flatLogprobs) rows(seq []int, positions []int, top int) ([]Row, error) {
+	n := len(seq) - 1
+	if len(f.Logprobs) != n {
+		return nil, upstreamError("llama-server sent %d flat prompt logprobs for a %d-token prompt, want %d", len(f.Logprobs), len(seq), n)
+	}
+	if f.NTop < 0 || len(f.TopIDs) != n*f.NTop || len(f.TopLogprobs) != n*f.NTop {
+		return nil, upstreamError("llama-server sent %d top ids and %d top logprobs for %d positions with n_top %d, want %d of each", len(f.TopIDs), len(f.TopLogprobs), n, f.NTop, n*f.NTop)
+	}
+	k := min(top, f.NTop)
+	rows := make([]Row, len(positions))
+	alts := make([]Alt, len(positions)*k) // one allocation for every row's alternatives
+	for i, p := range positions {
+		row := Row{ID: seq[p], Logprob: f.Logprobs[p-1], Top: alts[i*k : (i+1)*k : (i+1)*k]}
+		base := (p - 1) * f.NTop
+		for j := range row.Top {
+			row.Top[j] = Alt{ID: f.TopIDs[base+j], Logprob: f.TopLogprobs[base+j]}
+		}
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+// UnmarshalJSON reads the flat form's number arrays without reflection over
+// every element (they hold thousands of numbers); anything but the shape
+// patch 0008 writes goes through encoding/json, which reports what is wrong.
+func (f *flatLogprobs) UnmarshalJSON(data []byte) error {
+	if f.fastUnmarshal(data) {
+		return nil
+	}
+	type plain flatLogprobs
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*f = flatLogprobs(p)
+	return nil
+}
+
+// fastUnmarshal parses {"n_top":K,"logprobs":[..],"top_ids":[..],"top_logprobs":[..]}
+// in any key order, with whitespace, and says whether data had that shape.
+func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
+	var out flatLogprobs
+	i := 0
+	ws := func() {
+		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+			i++
+		}
+	}
+	// number reads one JSON number (no strings, no null) as a float64
+	number := func() (float64, bool) {
+		start := i
+		for i < len(data) && (data[i] == '-' || data[i] == '+' || data[i] == '.' || data[i] == 'e' || data[i] == 'E' || data[i] >= '0' && data[i] <= '9') {
+			i++
+		}
+		if i == start {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(string(data[start:i]), 64)
+		return v, err == nil
+	}
+	array := func(add func(float64) bool) bool {
+		ws()
+		if i >= len(data) || data[i] != '[' {
+			return false
+		}
+		i++
+		ws()
+		if i < len(data) && data[i] == ']' {
+			i++
+			return true
+		}
+		for {
+			ws()
+			v, ok := number()
+			if !ok || !add(v) {
+				return false
+			}
+			ws()
+			if i >= len(data) {
+				return false
+			}
+			if data[i] == ']' {
+				i++
+				return true
+			}
+			if data[i] != ',' {
+				return false
+			}
+			i++
+		}
+	}
+	floats := func(dst *[]float64) bool {
+		*dst = []float64{}
+		return array(func(v float64) bool { *dst = append(*dst, v); return true })
+	}
+	ints := func(dst *[]int) bool {
+		*dst = []int{}
+		return array(func(v float64) bool {
+			n := int(v)
+			*dst = append(*dst, n)
+			return float64(n) == v
+		})
+	}
+	ws()
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i++
+	seen := 0
+	for {
+		ws()
+		if i < len(data) && data[i] == '}' && seen == 0 {
+			break
+		}
+		if i >= len(data) || data[i] != '"' {
+			return false
+		}
+		end := bytes.IndexByte(data[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		key := string(data[i+1 : i+1+end])
+		i += end + 2
+		ws()
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i++
+		ws()
+		ok := false
+		switch key {
+		case "n_top":
+			var v float64
+			v, ok = number()
+			out.NTop = int(v)
+			ok = ok && float64(out.NTop) == v
+		case "logprobs":
+			ok = floats(&out.Logprobs)
+		case "top_ids":
+			ok = ints(&out.TopIDs)
+		case "top_logprobs":
+			ok = floats(&out.TopLogprobs)
+		}
+		if !ok {
+			return false
+		}
+		seen++
+		ws()
+		if i >= len(data) {
+			return false
+		}
+		if data[i] == '}' {
+			break
+		}
+		if data[i] != ',' {
+			return false
+		}
+		i++
+	}
+	i++
+	ws()
+	if i != len(data) {
+		return false
+	}
+	*f = out
+	return true
 }

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +25,7 @@ import (
 
 // The native scorer needs a llama-server built with patches/0002-server-
 // prompt-logprobs.patch. These tests run against a build named by the
-// environment: scripts/test.sh builds one (and one without 0002-0007) with
+// environment: scripts/test.sh builds one (and one without 0002-0008) with
 // `llbuild server --executor host -t cpu-v3` when ../shared/llama.cpp is
 // beside the repository. Without it they skip; under CI=true they fail.
 
@@ -45,7 +47,7 @@ func unpatchedServer(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
 	if p == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0007 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0008 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
 	}
 	return p
 }
@@ -252,6 +254,82 @@ func TestNativeEchoThroughTheShim(t *testing.T) {
 	}
 }
 
+// TestFlatPromptLogprobsAreTheFullFormsNumbers asks the series build for the
+// same prompt's logprobs in the full form (0002) and the flat one (0008), with
+// 0 and 1 alternatives (computed in the graph, 0006) and 3 (on the host, 0002),
+// over a prompt longer than a ubatch: every float and id must be the same, no
+// piece may be sent, and the shim must ask for the flat form.
+func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
+	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny(), chunkArgs...)
+	u := ts.upstream(t)
+	if !u.info.PromptLogprobsFlat {
+		t.Fatal("the series build does not advertise prompt_logprobs_flat in /props (patch 0008)")
+	}
+	ids := ts.tokenize(t, scoringPrompts()["long"]+" "+scoringPrompts()["multi-byte"], true)
+	ctx := context.Background()
+	for _, top := range []int{0, 1, 3} {
+		ask := func(flat bool) (*nativeResponse, []byte) {
+			req := &promptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: top, TopK: 1, Samplers: []string{"top_k"},
+				IDSlot: 0, ResponseFields: []string{"prompt_probabilities", "prompt_logprobs_flat"}, Flat: flat}
+			body, _ := json.Marshal(req)
+			resp, err := u.do(ctx, http.MethodPost, "/completion", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var out nativeResponse
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil {
+				t.Fatalf("prompt_logprobs %d, flat %v: status %d: %.300s", top, flat, resp.StatusCode, data)
+			}
+			return &out, data
+		}
+		full, _ := ask(false)
+		flat, raw := ask(true)
+		if full.PromptProbs == nil || full.PromptFlat != nil {
+			t.Fatalf("prompt_logprobs %d without the flag: want prompt_probabilities only", top)
+		}
+		if flat.PromptFlat == nil || flat.PromptProbs != nil {
+			t.Fatalf("prompt_logprobs %d with prompt_logprobs_flat: want the flat form only: %.300s", top, raw)
+		}
+		f, probs := flat.PromptFlat, *full.PromptProbs
+		if f.NTop != top || len(f.Logprobs) != len(ids)-1 || len(f.TopIDs) != top*(len(ids)-1) || len(f.TopLogprobs) != len(f.TopIDs) {
+			t.Fatalf("prompt_logprobs %d: flat n_top %d with %d logprobs, %d top ids, %d top logprobs for %d tokens", top, f.NTop, len(f.Logprobs), len(f.TopIDs), len(f.TopLogprobs), len(ids))
+		}
+		diffs := 0
+		for k, pr := range probs {
+			same := pr.ID == ids[k+1] && pr.Logprob == f.Logprobs[k] && len(pr.Top) == top
+			for j := 0; same && j < top; j++ {
+				same = pr.Top[j].ID == f.TopIDs[k*top+j] && pr.Top[j].Logprob == f.TopLogprobs[k*top+j]
+			}
+			if !same && diffs < 5 {
+				t.Errorf("prompt_logprobs %d, position %d: full %+v, flat %g top %v %v", top, k+1, pr, f.Logprobs[k], f.TopIDs[k*top:(k+1)*top], f.TopLogprobs[k*top:(k+1)*top])
+			}
+			if !same {
+				diffs++
+			}
+		}
+		if bytes.Contains(raw, []byte(`"token"`)) || bytes.Contains(raw, []byte(`"bytes"`)) {
+			t.Errorf("prompt_logprobs %d: the flat answer carries pieces: %.300s", top, raw)
+		}
+	}
+	// the shim's own scorer takes the flat form and gives the full form's rows
+	native := u.scorer.(*nativeScorer)
+	rows, err := native.Score(ctx, 0, ids, echoPositions(len(ids)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.info.PromptLogprobsFlat = false
+	want, err := native.Score(ctx, 0, ids, echoPositions(len(ids)), 1)
+	u.info.PromptLogprobsFlat = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("native scorer: rows from the flat form differ from the full form's")
+	}
+}
+
 // TestPatchedServerKeepsPlainCompletions runs the same greedy completions
 // on the patched and the unpatched llama-server of one commit: the
 // tokens and their reported probabilities must be identical.
@@ -351,26 +429,17 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // path's own cost, small with the tiny model's 519 tokens) and
 // SHIM_SERVER_ARGS adds llama-server arguments ("-t 2", "-ngl 99").
 // SHIM_BENCH_ONLY=native sends native scorer requests alone, for a profiler.
+// With a server that has the flat form (0008), "echo_full_form" is the echo
+// request through the full form, in the same run.
+// The echo request's time is split (medians, ms): the request the shim makes
+// for it sent straight to llama-server gives "compute" (its timings: prompt
+// and the generated token), "answer" (until the answer's headers arrive, less
+// compute: building and writing the JSON, the request's parsing and queueing),
+// "transfer" (reading the body); "shim" is echo end to end less that request.
 func BenchmarkPromptLogprobs(b *testing.B) {
-	o := gguf.DefaultTiny()
-	switch os.Getenv("SHIM_BENCH_MODEL") {
-	case "mid":
-		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
-	case "1b":
-		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-1b-llama", 2048, 16, 16, 16, 5632
-	}
 	server := patchedServer(b)
 	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
-	// SHIM_BENCH_GGUF keeps the model in that file between runs (a 1B model takes a while to write)
-	model := os.Getenv("SHIM_BENCH_GGUF")
-	if model == "" {
-		model = filepath.Join(b.TempDir(), "bench.gguf")
-	}
-	if _, err := os.Stat(model); err != nil {
-		if err := writeBenchModel(model, o, vocab); err != nil {
-			b.Fatal(err)
-		}
-	}
+	model := benchModelFile(b, benchModelOptions(), vocab)
 	ts, err := startShim(server, model, Options{ServerArgs: []string{promptLogprobsArg}})
 	if err != nil {
 		b.Fatal(err)
@@ -393,7 +462,9 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			ids := all[:n]
 			positions := echoPositions(n)
 			ctx := context.Background()
-			var prefill, echo, nat, forc, prefillSrv, nativeSrv []time.Duration
+			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, answer, transfer []time.Duration
+			echoBody := map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true}
+			directBody := echoRequestBody(b, u, echoBody)
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
 				// for a profiler: native scorer requests alone
 				for b.Loop() {
@@ -420,9 +491,34 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				}
 				nativeSrv = append(nativeSrv, serverTime(b, resp))
 
+				// the request the shim makes for echo, straight to llama-server
 				t0 = time.Now()
-				out := ts.complete(b, map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true})
+				hresp, err := u.do(ctx, http.MethodPost, "/completion", directBody)
+				if err != nil {
+					b.Fatal(err)
+				}
+				head := time.Since(t0)
+				data, err := io.ReadAll(hresp.Body)
+				hresp.Body.Close()
+				all := time.Since(t0)
+				var dresp nativeResponse
+				if err != nil || hresp.StatusCode != http.StatusOK || json.Unmarshal(data, &dresp) != nil || dresp.Timings == nil {
+					b.Fatalf("echo's request to llama-server: status %d, %v: %.200s", hresp.StatusCode, err, data)
+				}
+				c := time.Duration((dresp.Timings.PromptMS + dresp.Timings.PredictedMS) * float64(time.Millisecond))
+				direct, compute, answer, transfer = append(direct, all), append(compute, c), append(answer, head-c), append(transfer, all-head)
+
+				t0 = time.Now()
+				out := ts.complete(b, echoBody)
 				echo = append(echo, time.Since(t0))
+				if flat := u.info.PromptLogprobsFlat; flat {
+					// the same through the full form of 0002, for the same run's comparison
+					u.info.PromptLogprobsFlat = false
+					t0 = time.Now()
+					ts.complete(b, echoBody)
+					echoFull = append(echoFull, time.Since(t0))
+					u.info.PromptLogprobsFlat = flat
+				}
 				if lp := out.Choices[0].Logprobs; lp == nil || len(lp.TokenLogprobs) != n+1 {
 					b.Fatalf("echo gave %d rows, want %d", len(lp.TokenLogprobs), n+1)
 				}
@@ -446,11 +542,65 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(forc), "forcing_ms")
 			b.ReportMetric(ms(prefillSrv), "prefill_server_ms")
 			b.ReportMetric(ms(nativeSrv), "native_server_ms")
+			b.ReportMetric(ms(compute), "split_compute_ms")
+			b.ReportMetric(ms(answer), "split_answer_ms")
+			b.ReportMetric(ms(transfer), "split_transfer_ms")
+			b.ReportMetric(ms(echo)-ms(direct), "split_shim_ms")
 			b.ReportMetric(ms(echo)/p, "echo/prefill")
+			if len(echoFull) > 0 {
+				b.ReportMetric(ms(echoFull)/p, "echo_full_form/prefill")
+			}
 			b.ReportMetric(ms(nat)/p, "native/prefill")
 			b.ReportMetric(ms(forc)/p, "forcing/prefill")
 		})
 	}
+}
+
+// echoRequestBody is the body of the request the shim sends llama-server for
+// the completion request body (one prompt, no streaming).
+func echoRequestBody(b *testing.B, u *upstream, body map[string]any) []byte {
+	b.Helper()
+	raw, _ := json.Marshal(body)
+	req, err := parseCompletionRequest(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := &job{u: u, req: req, p: req.Prompts[0], ids: req.Prompts[0].IDs, slot: 1}
+	data, err := json.Marshal(j.generationRequest(j.echoInOneRequest()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// benchModelOptions is the model SHIM_BENCH_MODEL names: the tiny one, "mid"
+// (512 x 8) or "1b" (2048 x 16, about 0.8 billion parameters).
+func benchModelOptions() gguf.TinyOptions {
+	o := gguf.DefaultTiny()
+	switch os.Getenv("SHIM_BENCH_MODEL") {
+	case "mid":
+		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
+	case "1b":
+		o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-1b-llama", 2048, 16, 16, 16, 5632
+	}
+	return o
+}
+
+// benchModelFile writes the model o describes with its vocabulary padded to
+// vocab tokens, or with SHIM_BENCH_GGUF set reuses that file, written on the
+// first run (a 1B model takes a while to write).
+func benchModelFile(b *testing.B, o gguf.TinyOptions, vocab int) string {
+	b.Helper()
+	model := os.Getenv("SHIM_BENCH_GGUF")
+	if model == "" {
+		model = filepath.Join(b.TempDir(), "bench.gguf")
+	}
+	if _, err := os.Stat(model); err != nil {
+		if err := writeBenchModel(model, o, vocab); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return model
 }
 
 // serverTime is llama-server's prompt processing time for one answer: the

@@ -42,6 +42,9 @@ type serverInfo struct {
 	// PromptLogprobs is true when the server advertises native prompt
 	// logprobs (a patched llama-server); the shim then uses them.
 	PromptLogprobs bool
+	// PromptLogprobsFlat is true when the server can send them as flat
+	// number arrays (/props "prompt_logprobs_flat", patch 0008).
+	PromptLogprobsFlat bool
 	// Series says the server was built with llbuild's patch series: its /props has the
 	// prompt_logprobs key (patch 0002), on or off.
 	Series bool
@@ -232,6 +235,8 @@ type nativeRequest struct {
 	// PromptLogprobs asks a server with native prompt logprobs for the
 	// prompt's, with this many alternatives (see nativeScorer).
 	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
+	// PromptLogprobsFlat asks for them as flat number arrays (patch 0008).
+	PromptLogprobsFlat bool `json:"prompt_logprobs_flat,omitempty"`
 }
 
 // nativeResponse is an answer of POST /completion, or one streamed chunk.
@@ -245,14 +250,22 @@ type nativeResponse struct {
 	Timings         *nativeTimings `json:"timings"`
 	Probs           []nativeProb   `json:"completion_probabilities"`
 	PromptProbs     *[]nativeProb  `json:"prompt_probabilities"`
+	PromptFlat      *flatLogprobs  `json:"prompt_logprobs_flat"`
 	Error           *llamaError    `json:"error"`
 }
 
+// prompt is the prompt logprobs of an answer, in whichever form the server sent them.
+func (r *nativeResponse) prompt() promptLogprobs {
+	return promptLogprobs{Full: r.PromptProbs, Flat: r.PromptFlat}
+}
+
 type nativeTimings struct {
-	CacheN     int     `json:"cache_n"`
-	PromptN    int     `json:"prompt_n"`
-	PromptMS   float64 `json:"prompt_ms"`
-	PredictedN int     `json:"predicted_n"`
+	CacheN   int     `json:"cache_n"`
+	PromptN  int     `json:"prompt_n"`
+	PromptMS float64 `json:"prompt_ms"`
+	// PredictedMS is the time of the generated tokens' decodes.
+	PredictedMS float64 `json:"predicted_ms"`
+	PredictedN  int     `json:"predicted_n"`
 }
 
 // nativeProb is one generated token with its raw-logit logprob and the
@@ -352,7 +365,8 @@ func (u *upstream) load(ctx context.Context) error {
 		Defaults   struct {
 			NCtx int `json:"n_ctx"`
 		} `json:"default_generation_settings"`
-		PromptLogprobs *bool `json:"prompt_logprobs"`
+		PromptLogprobs     *bool `json:"prompt_logprobs"`
+		PromptLogprobsFlat bool  `json:"prompt_logprobs_flat"`
 	}
 	if err := u.getJSON(ctx, "/props", &props); err != nil {
 		return fmt.Errorf("reading /props: %w", err)
@@ -384,6 +398,8 @@ func (u *upstream) load(ctx context.Context) error {
 		ChatTemplate:   props.Template,
 		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
 		Series:         props.PromptLogprobs != nil,
+		// Only with prompt logprobs on: flat is a form of them, not a feature of its own.
+		PromptLogprobsFlat: props.PromptLogprobs != nil && *props.PromptLogprobs && props.PromptLogprobsFlat,
 	}
 	// /slots says whether the server speculates; a server started with --no-slots does not
 	// answer it and is taken not to.

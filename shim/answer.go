@@ -1,0 +1,203 @@
+package shim
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The completion answer is written by hand rather than through encoding/json's
+// reflection: an echoed 512-token prompt has 2,000 values in its logprobs and
+// a top object per row, and reflection, MarshalJSON per row and the check of
+// what each returns took longer than decoding llama-server's answer. The bytes
+// are those encoding/json writes for the same values
+// (TestAnswerWriterMatchesEncodingJSON).
+
+// jsonAppender is a value that writes itself as JSON.
+type jsonAppender interface {
+	appendJSON(b []byte) []byte
+}
+
+func (r *completionResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, r.ID)
+	b = append(b, `,"object":`...)
+	b = appendJSONString(b, r.Object)
+	b = append(b, `,"created":`...)
+	b = strconv.AppendInt(b, r.Created, 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, r.Model)
+	if r.SystemFingerprint != "" {
+		b = append(b, `,"system_fingerprint":`...)
+		b = appendJSONString(b, r.SystemFingerprint)
+	}
+	b = append(b, `,"choices":`...)
+	if r.Choices == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range r.Choices {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = r.Choices[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"usage":`...)
+	if r.Usage == nil {
+		b = append(b, "null"...)
+	} else {
+		b = r.Usage.appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+func (c *completionChoice) appendJSON(b []byte) []byte {
+	b = append(b, `{"text":`...)
+	b = appendJSONString(b, c.Text)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
+	b = append(b, `,"logprobs":`...)
+	if c.Logprobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = c.Logprobs.appendJSON(b)
+	}
+	b = append(b, `,"finish_reason":`...)
+	if c.FinishReason == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, *c.FinishReason)
+	}
+	return append(b, '}')
+}
+
+func (u *usage) appendJSON(b []byte) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	b = append(b, `,"prompt_tokens_details":`...)
+	if u.PromptTokensDetails == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(u.PromptTokensDetails.CachedTokens), 10)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+func (l *legacyLogprobs) appendJSON(b []byte) []byte {
+	b = append(b, `{"tokens":`...)
+	if l.Tokens == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, t := range l.Tokens {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, t)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"token_logprobs":`...)
+	if l.TokenLogprobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, v := range l.TokenLogprobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if v == nil {
+				b = append(b, "null"...)
+			} else {
+				b = appendJSONFloat(b, *v)
+			}
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"top_logprobs":`...)
+	if l.TopLogprobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, t := range l.TopLogprobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if t == nil {
+				b = append(b, "null"...)
+			} else {
+				b = t.appendJSON(b)
+			}
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"text_offset":`...)
+	if l.TextOffset == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, o := range l.TextOffset {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(o), 10)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func (t *topObject) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	for i, k := range t.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = strconv.AppendFloat(b, t.vals[i], 'g', -1, 64)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as encoding/json writes a string: HTML-safe, with
+// invalid UTF-8 as U+FFFD. Plain printable ASCII, nearly every token piece, is
+// copied; anything else takes encoding/json's own path.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64 (f is finite:
+// logprobs are clamped).
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 as e-9, as encoding/json writes it
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}

@@ -1,0 +1,196 @@
+package shim
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// echoAnswerFixture is what the shim handles for one lm-eval loglikelihood
+// request (token-id prompt, echo, logprobs 1, max_tokens 1) of n tokens with
+// a vocabulary of 32,000 pieces: llama-server's answer in the full form of
+// prompt probabilities (patch 0002) and in the flat form (patch 0008), with
+// the same numbers.
+type echoAnswerFixture struct {
+	v          *vocab
+	ids        []int
+	full, flat []byte
+}
+
+func newEchoAnswerFixture(n int) echoAnswerFixture {
+	rng := rand.New(rand.NewPCG(1, uint64(n)))
+	pieces := make([]string, 32000)
+	for i := range pieces {
+		pieces[i] = " " + strconv.FormatInt(int64(i)*7919, 36)
+	}
+	f := echoAnswerFixture{v: testVocabOf(pieces), ids: make([]int, n)}
+	for i := range f.ids {
+		f.ids[i] = 1 + rng.IntN(len(pieces)-1)
+	}
+	// float32 logprobs written as the doubles llama-server's JSON gives
+	lp := func() float64 { return float64(float32(-rng.Float64() * 12)) }
+	type alt struct {
+		ID      int     `json:"id"`
+		Token   string  `json:"token"`
+		Bytes   []byte  `json:"-"`
+		Raw     []int   `json:"bytes"`
+		Logprob float64 `json:"logprob"`
+	}
+	type entry struct {
+		alt
+		Top []alt `json:"top_logprobs"`
+	}
+	mk := func(id int, logprob float64) alt {
+		a := alt{ID: id, Token: pieces[id], Logprob: logprob}
+		for _, c := range []byte(pieces[id]) {
+			a.Raw = append(a.Raw, int(c))
+		}
+		return a
+	}
+	var entries []entry
+	flat := flatLogprobs{NTop: 1}
+	for _, id := range f.ids[1:] {
+		e := entry{alt: mk(id, lp()), Top: []alt{mk(1+rng.IntN(len(pieces)-1), lp())}}
+		entries = append(entries, e)
+		flat.Logprobs = append(flat.Logprobs, e.Logprob)
+		flat.TopIDs = append(flat.TopIDs, e.Top[0].ID)
+		flat.TopLogprobs = append(flat.TopLogprobs, e.Top[0].Logprob)
+	}
+	gen := map[string]any{
+		"content": pieces[5], "tokens": []int{5}, "stop": true, "stop_type": "limit", "tokens_predicted": 1,
+		"tokens_evaluated": n, "timings": map[string]any{"prompt_n": n, "prompt_ms": 9.5, "cache_n": 0},
+		"completion_probabilities": []entry{{alt: mk(5, lp()), Top: []alt{mk(5, lp())}}},
+	}
+	gen["prompt_probabilities"] = entries
+	f.full, _ = json.Marshal(gen)
+	delete(gen, "prompt_probabilities")
+	gen["prompt_logprobs_flat"] = flat
+	f.flat, _ = json.Marshal(gen)
+	return f
+}
+
+// answer does the shim's part of the request after llama-server's answer
+// arrived: decode it, lay out and render the echoed rows and the generated
+// token, and write the OpenAI answer. It returns the answer's bytes.
+func (f echoAnswerFixture) answer(tb testing.TB, body []byte) []byte {
+	return f.response(tb, body).appendJSON(nil)
+}
+
+// response is the OpenAI answer that answer writes.
+func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionResponse {
+	var resp nativeResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		tb.Fatal(err)
+	}
+	u := &upstream{vocab: f.v}
+	j := &job{u: u, req: &completionRequest{Echo: true, Logprobs: 1, MaxTokens: 1}, p: prompt{IDs: f.ids}, ids: f.ids}
+	j.layoutPrompt()
+	j.rows = make([]rowEntry, len(f.ids))
+	for i, id := range f.ids {
+		j.rows[i] = rowEntry{ID: id, Start: j.starts[i]}
+	}
+	if err := j.fillEchoRows(resp.prompt()); err != nil {
+		tb.Fatal(err)
+	}
+	g := alignProbs(f.v, resp.Tokens, resp.Probs)
+	rows := j.rows
+	for i := range g.ids {
+		rows = append(rows, rowEntry{ID: g.ids[i], Start: len(j.promptText) + g.starts[i], Row: probRow(g.probs[i], 1)})
+	}
+	text := append(append([]byte{}, j.promptText...), g.text...)
+	finish := finishReason(resp.StopType)
+	ch := completionChoice{Text: string(text), FinishReason: &finish, Logprobs: render(f.v, newRuneOffsets(text), rows, 1, false)}
+	return &completionResponse{ID: "cmpl-1", Object: "text_completion", Model: "m", Choices: []completionChoice{ch}, Usage: &usage{}}
+}
+
+// TestFlatAndFullPromptLogprobsGiveTheSameAnswer: the shim's answer does not
+// depend on the form in which llama-server sent the prompt logprobs.
+func TestFlatAndFullPromptLogprobsGiveTheSameAnswer(t *testing.T) {
+	f := newEchoAnswerFixture(64)
+	full, flat := f.answer(t, f.full), f.answer(t, f.flat)
+	if string(full) != string(flat) {
+		t.Errorf("answer from the flat form differs from the full form's:\nflat %.300s\nfull %.300s", flat, full)
+	}
+}
+
+// BenchmarkEchoAnswer measures the shim's own work on the answer to an lm-eval
+// loglikelihood request, without llama-server: decoding its answer with the
+// prompt probabilities in the full form (0002) and in the flat form (0008), the
+// rows, and writing the OpenAI answer, alternating, and reports both and their
+// ratio flat/full.
+func BenchmarkEchoAnswer(b *testing.B) {
+	for _, n := range []int{128, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			f := newEchoAnswerFixture(n)
+			var full, flat time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				f.answer(b, f.full)
+				full += time.Since(t0)
+				t0 = time.Now()
+				f.answer(b, f.flat)
+				flat += time.Since(t0)
+			}
+			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+			b.ReportMetric(us(full), "full_us")
+			b.ReportMetric(us(flat), "flat_us")
+			b.ReportMetric(flat.Seconds()/full.Seconds(), "flat/full")
+			b.ReportMetric(float64(len(f.full)), "full_bytes")
+			b.ReportMetric(float64(len(f.flat)), "flat_bytes")
+		})
+	}
+}
+
+
+// TestAnswerWriterMatchesEncodingJSON: the hand-written answer is byte for byte
+// what encoding/json writes for the same values, for strings that need escaping
+// (quotes, control characters, HTML, invalid UTF-8, U+2028), floats in both
+// notations, missing rows and nil fields.
+func TestAnswerWriterMatchesEncodingJSON(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	stop := "stop"
+	top := &topObject{}
+	top.set("a\"b", -0.5, false)
+	top.set("<&>", -1.25e-7, false)
+	top.set("\xff\u2028", -9999, false)
+	for _, tc := range []struct {
+		name string
+		resp *completionResponse
+	}{
+		{"empty", &completionResponse{}},
+		{"every field", &completionResponse{
+			ID: "cmpl-é", Object: "text_completion", Created: 1764620000, Model: "m<1>", SystemFingerprint: "b1-\t",
+			Choices: []completionChoice{
+				{Text: "x\n\"y\"\\\x01\x7f", Index: 0, FinishReason: &stop, Logprobs: &legacyLogprobs{
+					Tokens:        []string{"x", "\n", "\xe4\xb8", "token_id:7", " 世界", "\u2029"},
+					TokenLogprobs: []*float64{nil, f(-0.0), f(-1e-7), f(-123456.5), f(-3.0000001), f(-2.3025851249694824)},
+					TopLogprobs:   []*topObject{nil, top, {}, top, top, top},
+					TextOffset:    []int{0, 1, 2, 3, 4, 5},
+				}},
+				{Index: 1, Logprobs: &legacyLogprobs{}},
+			},
+			Usage: &usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4, PromptTokensDetails: &promptDetail{CachedTokens: 2}},
+		}},
+		{"no usage details", &completionResponse{Choices: []completionChoice{}, Usage: &usage{}}},
+	} {
+		want, err := json.Marshal(tc.resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tc.resp.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("%s: appendJSON =\n%s\nwant (encoding/json)\n%s", tc.name, got, want)
+		}
+	}
+	// the echo answer of a whole request, as the benchmark writes it
+	fx := newEchoAnswerFixture(64)
+	resp := fx.response(t, fx.flat)
+	want, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.appendJSON(nil); string(got) != string(want) {
+		t.Errorf("echo answer: appendJSON =\n%.400s\nwant (encoding/json)\n%.400s", got, want)
+	}
+}
