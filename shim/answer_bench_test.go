@@ -143,7 +143,6 @@ func BenchmarkEchoAnswer(b *testing.B) {
 	}
 }
 
-
 // TestAnswerWriterMatchesEncodingJSON: the hand-written answer is byte for byte
 // what encoding/json writes for the same values, for strings that need escaping
 // (quotes, control characters, HTML, invalid UTF-8, U+2028), floats in both
