@@ -139,8 +139,10 @@ func BenchmarkConcurrentScoring(b *testing.B) {
 		{"native-4slots", (&nativeScorer{}).Name(), alone, 4, 1, 4},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			server := llamaServer(b)
-			if sc.name != "forcing" {
+			var server string
+			if sc.name == "forcing" {
+				server = llamaServer(b)
+			} else {
 				server = patchedServer(b)
 			}
 			vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))

@@ -436,6 +436,7 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // and the generated token), "answer" (until the answer's headers arrive, less
 // compute: building and writing the JSON, the request's parsing and queueing),
 // "transfer" (reading the body); "shim" is echo end to end less that request.
+// Echo's time ends at the answer's last byte (decoding it is the client's).
 func BenchmarkPromptLogprobs(b *testing.B) {
 	server := patchedServer(b)
 	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
@@ -462,7 +463,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			ids := all[:n]
 			positions := echoPositions(n)
 			ctx := context.Background()
-			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, answer, transfer []time.Duration
+			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, predicted, answer, transfer []time.Duration
 			echoBody := map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true}
 			directBody := echoRequestBody(b, u, echoBody)
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
@@ -507,16 +508,20 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				}
 				c := time.Duration((dresp.Timings.PromptMS + dresp.Timings.PredictedMS) * float64(time.Millisecond))
 				direct, compute, answer, transfer = append(direct, all), append(compute, c), append(answer, head-c), append(transfer, all-head)
+				predicted = append(predicted, time.Duration(dresp.Timings.PredictedMS*float64(time.Millisecond)))
 
-				t0 = time.Now()
-				out := ts.complete(b, echoBody)
-				echo = append(echo, time.Since(t0))
+				// to the answer's last byte: decoding it is the client's work
+				raw, d := ts.timedPost(b, "/v1/completions", echoBody)
+				echo = append(echo, d)
+				var out cmplResp
+				if err := json.Unmarshal(raw, &out); err != nil {
+					b.Fatal(err)
+				}
 				if flat := u.info.PromptLogprobsFlat; flat {
 					// the same through the full form of 0002, for the same run's comparison
 					u.info.PromptLogprobsFlat = false
-					t0 = time.Now()
-					ts.complete(b, echoBody)
-					echoFull = append(echoFull, time.Since(t0))
+					_, d = ts.timedPost(b, "/v1/completions", echoBody)
+					echoFull = append(echoFull, d)
 					u.info.PromptLogprobsFlat = flat
 				}
 				if lp := out.Choices[0].Logprobs; lp == nil || len(lp.TokenLogprobs) != n+1 {
@@ -543,6 +548,8 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(prefillSrv), "prefill_server_ms")
 			b.ReportMetric(ms(nativeSrv), "native_server_ms")
 			b.ReportMetric(ms(compute), "split_compute_ms")
+			b.ReportMetric(ms(predicted), "split_compute_predicted_ms")
+			b.ReportMetric(ms(direct), "direct_ms")
 			b.ReportMetric(ms(answer), "split_answer_ms")
 			b.ReportMetric(ms(transfer), "split_transfer_ms")
 			b.ReportMetric(ms(echo)-ms(direct), "split_shim_ms")
@@ -554,6 +561,25 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(forc)/p, "forcing/prefill")
 		})
 	}
+}
+
+// timedPost posts v to the shim and returns the answer of status 200 and the
+// time from sending to its last byte.
+func (ts *testShim) timedPost(b *testing.B, path string, v any) ([]byte, time.Duration) {
+	b.Helper()
+	body, _ := json.Marshal(v)
+	t0 := time.Now()
+	resp, err := http.Post(ts.URL+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("POST %s: status %d, %v: %.300s", path, resp.StatusCode, err, data)
+	}
+	return data, d
 }
 
 // echoRequestBody is the body of the request the shim sends llama-server for
