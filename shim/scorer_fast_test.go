@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -327,6 +328,53 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("native scorer: rows from the flat form differ from the full form's")
+	}
+}
+
+// TestScoringPromptsStayOutOfThePromptCache: with the prompt cache on (llama-server's
+// default --cache-ram) and two slots, a scoring request's prompt is never copied into it
+// when another request starts (0008), while a plain completion's prompt still is. Read
+// from llama-server's own log (-lv 4 names every prompt it saves, with its length).
+func TestScoringPromptsStayOutOfThePromptCache(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "model.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedWriter{w: &bytes.Buffer{}}
+	ts, err := startShim(patchedServer(t), model, Options{ServerArgs: []string{promptLogprobsArg, "-lv", "4"}, ServerOutput: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.stop)
+	u := ts.upstream(t)
+	ctx := context.Background()
+	seq := func(from, n int) []int {
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = 3 + (from+i)%400
+		}
+		return ids
+	}
+	// a scoring prompt of 101 tokens on slot 0, then a plain one of 61 on slot 1, then
+	// two more on alternating slots: each start saves the other, idle slot
+	if _, err := u.scorer.Score(ctx, 0, seq(0, 101), echoPositions(101), 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, slot := range []int{1, 0, 1} {
+		if _, err := u.complete(ctx, &nativeRequest{Prompt: seq(1000+100*i, 61), NPredict: 1, CachePrompt: true, IDSlot: slot}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := regexp.MustCompile(`saving prompt with length (\d+)`).FindAllStringSubmatch(log.String(), -1)
+	var lengths []string
+	for _, m := range saved {
+		lengths = append(lengths, m[1])
+	}
+	if slices.Contains(lengths, "101") {
+		t.Errorf("the scoring prompt was saved to the prompt cache (saved lengths %v)", lengths)
+	}
+	if !slices.Contains(lengths, "61") {
+		t.Errorf("no plain prompt was saved to the prompt cache (saved lengths %v): the check cannot see saves", lengths)
 	}
 }
 
