@@ -14,11 +14,6 @@ import (
 // are those encoding/json writes for the same values
 // (TestAnswerWriterMatchesEncodingJSON).
 
-// jsonAppender is a value that writes itself as JSON.
-type jsonAppender interface {
-	appendJSON(b []byte) []byte
-}
-
 func (r *completionResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, r.ID)

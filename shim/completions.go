@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -74,6 +75,15 @@ type job struct {
 	starts     []int  // byte offset of each prompt token in promptText
 	rows       []rowEntry
 	usage      usage
+	// waited is the time spent waiting on llama-server's answers.
+	waited time.Duration
+}
+
+// timed runs fn, a call to llama-server, and adds its time to waited.
+func (j *job) timed(fn func()) {
+	t0 := time.Now()
+	fn()
+	j.waited += time.Since(t0)
 }
 
 // promptIDs tokenizes a text prompt the way /completion would.
@@ -143,7 +153,8 @@ func (j *job) echoRows(ctx context.Context, score bool) error {
 	if j.req.Logprobs < 0 || len(ids) < 2 || !score {
 		return nil
 	}
-	scored, err := j.u.scorer.Score(ctx, j.slot, ids, echoPositions(len(ids)), j.req.Logprobs)
+	var scored []Row
+	j.timed(func() { scored, err = j.u.scorer.Score(ctx, j.slot, ids, echoPositions(len(ids)), j.req.Logprobs) })
 	if err != nil {
 		return err
 	}
@@ -347,7 +358,8 @@ func (j *job) fillMissing(ctx context.Context, g *genState, n int) error {
 	for i, p := range positions {
 		abs[i] = len(ids) + p
 	}
-	rows, err := j.u.scorer.Score(ctx, j.slot, seq, abs, j.req.Logprobs)
+	var rows []Row
+	j.timed(func() { rows, err = j.u.scorer.Score(ctx, j.slot, seq, abs, j.req.Logprobs) })
 	if err != nil {
 		return fmt.Errorf("scoring generated tokens llama-server gave no probabilities for: %w", err)
 	}
@@ -397,7 +409,9 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 			return ch, err
 		}
 	} else {
-		resp, err := j.u.complete(ctx, j.generationRequest(oneRequest))
+		var resp *nativeResponse
+		var err error
+		j.timed(func() { resp, err = j.u.complete(ctx, j.generationRequest(oneRequest)) })
 		if err != nil {
 			return ch, err
 		}
@@ -444,6 +458,7 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	body, err := s.readBody(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -517,13 +532,28 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := usage{PromptTokensDetails: &promptDetail{}}
+	var waited time.Duration
 	for _, j := range jobs {
 		total.add(j.usage)
+		waited += j.waited
 	}
-	writeJSON(w, http.StatusOK, &completionResponse{
+	resp := &completionResponse{
 		ID: id, Object: "text_completion", Created: created, Model: s.modelName(u),
 		SystemFingerprint: u.info.BuildInfo, Choices: choices, Usage: &total,
-	})
+	}
+	data := resp.appendJSON(make([]byte, 0, 4096))
+	w.Header().Set("Server-Timing", serverTiming(waited, time.Since(start)))
+	writeBody(w, http.StatusOK, data)
+}
+
+// serverTiming is the Server-Timing header of an answer that took total,
+// waited of it on llama-server (summed over its prompts, which may run at once):
+// "llama" is that wait, "shim" the rest, in milliseconds.
+func serverTiming(waited, total time.Duration) string {
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+	}
+	return "llama;dur=" + ms(waited) + ";desc=\"llama-server\", shim;dur=" + ms(max(total-waited, 0))
 }
 
 // firstError prefers a real error over the cancellations it caused.

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -701,5 +704,31 @@ func TestChatCompletionsLogprobs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCompletionsSayWhereTheirTimeWent: a non-streamed completion's Server-Timing
+// header gives the time spent waiting on llama-server and the shim's own, in
+// milliseconds, and together they are no more than the request took.
+func TestCompletionsSayWhereTheirTimeWent(t *testing.T) {
+	ts := sharedShim(t)
+	body, _ := json.Marshal(map[string]any{"prompt": "the capital of france is", "max_tokens": 4, "temperature": 0, "logprobs": 1, "echo": true})
+	t0 := time.Now()
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	took := time.Since(t0)
+	h := resp.Header.Get("Server-Timing")
+	m := regexp.MustCompile(`^llama;dur=([0-9.]+);desc="llama-server", shim;dur=([0-9.]+)$`).FindStringSubmatch(h)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("status %d, Server-Timing %q; want llama;dur=MS;desc=\"llama-server\", shim;dur=MS", resp.StatusCode, h)
+	}
+	llama, _ := strconv.ParseFloat(m[1], 64)
+	shim, _ := strconv.ParseFloat(m[2], 64)
+	if llama <= 0 || shim < 0 || time.Duration((llama+shim)*float64(time.Millisecond)) > took {
+		t.Errorf("Server-Timing llama %g ms, shim %g ms for a request that took %v: want llama > 0 and the sum within it", llama, shim, took)
 	}
 }

@@ -75,17 +75,16 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var data []byte
-	var err error
-	if a, ok := v.(jsonAppender); ok {
-		data = a.appendJSON(make([]byte, 0, 4096))
-	} else {
-		data, err = json.Marshal(v)
-	}
+	data, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		data = []byte(`{"error":{"message":"encoding response","type":"server_error","param":null,"code":null}}`)
 	}
+	writeBody(w, status, data)
+}
+
+// writeBody writes data, a JSON document, as the answer.
+func writeBody(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(data, '\n'))

@@ -483,8 +483,12 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // for it sent straight to llama-server gives "compute" (its timings: prompt
 // and the generated token), "answer" (until the answer's headers arrive, less
 // compute: building and writing the JSON, the request's parsing and queueing),
-// "transfer" (reading the body); "shim" is echo end to end less that request.
-// Echo's time ends at the answer's last byte (decoding it is the client's).
+// "transfer" (reading the body); "echo_less_direct" is echo end to end less that
+// request. From echo's own Server-Timing header: "shim" is the shim's own work,
+// "shim_waited" its wait on llama-server and "client_hop" the rest (the client's
+// connection to the shim). Echo's time ends at the answer's last byte (decoding
+// it is the client's). Each kind of request is sent SHIM_BENCH_REPEAT (3) times in
+// a row and every time counts, so that CUDA graph captures fall alike on each kind.
 func BenchmarkPromptLogprobs(b *testing.B) {
 	server := patchedServer(b)
 	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
@@ -512,7 +516,12 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			positions := echoPositions(n)
 			ctx := context.Background()
 			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, predicted, answer, transfer []time.Duration
+			var shimOwn, llamaWait, hops []time.Duration
 			echoBody := map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true}
+			reps := 3
+			if r, err := strconv.Atoi(os.Getenv("SHIM_BENCH_REPEAT")); err == nil && r > 0 {
+				reps = r
+			}
 			directBody := echoRequestBody(b, u, echoBody)
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
 				// for a profiler: native scorer requests alone
@@ -524,68 +533,81 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				return
 			}
 			for b.Loop() {
-				t0 := time.Now()
-				resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true})
-				if err != nil {
-					b.Fatal(err)
+				// Each kind of request runs reps times in a row: CUDA's graphs are captured on
+				// the second decode of one shape and replayed from the third, so a kind measured
+				// right after another kind would pay for a capture the other did not.
+				for range reps {
+					t0 := time.Now()
+					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					prefill = append(prefill, time.Since(t0))
+					prefillSrv = append(prefillSrv, serverTime(b, resp))
 				}
-				prefill = append(prefill, time.Since(t0))
-				prefillSrv = append(prefillSrv, serverTime(b, resp))
-
-				// the native request alone, for llama-server's own prompt time
-				one := 1
-				resp, err = u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, PromptLogprobs: &one})
-				if err != nil {
-					b.Fatal(err)
+				for range reps {
+					// the native request alone, for llama-server's own prompt time
+					one := 1
+					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, PromptLogprobs: &one})
+					if err != nil {
+						b.Fatal(err)
+					}
+					nativeSrv = append(nativeSrv, serverTime(b, resp))
 				}
-				nativeSrv = append(nativeSrv, serverTime(b, resp))
-
-				// the request the shim makes for echo, straight to llama-server
-				t0 = time.Now()
-				hresp, err := u.do(ctx, http.MethodPost, "/completion", directBody)
-				if err != nil {
-					b.Fatal(err)
+				for range reps {
+					// the request the shim makes for echo, straight to llama-server
+					t0 := time.Now()
+					hresp, err := u.do(ctx, http.MethodPost, "/completion", directBody)
+					if err != nil {
+						b.Fatal(err)
+					}
+					head := time.Since(t0)
+					data, err := io.ReadAll(hresp.Body)
+					hresp.Body.Close()
+					all := time.Since(t0)
+					var dresp nativeResponse
+					if err != nil || hresp.StatusCode != http.StatusOK || json.Unmarshal(data, &dresp) != nil || dresp.Timings == nil {
+						b.Fatalf("echo's request to llama-server: status %d, %v: %.200s", hresp.StatusCode, err, data)
+					}
+					c := time.Duration((dresp.Timings.PromptMS + dresp.Timings.PredictedMS) * float64(time.Millisecond))
+					direct, compute, answer, transfer = append(direct, all), append(compute, c), append(answer, head-c), append(transfer, all-head)
+					predicted = append(predicted, time.Duration(dresp.Timings.PredictedMS*float64(time.Millisecond)))
 				}
-				head := time.Since(t0)
-				data, err := io.ReadAll(hresp.Body)
-				hresp.Body.Close()
-				all := time.Since(t0)
-				var dresp nativeResponse
-				if err != nil || hresp.StatusCode != http.StatusOK || json.Unmarshal(data, &dresp) != nil || dresp.Timings == nil {
-					b.Fatalf("echo's request to llama-server: status %d, %v: %.200s", hresp.StatusCode, err, data)
-				}
-				c := time.Duration((dresp.Timings.PromptMS + dresp.Timings.PredictedMS) * float64(time.Millisecond))
-				direct, compute, answer, transfer = append(direct, all), append(compute, c), append(answer, head-c), append(transfer, all-head)
-				predicted = append(predicted, time.Duration(dresp.Timings.PredictedMS*float64(time.Millisecond)))
-
-				// to the answer's last byte: decoding it is the client's work
-				raw, d := ts.timedPost(b, "/v1/completions", echoBody)
-				echo = append(echo, d)
-				var out cmplResp
-				if err := json.Unmarshal(raw, &out); err != nil {
-					b.Fatal(err)
+				for range reps {
+					// to the answer's last byte: decoding it is the client's work
+					raw, d, h := ts.timedPost(b, "/v1/completions", echoBody)
+					echo = append(echo, d)
+					own, waited := serverTimingMS(b, h, "shim"), serverTimingMS(b, h, "llama")
+					shimOwn, llamaWait, hops = append(shimOwn, own), append(llamaWait, waited), append(hops, d-own-waited)
+					var out cmplResp
+					if err := json.Unmarshal(raw, &out); err != nil {
+						b.Fatal(err)
+					}
+					if lp := out.Choices[0].Logprobs; lp == nil || len(lp.TokenLogprobs) != n+1 {
+						b.Fatalf("echo gave %d rows, want %d", len(lp.TokenLogprobs), n+1)
+					}
 				}
 				if flat := u.info.PromptLogprobsFlat; flat {
 					// the same through the full form of 0002, for the same run's comparison
 					u.info.PromptLogprobsFlat = false
-					_, d = ts.timedPost(b, "/v1/completions", echoBody)
-					echoFull = append(echoFull, d)
+					for range reps {
+						_, d, _ := ts.timedPost(b, "/v1/completions", echoBody)
+						echoFull = append(echoFull, d)
+					}
 					u.info.PromptLogprobsFlat = flat
 				}
-				if lp := out.Choices[0].Logprobs; lp == nil || len(lp.TokenLogprobs) != n+1 {
-					b.Fatalf("echo gave %d rows, want %d", len(lp.TokenLogprobs), n+1)
-				}
-
-				for _, s := range []struct {
-					sc PromptScorer
-					d  *[]time.Duration
-				}{{native, &nat}, {forcing, &forc}} {
-					t0 = time.Now()
-					if _, err := s.sc.Score(ctx, 0, ids, positions, 1); err != nil {
+				for range reps {
+					t0 := time.Now()
+					if _, err := native.Score(ctx, 0, ids, positions, 1); err != nil {
 						b.Fatal(err)
 					}
-					*s.d = append(*s.d, time.Since(t0))
+					nat = append(nat, time.Since(t0))
 				}
+				t0 := time.Now()
+				if _, err := forcing.Score(ctx, 0, ids, positions, 1); err != nil {
+					b.Fatal(err)
+				}
+				forc = append(forc, time.Since(t0))
 			}
 			ms := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) / 1000 }
 			p := ms(prefill)
@@ -600,7 +622,10 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(direct), "direct_ms")
 			b.ReportMetric(ms(answer), "split_answer_ms")
 			b.ReportMetric(ms(transfer), "split_transfer_ms")
-			b.ReportMetric(ms(echo)-ms(direct), "split_shim_ms")
+			b.ReportMetric(ms(echo)-ms(direct), "split_echo_less_direct_ms")
+			b.ReportMetric(ms(shimOwn), "split_shim_ms")
+			b.ReportMetric(ms(llamaWait), "split_shim_waited_ms")
+			b.ReportMetric(ms(hops), "split_client_hop_ms")
 			b.ReportMetric(ms(echo)/p, "echo/prefill")
 			if len(echoFull) > 0 {
 				b.ReportMetric(ms(echoFull)/p, "echo_full_form/prefill")
@@ -611,9 +636,9 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 	}
 }
 
-// timedPost posts v to the shim and returns the answer of status 200 and the
-// time from sending to its last byte.
-func (ts *testShim) timedPost(b *testing.B, path string, v any) ([]byte, time.Duration) {
+// timedPost posts v to the shim and returns the answer of status 200, the
+// time from sending to its last byte and the answer's headers.
+func (ts *testShim) timedPost(b *testing.B, path string, v any) ([]byte, time.Duration, http.Header) {
 	b.Helper()
 	body, _ := json.Marshal(v)
 	t0 := time.Now()
@@ -627,7 +652,29 @@ func (ts *testShim) timedPost(b *testing.B, path string, v any) ([]byte, time.Du
 	if err != nil || resp.StatusCode != http.StatusOK {
 		b.Fatalf("POST %s: status %d, %v: %.300s", path, resp.StatusCode, err, data)
 	}
-	return data, d
+	return data, d, resp.Header
+}
+
+// serverTimingMS reads one metric's duration from a Server-Timing header.
+func serverTimingMS(b *testing.B, h http.Header, name string) time.Duration {
+	b.Helper()
+	for _, m := range strings.Split(h.Get("Server-Timing"), ",") {
+		parts := strings.Split(strings.TrimSpace(m), ";")
+		if parts[0] != name {
+			continue
+		}
+		for _, p := range parts[1:] {
+			if v, ok := strings.CutPrefix(p, "dur="); ok {
+				ms, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatalf("Server-Timing %q: %v", h.Get("Server-Timing"), err)
+				}
+				return time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+	}
+	b.Fatalf("Server-Timing %q has no %s", h.Get("Server-Timing"), name)
+	return 0
 }
 
 // echoRequestBody is the body of the request the shim sends llama-server for
