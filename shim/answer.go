@@ -28,18 +28,7 @@ func (r *completionResponse) appendJSON(b []byte) []byte {
 		b = appendJSONString(b, r.SystemFingerprint)
 	}
 	b = append(b, `,"choices":`...)
-	if r.Choices == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range r.Choices {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = r.Choices[i].appendJSON(b)
-		}
-		b = append(b, ']')
-	}
+	b = appendArray(b, r.Choices, func(b []byte, c completionChoice) []byte { return c.appendJSON(b) })
 	b = append(b, `,"usage":`...)
 	if r.Usage == nil {
 		b = append(b, "null"...)
@@ -89,66 +78,40 @@ func (u *usage) appendJSON(b []byte) []byte {
 
 func (l *legacyLogprobs) appendJSON(b []byte) []byte {
 	b = append(b, `{"tokens":`...)
-	if l.Tokens == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, t := range l.Tokens {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, t)
-		}
-		b = append(b, ']')
-	}
+	b = appendArray(b, l.Tokens, appendJSONString)
 	b = append(b, `,"token_logprobs":`...)
-	if l.TokenLogprobs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, v := range l.TokenLogprobs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if v == nil {
-				b = append(b, "null"...)
-			} else {
-				b = appendJSONFloat(b, *v)
-			}
+	b = appendArray(b, l.TokenLogprobs, func(b []byte, v *float64) []byte {
+		if v == nil {
+			return append(b, "null"...)
 		}
-		b = append(b, ']')
-	}
+		return appendJSONFloat(b, *v)
+	})
 	b = append(b, `,"top_logprobs":`...)
-	if l.TopLogprobs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, t := range l.TopLogprobs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if t == nil {
-				b = append(b, "null"...)
-			} else {
-				b = t.appendJSON(b)
-			}
+	b = appendArray(b, l.TopLogprobs, func(b []byte, t *topObject) []byte {
+		if t == nil {
+			return append(b, "null"...)
 		}
-		b = append(b, ']')
-	}
+		return t.appendJSON(b)
+	})
 	b = append(b, `,"text_offset":`...)
-	if l.TextOffset == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, o := range l.TextOffset {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(o), 10)
-		}
-		b = append(b, ']')
-	}
+	b = appendArray(b, l.TextOffset, func(b []byte, o int) []byte { return strconv.AppendInt(b, int64(o), 10) })
 	return append(b, '}')
+}
+
+// appendArray appends xs as a JSON array, each element written by elem, or null
+// for a nil slice, as encoding/json does.
+func appendArray[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
+	if xs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, x)
+	}
+	return append(b, ']')
 }
 
 func (t *topObject) appendJSON(b []byte) []byte {

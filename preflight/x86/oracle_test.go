@@ -26,7 +26,8 @@ type objdumpInst struct {
 
 var objdumpLine = regexp.MustCompile(`^\s*([0-9a-f]+):\t([0-9a-f ]+)\t(.*)$`)
 
-func runObjdump(t *testing.T, path string) []objdumpInst {
+// runObjdump disassembles path with objdump and its args (-d -w when none).
+func runObjdump(t *testing.T, path string, args ...string) []objdumpInst {
 	t.Helper()
 	if _, err := exec.LookPath("objdump"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -34,9 +35,12 @@ func runObjdump(t *testing.T, path string) []objdumpInst {
 		}
 		t.Skipf("objdump (binutils) not installed: %v", err)
 	}
-	out, err := exec.Command("objdump", "-d", "-w", path).Output()
+	if len(args) == 0 {
+		args = []string{"-d", "-w"}
+	}
+	out, err := exec.Command("objdump", append(args, path)...).Output()
 	if err != nil {
-		t.Fatalf("objdump -d -w %s: %v", path, err)
+		t.Fatalf("objdump %s %s: %v", strings.Join(args, " "), path, err)
 	}
 	var insts []objdumpInst
 	sc := bufio.NewScanner(bytes.NewReader(out))

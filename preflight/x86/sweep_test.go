@@ -1,14 +1,11 @@
 package x86
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,12 +70,6 @@ func sweepCandidates() [][]byte {
 // verdict is unknown, never a wrong ok, so those are only counted: objdump names some
 // encodings the SDM makes #UD (EVEX vdbpsadbw without 66).
 func TestClassifierAgreesWithObjdumpOverOpcodeSpace(t *testing.T) {
-	if _, err := exec.LookPath("objdump"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("objdump (binutils) is needed: %v", err)
-		}
-		t.Skipf("objdump (binutils) not installed: %v", err)
-	}
 	const slot = 32 // the 0x90 padding realigns objdump before the next slot
 	cands := sweepCandidates()
 	code := bytes.Repeat([]byte{0x90}, len(cands)*slot)
@@ -89,30 +80,14 @@ func TestClassifierAgreesWithObjdumpOverOpcodeSpace(t *testing.T) {
 	if err := os.WriteFile(path, code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("objdump", "-D", "-w", "-b", "binary", "-mi386:x86-64", path).Output()
-	if err != nil {
-		t.Fatalf("objdump -D %s: %v", path, err)
-	}
 	var stricter, lenMiss, notInTable int
 	compared := map[Encoding]int{}
 	disagree, examples := map[string]int{}, map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := objdumpLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		addr, _ := strconv.ParseUint(m[1], 16, 64)
+	for _, o := range runObjdump(t, path, "-D", "-w", "-b", "binary", "-mi386:x86-64") {
+		addr := o.addr
 		if addr%slot != 0 {
 			continue
 		}
-		var raw []byte
-		for _, h := range strings.Fields(m[2]) {
-			b, _ := strconv.ParseUint(h, 16, 8)
-			raw = append(raw, byte(b))
-		}
-		o := objdumpInst{addr, raw, strings.TrimSpace(m[3])}
 		if objdumpData(o) || strings.Contains(o.text, "{bad}") {
 			continue
 		}
