@@ -15,8 +15,8 @@ import (
 
 // TestScoresDoNotDependOnTraffic sends lm-evaluation-harness's loglikelihood request (token-id
 // prompt, echo, logprobs 1, max_tokens 1) for prompts longer than a ubatch to a bundle-shaped
-// server with 4 slots and --prompt-logprobs-alone (patch 0007): alone, four at once, and each
-// beside streamed generation. Every log probability must be the same float. Without the option
+// server with 4 slots and --prompt-logprobs-alone (patch 0007), and one with 1 slot: alone, four
+// at once, and each beside streamed generation. Every log probability must be the same float. Without the option
 // the same traffic changed them by up to 0.06 nats on this model on CPU (issue 19's note).
 // SHIM_SCORES_CONTROL=1 also runs the same traffic without the option and logs what changes,
 // to measure the mechanism on a backend (with SHIM_SERVER_ARGS="-ngl 99" on CUDA).
@@ -36,6 +36,10 @@ func TestScoresDoNotDependOnTraffic(t *testing.T) {
 	args := []string{"-np", "4", "-t", "2", "--prompt-logprobs", "--no-kv-unified"}
 	for _, d := range scoreTrafficDifferences(t, server, model, append(args, "--prompt-logprobs-alone")) {
 		t.Error(d)
+	}
+	// one slot: the shim serves the same traffic one request at a time
+	for _, d := range scoreTrafficDifferences(t, server, model, []string{"-np", "1", "-t", "2", "--prompt-logprobs", "--prompt-logprobs-alone"}) {
+		t.Error("one slot: " + d)
 	}
 	if os.Getenv("SHIM_SCORES_CONTROL") == "1" {
 		diffs := scoreTrafficDifferences(t, server, model, args)
