@@ -75,7 +75,7 @@ type job struct {
 	starts     []int  // byte offset of each prompt token in promptText
 	rows       []rowEntry
 	usage      usage
-	// waited is the time spent waiting on llama-server's answers.
+	// waited is the time spent waiting on llama-server: for a slot and for its answers.
 	waited time.Duration
 }
 
@@ -387,7 +387,9 @@ func probRow(p *nativeProb, top int) *Row {
 
 // run computes one choice without streaming.
 func (j *job) run(ctx context.Context) (completionChoice, error) {
-	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait)
+	var slot int
+	var err error
+	j.timed(func() { slot, err = j.u.acquire(ctx, j.s.opts.SlotWait) })
 	if err != nil {
 		return completionChoice{}, err
 	}
@@ -410,7 +412,6 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 		}
 	} else {
 		var resp *nativeResponse
-		var err error
 		j.timed(func() { resp, err = j.u.complete(ctx, j.generationRequest(oneRequest)) })
 		if err != nil {
 			return ch, err
@@ -547,8 +548,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // serverTiming is the Server-Timing header of an answer that took total,
-// waited of it on llama-server (summed over its prompts, which may run at once):
-// "llama" is that wait, "shim" the rest, in milliseconds.
+// waited of it on llama-server, for slots and answers (summed over its prompts,
+// which may run at once): "llama" is that wait, "shim" the rest, in milliseconds.
 func serverTiming(waited, total time.Duration) string {
 	ms := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
