@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -311,12 +313,7 @@ func TestDecoderAgreesWithObjdump(t *testing.T) {
 					}
 				}
 			}
-			kinds := make([]string, 0, len(disagree))
-			for k := range disagree {
-				kinds = append(kinds, k)
-			}
-			sort.Strings(kinds)
-			for _, k := range kinds {
+			for _, k := range slices.Sorted(maps.Keys(disagree)) {
 				t.Errorf("%s (×%d; first at %s)", k, disagree[k], examples[k])
 			}
 			if len(unknown) > 0 {

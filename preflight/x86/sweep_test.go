@@ -3,9 +3,10 @@ package x86
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -121,12 +122,7 @@ func TestClassifierAgreesWithObjdumpOverOpcodeSpace(t *testing.T) {
 		}
 		disagree[kind]++
 	}
-	kinds := make([]string, 0, len(disagree))
-	for k := range disagree {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(disagree)) {
 		t.Errorf("%s (×%d; e.g. %s)", k, disagree[k], examples[k])
 	}
 	if compared[Legacy] < 5000 || compared[VEX] < 2000 || compared[EVEX] < 2000 {
