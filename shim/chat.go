@@ -36,12 +36,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	slot, err := u.acquire(r.Context(), s.opts.SlotWait)
+	// a conversation's next turn repeats its messages: their JSON finds the slot that holds them
+	key := []byte(req.Fields["messages"])
+	slot, err := u.acquire(r.Context(), s.opts.SlotWait, key)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer u.release(slot)
+	defer u.release(slot, key)
 	f := req.Fields
 	f["id_slot"] = json.RawMessage(jsonInt(slot))
 	trim := -1

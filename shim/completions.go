@@ -75,15 +75,23 @@ type job struct {
 	starts     []int  // byte offset of each prompt token in promptText
 	rows       []rowEntry
 	usage      usage
-	// waited is the time spent waiting on llama-server: for a slot and for its answers.
-	waited time.Duration
+	// slotWait is the time spent waiting for a free slot; calls, where its
+	// calls to llama-server spent theirs.
+	slotWait time.Duration
+	calls    callTimes
 }
 
-// timed runs fn, a call to llama-server, and adds its time to waited.
-func (j *job) timed(fn func()) {
-	t0 := time.Now()
-	fn()
-	j.waited += time.Since(t0)
+// slotKey is the prompt as the slot pool compares it: the ids llama-server
+// gets, or the text it tokenizes.
+func (j *job) slotKey() []byte {
+	switch {
+	case j.ids != nil:
+		return slotKey(j.ids, "")
+	case j.p.IsText:
+		return slotKey(nil, j.p.Text)
+	default:
+		return slotKey(j.p.IDs, "")
+	}
 }
 
 // promptIDs tokenizes a text prompt the way /completion would.
@@ -154,7 +162,7 @@ func (j *job) echoRows(ctx context.Context, score bool) error {
 		return nil
 	}
 	var scored []Row
-	j.timed(func() { scored, err = j.u.scorer.Score(ctx, j.slot, ids, echoPositions(len(ids)), j.req.Logprobs) })
+	scored, err = j.u.scorer.Score(ctx, j.slot, ids, echoPositions(len(ids)), j.req.Logprobs)
 	if err != nil {
 		return err
 	}
@@ -359,7 +367,7 @@ func (j *job) fillMissing(ctx context.Context, g *genState, n int) error {
 		abs[i] = len(ids) + p
 	}
 	var rows []Row
-	j.timed(func() { rows, err = j.u.scorer.Score(ctx, j.slot, seq, abs, j.req.Logprobs) })
+	rows, err = j.u.scorer.Score(ctx, j.slot, seq, abs, j.req.Logprobs)
 	if err != nil {
 		return fmt.Errorf("scoring generated tokens llama-server gave no probabilities for: %w", err)
 	}
@@ -387,13 +395,15 @@ func probRow(p *nativeProb, top int) *Row {
 
 // run computes one choice without streaming.
 func (j *job) run(ctx context.Context) (completionChoice, error) {
-	var slot int
-	var err error
-	j.timed(func() { slot, err = j.u.acquire(ctx, j.s.opts.SlotWait) })
+	ctx = withCallTimes(ctx, &j.calls)
+	t0 := time.Now()
+	key := j.slotKey()
+	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait, key)
+	j.slotWait = time.Since(t0)
 	if err != nil {
 		return completionChoice{}, err
 	}
-	defer j.u.release(slot)
+	defer j.u.release(slot, key)
 	j.slot = slot
 	oneRequest := j.echoInOneRequest()
 	if j.req.Echo {
@@ -412,7 +422,7 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 		}
 	} else {
 		var resp *nativeResponse
-		j.timed(func() { resp, err = j.u.complete(ctx, j.generationRequest(oneRequest)) })
+		resp, err = j.u.complete(ctx, j.generationRequest(oneRequest))
 		if err != nil {
 			return ch, err
 		}
@@ -533,28 +543,33 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := usage{PromptTokensDetails: &promptDetail{}}
-	var waited time.Duration
+	var slotWait time.Duration
+	var calls callTimes
 	for _, j := range jobs {
 		total.add(j.usage)
-		waited += j.waited
+		slotWait += j.slotWait
+		calls.add(j.calls)
 	}
 	resp := &completionResponse{
 		ID: id, Object: "text_completion", Created: created, Model: s.modelName(u),
 		SystemFingerprint: u.info.BuildInfo, Choices: choices, Usage: &total,
 	}
 	data := resp.appendJSON(make([]byte, 0, 4096))
-	w.Header().Set("Server-Timing", serverTiming(waited, time.Since(start)))
+	w.Header().Set("Server-Timing", serverTiming(slotWait, calls, time.Since(start)))
 	writeBody(w, http.StatusOK, data)
 }
 
-// serverTiming is the Server-Timing header of an answer that took total,
-// waited of it on llama-server, for slots and answers (summed over its prompts,
-// which may run at once): "llama" is that wait, "shim" the rest, in milliseconds.
-func serverTiming(waited, total time.Duration) string {
+// serverTiming is the Server-Timing header of an answer that took total
+// (summed over its prompts, which may run at once; milliseconds): "slot" is
+// the wait for a free slot, "llama" the calls to llama-server, from sending
+// each to the last byte of its answer, and "shim" the rest, the shim's own
+// work (decoding llama-server's answers included).
+func serverTiming(slotWait time.Duration, calls callTimes, total time.Duration) string {
 	ms := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
 	}
-	return "llama;dur=" + ms(waited) + ";desc=\"llama-server\", shim;dur=" + ms(max(total-waited, 0))
+	return "slot;dur=" + ms(slotWait) + ";desc=\"waiting for a free slot\", llama;dur=" + ms(calls.wire) +
+		";desc=\"llama-server\", shim;dur=" + ms(max(total-slotWait-calls.wire, 0))
 }
 
 // firstError prefers a real error over the cancellations it caused.

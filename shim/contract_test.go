@@ -722,13 +722,14 @@ func TestCompletionsSayWhereTheirTimeWent(t *testing.T) {
 	resp.Body.Close()
 	took := time.Since(t0)
 	h := resp.Header.Get("Server-Timing")
-	m := regexp.MustCompile(`^llama;dur=([0-9.]+);desc="llama-server", shim;dur=([0-9.]+)$`).FindStringSubmatch(h)
+	m := regexp.MustCompile(`^slot;dur=([0-9.]+);desc="waiting for a free slot", llama;dur=([0-9.]+);desc="llama-server", shim;dur=([0-9.]+)$`).FindStringSubmatch(h)
 	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("status %d, Server-Timing %q; want llama;dur=MS;desc=\"llama-server\", shim;dur=MS", resp.StatusCode, h)
+		t.Fatalf("status %d, Server-Timing %q; want slot;dur=MS;desc=\"waiting for a free slot\", llama;dur=MS;desc=\"llama-server\", shim;dur=MS", resp.StatusCode, h)
 	}
-	llama, _ := strconv.ParseFloat(m[1], 64)
-	shim, _ := strconv.ParseFloat(m[2], 64)
-	if llama <= 0 || shim < 0 || time.Duration((llama+shim)*float64(time.Millisecond)) > took {
-		t.Errorf("Server-Timing llama %g ms, shim %g ms for a request that took %v: want llama > 0 and the sum within it", llama, shim, took)
+	slot, _ := strconv.ParseFloat(m[1], 64)
+	llama, _ := strconv.ParseFloat(m[2], 64)
+	shim, _ := strconv.ParseFloat(m[3], 64)
+	if slot < 0 || llama <= 0 || shim <= 0 || time.Duration((slot+llama+shim)*float64(time.Millisecond)) > took {
+		t.Errorf("Server-Timing slot %g ms, llama %g ms, shim %g ms for a request that took %v: want llama and shim > 0 and the sum within it", slot, llama, shim, took)
 	}
 }

@@ -129,11 +129,11 @@ func TestNativeScorerMatchesTeacherForcing(t *testing.T) {
 				if name == "long" && len(ids) <= 2*64 {
 					t.Fatalf("long prompt has %d tokens, want more than two ubatches", len(ids))
 				}
-				slot, err := u.acquire(context.Background(), time.Minute)
+				slot, err := u.acquire(context.Background(), time.Minute, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer u.release(slot)
+				defer u.release(slot, nil)
 				got, err := native.Score(context.Background(), slot, ids, positions, top)
 				if err != nil {
 					t.Fatal(err)
@@ -171,11 +171,11 @@ func TestNativeScorerSlotsShareABatch(t *testing.T) {
 	var wg sync.WaitGroup
 	for k := range 2 {
 		ids[k] = ts.tokenize(t, texts[k], true)
-		slot, err := u.acquire(context.Background(), time.Minute)
+		slot, err := u.acquire(context.Background(), time.Minute, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer u.release(slot)
+		defer u.release(slot, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -482,11 +482,13 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // The echo request's time is split (medians, ms): the request the shim makes
 // for it sent straight to llama-server gives "compute" (its timings: prompt
 // and the generated token), "answer" (until the answer's headers arrive, less
-// compute: building and writing the JSON, the request's parsing and queueing),
+// compute: building and writing the JSON, the request's parsing and queueing;
+// "prefill_answer" is the same for the plain prefill, with its body read),
 // "transfer" (reading the body); "echo_less_direct" is echo end to end less that
-// request. From echo's own Server-Timing header: "shim" is the shim's own work,
-// "shim_waited" its wait on llama-server and "client_hop" the rest (the client's
-// connection to the shim). Echo's time ends at the answer's last byte (decoding
+// request. From echo's own Server-Timing header: "shim" is the shim's own work
+// (decoding llama-server's answer included), "shim_waited" its calls to
+// llama-server (sending to the answer's last byte), "shim_slot" its wait for a
+// free slot and "client_hop" the rest (the client's connection to the shim). Echo's time ends at the answer's last byte (decoding
 // it is the client's). Each kind of request is sent SHIM_BENCH_REPEAT (3) times in
 // a row and every time counts, so that CUDA graph captures fall alike on each kind.
 func BenchmarkPromptLogprobs(b *testing.B) {
@@ -516,7 +518,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			positions := echoPositions(n)
 			ctx := context.Background()
 			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, predicted, answer, transfer []time.Duration
-			var shimOwn, llamaWait, hops []time.Duration
+			var shimOwn, llamaWait, slotWait, hops, prefillRest []time.Duration
 			echoBody := map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true}
 			reps := 3
 			if r, err := strconv.Atoi(os.Getenv("SHIM_BENCH_REPEAT")); err == nil && r > 0 {
@@ -542,8 +544,10 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					prefill = append(prefill, time.Since(t0))
+					d := time.Since(t0)
+					prefill = append(prefill, d)
 					prefillSrv = append(prefillSrv, serverTime(b, resp))
+					prefillRest = append(prefillRest, d-time.Duration((resp.Timings.PromptMS+resp.Timings.PredictedMS)*float64(time.Millisecond)))
 				}
 				for range reps {
 					// the native request alone, for llama-server's own prompt time
@@ -577,8 +581,8 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					// to the answer's last byte: decoding it is the client's work
 					raw, d, h := ts.timedPost(b, "/v1/completions", echoBody)
 					echo = append(echo, d)
-					own, waited := serverTimingMS(b, h, "shim"), serverTimingMS(b, h, "llama")
-					shimOwn, llamaWait, hops = append(shimOwn, own), append(llamaWait, waited), append(hops, d-own-waited)
+					own, waited, slot := serverTimingMS(b, h, "shim"), serverTimingMS(b, h, "llama"), serverTimingMS(b, h, "slot")
+					shimOwn, llamaWait, slotWait, hops = append(shimOwn, own), append(llamaWait, waited), append(slotWait, slot), append(hops, d-own-waited-slot)
 					var out cmplResp
 					if err := json.Unmarshal(raw, &out); err != nil {
 						b.Fatal(err)
@@ -621,10 +625,12 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			b.ReportMetric(ms(predicted), "split_compute_predicted_ms")
 			b.ReportMetric(ms(direct), "direct_ms")
 			b.ReportMetric(ms(answer), "split_answer_ms")
+			b.ReportMetric(ms(prefillRest), "split_prefill_answer_ms")
 			b.ReportMetric(ms(transfer), "split_transfer_ms")
 			b.ReportMetric(ms(echo)-ms(direct), "split_echo_less_direct_ms")
 			b.ReportMetric(ms(shimOwn), "split_shim_ms")
 			b.ReportMetric(ms(llamaWait), "split_shim_waited_ms")
+			b.ReportMetric(ms(slotWait), "split_shim_slot_ms")
 			b.ReportMetric(ms(hops), "split_client_hop_ms")
 			b.ReportMetric(ms(echo)/p, "echo/prefill")
 			if len(echoFull) > 0 {

@@ -102,11 +102,12 @@ func (s *Server) streamCompletions(w http.ResponseWriter, r *http.Request, u *up
 
 // stream computes one choice and emits it as it is generated.
 func (j *job) stream(ctx context.Context, emit func(completionChoice) error) error {
-	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait)
+	key := j.slotKey()
+	slot, err := j.u.acquire(ctx, j.s.opts.SlotWait, key)
 	if err != nil {
 		return err
 	}
-	defer j.u.release(slot)
+	defer j.u.release(slot, key)
 	j.slot = slot
 	v, lp := j.u.vocab, j.req.Logprobs
 	var text []byte // the choice's text so far

@@ -111,7 +111,7 @@ func TestSlotWaitTimesOutWith503(t *testing.T) {
 	// Hold every slot, as long-running requests would.
 	var held []int
 	for range u.info.TotalSlots {
-		s, err := u.acquire(context.Background(), time.Second)
+		s, err := u.acquire(context.Background(), time.Second, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestSlotWaitTimesOutWith503(t *testing.T) {
 	}
 	defer func() {
 		for _, s := range held {
-			u.release(s)
+			u.release(s, nil)
 		}
 	}()
 	start := time.Now()

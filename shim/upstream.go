@@ -25,7 +25,7 @@ type upstream struct {
 	client *http.Client
 	info   serverInfo
 	vocab  *vocab
-	slots  chan int
+	slots  *slotPool
 	scorer PromptScorer
 }
 
@@ -97,12 +97,16 @@ func (u *upstream) getJSON(ctx context.Context, path string, out any) error {
 // answer into out. An error answer from llama-server becomes an apiError:
 // its 4xx as 400 for the client, 503 as 503, anything else as 502.
 func (u *upstream) callJSON(ctx context.Context, method, path string, body []byte, out any) error {
+	t0 := time.Now()
 	resp, err := u.do(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
+	if ct, ok := ctx.Value(callTimesKey{}).(*callTimes); ok {
+		ct.wire += time.Since(t0)
+	}
 	if err != nil {
 		return upstreamOrCanceled(ctx, &readError{"reading its answer to " + path, err})
 	}
@@ -113,6 +117,22 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
 	}
 	return nil
+}
+
+// callTimes is where one job's calls to llama-server spent their time:
+// wire from sending each call to the last byte of its answer.
+type callTimes struct {
+	wire time.Duration
+}
+
+func (c *callTimes) add(o callTimes) { c.wire += o.wire }
+
+type callTimesKey struct{}
+
+// withCallTimes has callJSON add the calls made with the returned context
+// to ct. One goroutine at a time may make them.
+func withCallTimes(ctx context.Context, ct *callTimes) context.Context {
+	return context.WithValue(ctx, callTimesKey{}, ct)
 }
 
 func (u *upstream) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
@@ -414,31 +434,15 @@ func (u *upstream) load(ctx context.Context) error {
 	if u.info.NCtx == 0 {
 		u.info.NCtx = models.Data[0].Meta.NCtx
 	}
-	u.slots = make(chan int, u.info.TotalSlots)
-	for i := range u.info.TotalSlots {
-		u.slots <- i
-	}
+	u.slots = newSlotPool(u.info.TotalSlots)
 	return nil
 }
 
-// acquire takes a free slot, waiting at most wait; a client that waits
-// longer gets 503 rather than a hang.
-func (u *upstream) acquire(ctx context.Context, wait time.Duration) (int, error) {
-	select {
-	case s := <-u.slots:
-		return s, nil
-	default:
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case s := <-u.slots:
-		return s, nil
-	case <-t.C:
-		return 0, unavailable("all %d llama-server slots stayed busy for %v; retry later", u.info.TotalSlots, wait)
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: %v", errCanceled, ctx.Err())
-	}
+// acquire takes a free slot for a prompt of key (slotKey; nil: unknown),
+// waiting at most wait.
+func (u *upstream) acquire(ctx context.Context, wait time.Duration, key []byte) (int, error) {
+	return u.slots.acquire(ctx, wait, key)
 }
 
-func (u *upstream) release(slot int) { u.slots <- slot }
+// release gives slot back after a request whose prompt was key.
+func (u *upstream) release(slot int, key []byte) { u.slots.release(slot, key) }
