@@ -38,6 +38,29 @@ func (r *completionResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// sizeHint is about the length of the answer's JSON, so that writing it
+// does not grow the buffer a dozen times: an echoed 512-token prompt's
+// answer is about 30 KB.
+func (r *completionResponse) sizeHint() int {
+	n := 1024
+	for _, c := range r.Choices {
+		n += 2 * len(c.Text)
+		if l := c.Logprobs; l != nil {
+			for _, t := range l.Tokens {
+				n += len(t) + 32 // the token, its logprob and offset
+			}
+			for _, t := range l.TopLogprobs {
+				if t != nil {
+					for _, k := range t.keys {
+						n += len(k) + 28
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
 func (c *completionChoice) appendJSON(b []byte) []byte {
 	b = append(b, `{"text":`...)
 	b = appendJSONString(b, c.Text)

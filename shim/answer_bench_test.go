@@ -75,13 +75,14 @@ func newEchoAnswerFixture(n int) echoAnswerFixture {
 // arrived: decode it, lay out and render the echoed rows and the generated
 // token, and write the OpenAI answer. It returns the answer's bytes.
 func (f echoAnswerFixture) answer(tb testing.TB, body []byte) []byte {
-	return f.response(tb, body).appendJSON(nil)
+	r := f.response(tb, body)
+	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }
 
 // response is the OpenAI answer that answer writes.
 func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionResponse {
 	var resp nativeResponse
-	if err := json.Unmarshal(body, &resp); err != nil {
+	if err := resp.decode(body); err != nil {
 		tb.Fatal(err)
 	}
 	u := &upstream{vocab: f.v}

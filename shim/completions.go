@@ -554,7 +554,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		ID: id, Object: "text_completion", Created: created, Model: s.modelName(u),
 		SystemFingerprint: u.info.BuildInfo, Choices: choices, Usage: &total,
 	}
-	data := resp.appendJSON(make([]byte, 0, 4096))
+	data := resp.appendJSON(make([]byte, 0, resp.sizeHint()))
 	w.Header().Set("Server-Timing", serverTiming(slotWait, calls, time.Since(start)))
 	writeBody(w, http.StatusOK, data)
 }

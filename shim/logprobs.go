@@ -92,22 +92,29 @@ func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) *le
 		TopLogprobs:   make([]*topObject, len(rows)),
 		TextOffset:    make([]int, len(rows)),
 	}
+	// one allocation each for all rows' values, objects and their entries
+	// (up to top alternatives and the chosen token per row)
+	lps := make([]float64, len(rows))
+	tops := make([]topObject, len(rows))
+	per := max(top, 0) + 1
+	keys, vals := make([]string, len(rows)*per), make([]float64, len(rows)*per)
 	for i, r := range rows {
 		out.Tokens[i] = name(r.ID)
 		out.TextOffset[i] = ro.at(r.Start)
 		if r.Row == nil {
 			continue
 		}
-		lp := clampLogprob(r.Row.Logprob)
-		out.TokenLogprobs[i] = &lp
-		t := &topObject{}
+		lps[i] = clampLogprob(r.Row.Logprob)
+		out.TokenLogprobs[i] = &lps[i]
+		t := &tops[i]
+		t.keys, t.vals = keys[i*per:i*per:(i+1)*per], vals[i*per:i*per:(i+1)*per]
 		for j, a := range r.Row.Top {
 			if j >= top {
 				break
 			}
 			t.set(name(a.ID), clampLogprob(a.Logprob), false)
 		}
-		t.set(out.Tokens[i], lp, true)
+		t.set(out.Tokens[i], lps[i], true)
 		out.TopLogprobs[i] = t
 	}
 	return out

@@ -315,6 +315,14 @@ func parseLogitBias(f fields) ([][2]float64, error) {
 // parsePrompts accepts a string, an array of token ids, or a non-empty
 // array of strings and token-id arrays (a batch).
 func parsePrompts(raw json.RawMessage) ([]prompt, error) {
+	if ps, ok := fastIDPrompts(raw); ok {
+		return ps, nil
+	}
+	return decodePrompts(raw)
+}
+
+// decodePrompts is parsePrompts for any shape.
+func decodePrompts(raw json.RawMessage) ([]prompt, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		return []prompt{{Text: s, IsText: true}}, nil
@@ -349,6 +357,80 @@ func parsePrompts(raw json.RawMessage) ([]prompt, error) {
 		out = append(out, prompt{IDs: ids})
 	}
 	return out, nil
+}
+
+// fastIDPrompts reads a prompt of token ids ([1,2,3]) or a batch of them
+// ([[1,2],[3]]) in one pass, the shape lm-eval sends, without the decoding
+// into raw items that parsePrompts does for any shape (a 512-token prompt
+// took 0.18 ms that way). ok is false for anything else, and for anything
+// parsePrompts would refuse: that path then says why.
+func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
+	i := skipJSONSpace(raw, 0)
+	ids := func() ([]int, bool) { // one [id,...] at raw[i], non-empty
+		if i >= len(raw) || raw[i] != '[' {
+			return nil, false
+		}
+		i++
+		out := make([]int, 0, len(raw)/6)
+		for {
+			i = skipJSONSpace(raw, i)
+			start, v := i, 0
+			for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+				if v = v*10 + int(raw[i]-'0'); v > math.MaxInt32 {
+					return nil, false
+				}
+				i++
+			}
+			if i == start || (raw[start] == '0' && i-start > 1) {
+				return nil, false
+			}
+			out = append(out, v)
+			i = skipJSONSpace(raw, i)
+			if i >= len(raw) {
+				return nil, false
+			}
+			if raw[i] == ']' {
+				i++
+				return out, true
+			}
+			if raw[i] != ',' {
+				return nil, false
+			}
+			i++
+		}
+	}
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	if j := skipJSONSpace(raw, i+1); j < len(raw) && raw[j] == '[' {
+		i = j
+		for {
+			one, ok := ids()
+			if !ok || len(ps) == maxBatch {
+				return nil, false
+			}
+			ps = append(ps, prompt{IDs: one})
+			i = skipJSONSpace(raw, i)
+			if i >= len(raw) {
+				return nil, false
+			}
+			if raw[i] == ']' {
+				i++
+				break
+			}
+			if raw[i] != ',' {
+				return nil, false
+			}
+			i = skipJSONSpace(raw, i+1)
+		}
+	} else {
+		one, ok := ids()
+		if !ok {
+			return nil, false
+		}
+		ps = []prompt{{IDs: one}}
+	}
+	return ps, skipJSONSpace(raw, i) == len(raw)
 }
 
 // tokenIDs reports whether every item is a non-negative integer.

@@ -113,7 +113,11 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 	if resp.StatusCode != http.StatusOK {
 		return statusError(path, resp.StatusCode, data)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	decode := func() error { return json.Unmarshal(data, out) }
+	if r, ok := out.(*nativeResponse); ok {
+		decode = func() error { return r.decode(data) }
+	}
+	if err := decode(); err != nil {
 		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/llbuild/llbuild/gguf"
@@ -29,6 +30,13 @@ type vocab struct {
 	// that the pieces of a text's tokens spell it with one more space in
 	// front.
 	spacePrefix bool
+	// names holds tokenString of every id, made on first use (an echoed
+	// 512-token prompt asks for 1,500 of them): id i's is
+	// names[nameEnds[i-1]:nameEnds[i]], one string and no pointer per token
+	// for the garbage collector to follow.
+	names     string
+	nameEnds  []uint32
+	namesOnce sync.Once
 }
 
 // tokenTypeControl is llama.cpp's LLAMA_TOKEN_TYPE_CONTROL.
@@ -192,6 +200,25 @@ func (v *vocab) tokenString(id int) string {
 	if !v.valid(id) {
 		return ""
 	}
+	v.namesOnce.Do(func() {
+		var b strings.Builder
+		v.nameEnds = make([]uint32, len(v.pieces))
+		for i := range v.pieces {
+			b.WriteString(v.name(i))
+			v.nameEnds[i] = uint32(b.Len())
+		}
+		v.names = b.String()
+	})
+	start := uint32(0)
+	if id > 0 {
+		start = v.nameEnds[id-1]
+	}
+	return v.names[start:v.nameEnds[id]]
+}
+
+// name is the token's piece as a string, or its bytes escaped when they are
+// not valid UTF-8.
+func (v *vocab) name(id int) string {
 	p := v.pieces[id]
 	if utf8.Valid(p) {
 		return string(p)

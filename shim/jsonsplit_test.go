@@ -1,0 +1,71 @@
+package shim
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestNativeResponseDecodeMatchesEncodingJSON: the decoder that takes the flat
+// prompt logprobs out first gives what json.Unmarshal gives, and fails where
+// it fails, wherever the member is, whatever the strings before it hold.
+func TestNativeResponseDecodeMatchesEncodingJSON(t *testing.T) {
+	flat := `{"n_top":1,"logprobs":[-1.5,-0.25,-3.0000001192092896e-05],"top_ids":[7,0,12],"top_logprobs":[-0.5,-0.25,-1e-7]}`
+	for _, tc := range []struct {
+		name, body string
+		fails      bool
+	}{
+		{"only member", `{"prompt_logprobs_flat":` + flat + `}`, false},
+		{"first", `{"prompt_logprobs_flat":` + flat + `,"content":"x","tokens":[5]}`, false},
+		{"middle", `{"content":"a \"}\" {","prompt_logprobs_flat":` + flat + `,"tokens":[5],"stop":true}`, false},
+		{"last", `{"content":"x","timings":{"prompt_n":3,"prompt_ms":1.5,"cache_n":0},"completion_probabilities":[{"id":5,"token":"[","logprob":-0.1,"top_logprobs":[]}],"prompt_logprobs_flat":` + flat + `}`, false},
+		{"spaces", " {\n \"stop\" : false ,\n \"prompt_logprobs_flat\" :\t" + strings.ReplaceAll(flat, ",", " , ") + " \n} ", false},
+		{"escaped key before", `{"con\"tent":"\\","prompt_logprobs_flat":` + flat + `}`, false},
+		{"null", `{"content":"x","prompt_logprobs_flat":null}`, false},
+		{"absent", `{"content":"x","tokens":[1,2]}`, false},
+		{"empty arrays", `{"prompt_logprobs_flat":{"n_top":0,"logprobs":[],"top_ids":[],"top_logprobs":[]}}`, false},
+		{"full form", `{"prompt_probabilities":[{"id":3,"token":"a","bytes":[97],"logprob":-1,"top_logprobs":[]}]}`, false},
+		{"nested key of that name", `{"timings":{"prompt_logprobs_flat":1},"prompt_logprobs_flat":` + flat + `}`, false},
+		{"number forms", `{"prompt_logprobs_flat":{"n_top":1,"logprobs":[-0,0.5,-1E+2],"top_ids":[0,1,2],"top_logprobs":[1e-320,-2.5e2,-123456789012345678]}}`, false},
+		{"leading zero", `{"prompt_logprobs_flat":{"n_top":1,"logprobs":[01],"top_ids":[0],"top_logprobs":[0]}}`, true},
+		{"plus sign", `{"prompt_logprobs_flat":{"n_top":1,"logprobs":[+1],"top_ids":[0],"top_logprobs":[0]}}`, true},
+		{"fractional id", `{"prompt_logprobs_flat":{"n_top":1,"logprobs":[1],"top_ids":[0.5],"top_logprobs":[0]}}`, true},
+		{"broken rest", `{"content":x,"prompt_logprobs_flat":` + flat + `}`, true},
+		{"broken flat", `{"prompt_logprobs_flat":{"n_top":1,"logprobs":[1,],"top_ids":[0],"top_logprobs":[0]}}`, true},
+		{"truncated", `{"content":"x","prompt_logprobs_flat":` + flat[:40], true},
+		{"not an object", `[1,2]`, true},
+	} {
+		var want, got nativeResponse
+		wantErr := json.Unmarshal([]byte(tc.body), &want)
+		gotErr := got.decode([]byte(tc.body))
+		if (wantErr != nil) != tc.fails || (gotErr != nil) != tc.fails {
+			t.Errorf("%s: decode error %v, json.Unmarshal error %v; want failure %v", tc.name, gotErr, wantErr, tc.fails)
+			continue
+		}
+		if !tc.fails && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decode gave\n%+v\nwant (json.Unmarshal)\n%+v", tc.name, got, want)
+		}
+	}
+}
+
+// TestCutTopLevelMemberLeavesTheRest: what is left is the object without the
+// member, as valid JSON.
+func TestCutTopLevelMemberLeavesTheRest(t *testing.T) {
+	for _, tc := range []struct{ in, value, rest string }{
+		{`{"k":1}`, `1`, `{}`},
+		{`{"a":"k","k":[1,{"x":"]"}],"b":2}`, `[1,{"x":"]"}]`, `{"a":"k","b":2}`},
+		{`{"a":{"k":0},"k":true}`, `true`, `{"a":{"k":0}}`},
+		{`{ "k" : "v" , "z":null }`, `"v"`, `{  "z":null }`},
+	} {
+		v, rest, ok := cutTopLevelMember([]byte(tc.in), "k")
+		if !ok || string(v) != tc.value || string(rest) != tc.rest || !json.Valid(rest) {
+			t.Errorf("cutTopLevelMember(%s) = %s, %s, %v; want %s, %s", tc.in, v, rest, ok, tc.value, tc.rest)
+		}
+	}
+	for _, in := range []string{`{"a":1}`, `{"a":1,}`, `{"k"}`, `{"k":}`, `"k"`, `{"k":1`, ``} {
+		if _, _, ok := cutTopLevelMember([]byte(in), "k"); ok {
+			t.Errorf("cutTopLevelMember(%q) found a member", in)
+		}
+	}
+}
