@@ -103,22 +103,63 @@ func (l *legacyLogprobs) appendJSON(b []byte) []byte {
 	b = append(b, `{"tokens":`...)
 	b = appendArray(b, l.Tokens, appendJSONString)
 	b = append(b, `,"token_logprobs":`...)
-	b = appendArray(b, l.TokenLogprobs, func(b []byte, v *float64) []byte {
+	// where each row's logprob was written: its top object holds the same
+	// value, which is written the same way unless it is tiny or huge
+	// (sameAsG), and copied from there instead of formatted again
+	written := make([][2]int32, len(l.TokenLogprobs))
+	b = append(b, '[')
+	for i, v := range l.TokenLogprobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
 		if v == nil {
-			return append(b, "null"...)
+			b = append(b, "null"...)
+			continue
 		}
-		return appendJSONFloat(b, *v)
-	})
+		start := len(b)
+		b = appendJSONFloat(b, *v)
+		if sameAsG(*v) {
+			written[i] = [2]int32{int32(start), int32(len(b))}
+		}
+	}
+	if l.TokenLogprobs == nil {
+		b = append(b[:len(b)-1], "null"...)
+	} else {
+		b = append(b, ']')
+	}
 	b = append(b, `,"top_logprobs":`...)
-	b = appendArray(b, l.TopLogprobs, func(b []byte, t *topObject) []byte {
-		if t == nil {
-			return append(b, "null"...)
+	if l.TopLogprobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, t := range l.TopLogprobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if t == nil {
+				b = append(b, "null"...)
+				continue
+			}
+			same := math.NaN()
+			var w [2]int32
+			if i < len(written) && written[i][1] > 0 {
+				same, w = *l.TokenLogprobs[i], written[i]
+			}
+			b = t.appendJSONReusing(b, same, w)
 		}
-		return t.appendJSON(b)
-	})
+		b = append(b, ']')
+	}
 	b = append(b, `,"text_offset":`...)
 	b = appendArray(b, l.TextOffset, func(b []byte, o int) []byte { return strconv.AppendInt(b, int64(o), 10) })
 	return append(b, '}')
+}
+
+// sameAsG says whether appendJSONFloat writes f as strconv's shortest 'g'
+// format does (the top objects' format, topObject.MarshalJSON): for
+// magnitudes from 1e-4 up to 1e6 both write plain decimals, and zero.
+func sameAsG(f float64) bool {
+	a := math.Abs(f)
+	return a == 0 || (a >= 1e-4 && a < 1e6)
 }
 
 // appendArray appends xs as a JSON array, each element written by elem, or null
@@ -137,7 +178,11 @@ func appendArray[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
 	return append(b, ']')
 }
 
-func (t *topObject) appendJSON(b []byte) []byte {
+func (t *topObject) appendJSON(b []byte) []byte { return t.appendJSONReusing(b, math.NaN(), [2]int32{}) }
+
+// appendJSONReusing writes t, copying the bytes b[w[0]:w[1]] for a value
+// equal to same instead of formatting it again (same NaN: none).
+func (t *topObject) appendJSONReusing(b []byte, same float64, w [2]int32) []byte {
 	b = append(b, '{')
 	for i, k := range t.keys {
 		if i > 0 {
@@ -145,7 +190,11 @@ func (t *topObject) appendJSON(b []byte) []byte {
 		}
 		b = appendJSONString(b, k)
 		b = append(b, ':')
-		b = strconv.AppendFloat(b, t.vals[i], 'g', -1, 64)
+		if v := t.vals[i]; v == same && math.Signbit(v) == math.Signbit(same) {
+			b = append(b, b[w[0]:w[1]]...)
+		} else {
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
 	}
 	return append(b, '}')
 }

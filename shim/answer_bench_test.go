@@ -3,6 +3,7 @@ package shim
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -122,6 +123,7 @@ func TestFlatAndFullPromptLogprobsGiveTheSameAnswer(t *testing.T) {
 // rows, and writing the OpenAI answer, alternating, and reports both and their
 // ratio flat/full.
 func BenchmarkEchoAnswer(b *testing.B) {
+	gcAsServed(b)
 	for _, n := range []int{128, 512} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			f := newEchoAnswerFixture(n)
@@ -142,6 +144,14 @@ func BenchmarkEchoAnswer(b *testing.B) {
 			b.ReportMetric(float64(len(f.flat)), "flat_bytes")
 		})
 	}
+}
+
+// gcAsServed runs the rest of b with the garbage collector's target that
+// Run sets for llbuild serve (unless GOGC is set), as the shim is measured.
+func gcAsServed(b *testing.B) {
+	old := debug.SetGCPercent(debug.SetGCPercent(-1)) // read it
+	tuneGC()
+	b.Cleanup(func() { debug.SetGCPercent(old) })
 }
 
 // TestAnswerWriterMatchesEncodingJSON: the hand-written answer is byte for byte

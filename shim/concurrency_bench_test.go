@@ -126,6 +126,7 @@ func scoreChunk(ts *testShim, prompts [][]int) error {
 // its vocabulary to that many tokens and SHIM_SERVER_ARGS adds
 // llama-server arguments.
 func BenchmarkConcurrentScoring(b *testing.B) {
+	gcAsServed(b)
 	o := benchModelOptions()
 	alone := []string{"-np", "4", promptLogprobsArg, "--prompt-logprobs-alone", "--no-kv-unified"}
 	for _, sc := range []struct {

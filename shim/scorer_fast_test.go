@@ -492,6 +492,7 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // it is the client's). Each kind of request is sent SHIM_BENCH_REPEAT (3) times in
 // a row and every time counts, so that CUDA graph captures fall alike on each kind.
 func BenchmarkPromptLogprobs(b *testing.B) {
+	gcAsServed(b)
 	server := patchedServer(b)
 	vocab, _ := strconv.Atoi(os.Getenv("SHIM_BENCH_VOCAB"))
 	model := benchModelFile(b, benchModelOptions(), vocab)

@@ -285,7 +285,11 @@ func incompleteUTF8(b []byte) bool {
 // sequence is one character and every invalid byte one U+FFFD. A byte
 // offset inside a character maps to that character's start.
 type runeOffsets struct {
-	ends []int // byte offset where each character ends
+	// ascii is the length of the text's leading run of ASCII bytes, one
+	// character each (often the whole text); ends holds the byte offset where
+	// each character after it ends.
+	ascii int
+	ends  []int
 }
 
 func newRuneOffsets(text []byte) *runeOffsets {
@@ -298,9 +302,14 @@ func newRuneOffsets(text []byte) *runeOffsets {
 // must begin with the text counted so far, and that text must end on a
 // character boundary (llama-server never sends half a character).
 func (r *runeOffsets) extend(text []byte) {
-	i := 0
+	i := r.ascii
 	if n := len(r.ends); n > 0 {
 		i = r.ends[n-1]
+	} else {
+		for i < len(text) && text[i] < utf8.RuneSelf {
+			i++
+		}
+		r.ascii = i
 	}
 	for i < len(text) {
 		_, w := utf8.DecodeRune(text[i:])
@@ -311,6 +320,9 @@ func (r *runeOffsets) extend(text []byte) {
 
 // at is the number of characters that end at or before byte offset b.
 func (r *runeOffsets) at(b int) int {
+	if b <= r.ascii {
+		return max(b, 0)
+	}
 	lo, hi := 0, len(r.ends)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -320,5 +332,5 @@ func (r *runeOffsets) at(b int) int {
 			hi = m
 		}
 	}
-	return lo
+	return r.ascii + lo
 }
