@@ -178,7 +178,9 @@ func appendArray[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
 	return append(b, ']')
 }
 
-func (t *topObject) appendJSON(b []byte) []byte { return t.appendJSONReusing(b, math.NaN(), [2]int32{}) }
+func (t *topObject) appendJSON(b []byte) []byte {
+	return t.appendJSONReusing(b, math.NaN(), [2]int32{})
+}
 
 // appendJSONReusing writes t, copying the bytes b[w[0]:w[1]] for a value
 // equal to same instead of formatting it again (same NaN: none).
