@@ -490,7 +490,8 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // llama-server (sending to the answer's last byte), "shim_slot" its wait for a
 // free slot and "client_hop" the rest (the client's connection to the shim). Echo's time ends at the answer's last byte (decoding
 // it is the client's). Each kind of request is sent SHIM_BENCH_REPEAT (3) times in
-// a row and every time counts, so that CUDA graph captures fall alike on each kind.
+// a row and every time counts, so that CUDA graph captures fall alike on each kind,
+// and every request goes to the slot the shim gives the prompt.
 func BenchmarkPromptLogprobs(b *testing.B) {
 	gcAsServed(b)
 	server := patchedServer(b)
@@ -525,11 +526,20 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			if r, err := strconv.Atoi(os.Getenv("SHIM_BENCH_REPEAT")); err == nil && r > 0 {
 				reps = r
 			}
-			directBody := echoRequestBody(b, u, echoBody)
+			// The slot the shim gives this prompt (the pool's choice by shared prefix): every
+			// request here goes there, as one client's requests would. Another slot is other
+			// KV buffers, which a captured CUDA graph does not replay.
+			key := slotKey(ids, "")
+			slot, err := u.acquire(ctx, time.Minute, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			u.release(slot, key)
+			directBody := echoRequestBody(b, u, echoBody, slot)
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
 				// for a profiler: native scorer requests alone
 				for b.Loop() {
-					if _, err := native.Score(ctx, 0, ids, positions, 1); err != nil {
+					if _, err := native.Score(ctx, slot, ids, positions, 1); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -541,7 +551,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				// right after another kind would pay for a capture the other did not.
 				for range reps {
 					t0 := time.Now()
-					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true})
+					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, ReturnTokens: true})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -553,7 +563,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				for range reps {
 					// the native request alone, for llama-server's own prompt time
 					one := 1
-					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, PromptLogprobs: &one})
+					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, PromptLogprobs: &one})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -603,13 +613,13 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				}
 				for range reps {
 					t0 := time.Now()
-					if _, err := native.Score(ctx, 0, ids, positions, 1); err != nil {
+					if _, err := native.Score(ctx, slot, ids, positions, 1); err != nil {
 						b.Fatal(err)
 					}
 					nat = append(nat, time.Since(t0))
 				}
 				t0 := time.Now()
-				if _, err := forcing.Score(ctx, 0, ids, positions, 1); err != nil {
+				if _, err := forcing.Score(ctx, slot, ids, positions, 1); err != nil {
 					b.Fatal(err)
 				}
 				forc = append(forc, time.Since(t0))
@@ -686,14 +696,14 @@ func serverTimingMS(b *testing.B, h http.Header, name string) time.Duration {
 
 // echoRequestBody is the body of the request the shim sends llama-server for
 // the completion request body (one prompt, no streaming).
-func echoRequestBody(b *testing.B, u *upstream, body map[string]any) []byte {
+func echoRequestBody(b *testing.B, u *upstream, body map[string]any, slot int) []byte {
 	b.Helper()
 	raw, _ := json.Marshal(body)
 	req, err := parseCompletionRequest(raw)
 	if err != nil {
 		b.Fatal(err)
 	}
-	j := &job{u: u, req: req, p: req.Prompts[0], ids: req.Prompts[0].IDs, slot: 1}
+	j := &job{u: u, req: req, p: req.Prompts[0], ids: req.Prompts[0].IDs, slot: slot}
 	data, err := json.Marshal(j.generationRequest(j.echoInOneRequest()))
 	if err != nil {
 		b.Fatal(err)
