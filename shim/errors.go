@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // apiError is an error that reaches the client as an OpenAI-style error
@@ -85,7 +86,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeBody writes data, a JSON document, as the answer.
 func writeBody(w http.ResponseWriter, status int, data []byte) {
+	data = append(data, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	// with its length known the answer goes out whole, not in chunks
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+	w.Write(data)
 }

@@ -476,7 +476,8 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // tokens (the softmax over the vocabulary at every position is the native
 // path's own cost, small with the tiny model's 519 tokens) and
 // SHIM_SERVER_ARGS adds llama-server arguments ("-t 2", "-ngl 99").
-// SHIM_BENCH_ONLY=native sends native scorer requests alone, for a profiler.
+// SHIM_BENCH_ONLY=native sends native scorer requests alone, =echo echo
+// requests through the shim alone, for a profiler.
 // With a server that has the flat form (0008), "echo_full_form" is the echo
 // request through the full form, in the same run.
 // The echo request's time is split (medians, ms): the request the shim makes
@@ -536,6 +537,13 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			}
 			u.release(slot, key)
 			directBody := echoRequestBody(b, u, echoBody, slot)
+			if os.Getenv("SHIM_BENCH_ONLY") == "echo" {
+				// for a profiler: echo requests through the shim alone
+				for b.Loop() {
+					ts.timedPost(b, "/v1/completions", echoBody)
+				}
+				return
+			}
 			if os.Getenv("SHIM_BENCH_ONLY") == "native" {
 				// for a profiler: native scorer requests alone
 				for b.Loop() {

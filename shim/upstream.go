@@ -103,7 +103,7 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := readAll(resp)
 	if ct, ok := ctx.Value(callTimesKey{}).(*callTimes); ok {
 		ct.wire += time.Since(t0)
 	}
@@ -121,6 +121,18 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
 	}
 	return nil
+}
+
+// readAll reads resp's body into a buffer of its announced length, rather
+// than growing one from 512 bytes (an echo answer is 24 KB and more).
+func readAll(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n < 1<<30 {
+		// the transport reads no more than the announced length
+		data := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, data)
+		return data, err
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // callTimes is where one job's calls to llama-server spent their time:
