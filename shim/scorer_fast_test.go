@@ -489,10 +489,12 @@ func TestPromptLogprobsNeedTheOption(t *testing.T) {
 // request. From echo's own Server-Timing header: "shim" is the shim's own work
 // (decoding llama-server's answer included), "shim_waited" its calls to
 // llama-server (sending to the answer's last byte), "shim_slot" its wait for a
-// free slot and "client_hop" the rest (the client's connection to the shim). Echo's time ends at the answer's last byte (decoding
-// it is the client's). Each kind of request is sent SHIM_BENCH_REPEAT (3) times in
-// a row and every time counts, so that CUDA graph captures fall alike on each kind,
-// and every request goes to the slot the shim gives the prompt.
+// free slot and "client_hop" the rest (the client's connection to the shim).
+// Echo's time ends at the answer's last byte (decoding it is the client's). Each kind of request is sent SHIM_BENCH_WARM (2) times
+// and then SHIM_BENCH_REPEAT (3) times in a row, which count, so that CUDA graph
+// captures fall alike on each kind (every kind measured replayed; with graphs off,
+// GGML_CUDA_DISABLE_GRAPHS=1, as each new prompt shape runs), and every request
+// goes to the slot the shim gives the prompt.
 func BenchmarkPromptLogprobs(b *testing.B) {
 	gcAsServed(b)
 	server := patchedServer(b)
@@ -523,9 +525,12 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 			var prefill, echo, echoFull, nat, forc, prefillSrv, nativeSrv, direct, compute, predicted, answer, transfer []time.Duration
 			var shimOwn, llamaWait, slotWait, hops, prefillRest []time.Duration
 			echoBody := map[string]any{"prompt": [][]int{ids}, "temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": true}
-			reps := 3
+			reps, warm := 3, 2
 			if r, err := strconv.Atoi(os.Getenv("SHIM_BENCH_REPEAT")); err == nil && r > 0 {
 				reps = r
+			}
+			if w, err := strconv.Atoi(os.Getenv("SHIM_BENCH_WARM")); err == nil && w >= 0 {
+				warm = w
 			}
 			// The slot the shim gives this prompt (the pool's choice by shared prefix): every
 			// request here goes there, as one client's requests would. Another slot is other
@@ -554,10 +559,11 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				return
 			}
 			for b.Loop() {
-				// Each kind of request runs reps times in a row: CUDA's graphs are captured on
-				// the second decode of one shape and replayed from the third, so a kind measured
-				// right after another kind would pay for a capture the other did not.
-				for range reps {
+				// Each kind of request runs warm + reps times in a row and the last reps count:
+				// CUDA's graphs are captured on the second decode of one shape and replayed from
+				// the third, so a kind measured right after another kind would pay for a capture
+				// the other did not; with warm 2 every kind is measured replayed.
+				for range warm + reps {
 					t0 := time.Now()
 					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, ReturnTokens: true})
 					if err != nil {
@@ -568,7 +574,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					prefillSrv = append(prefillSrv, serverTime(b, resp))
 					prefillRest = append(prefillRest, d-time.Duration((resp.Timings.PromptMS+resp.Timings.PredictedMS)*float64(time.Millisecond)))
 				}
-				for range reps {
+				for range warm + reps {
 					// the native request alone, for llama-server's own prompt time
 					one := 1
 					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, PromptLogprobs: &one})
@@ -577,7 +583,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					}
 					nativeSrv = append(nativeSrv, serverTime(b, resp))
 				}
-				for range reps {
+				for range warm + reps {
 					// the request the shim makes for echo, straight to llama-server
 					t0 := time.Now()
 					hresp, err := u.do(ctx, http.MethodPost, "/completion", directBody)
@@ -596,12 +602,12 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					direct, compute, answer, transfer = append(direct, all), append(compute, c), append(answer, head-c), append(transfer, all-head)
 					predicted = append(predicted, time.Duration(dresp.Timings.PredictedMS*float64(time.Millisecond)))
 				}
-				for range reps {
+				for range warm + reps {
 					// to the answer's last byte: decoding it is the client's work
 					raw, d, h := ts.timedPost(b, "/v1/completions", echoBody)
 					echo = append(echo, d)
-					own, waited, slot := serverTimingMS(b, h, "shim"), serverTimingMS(b, h, "llama"), serverTimingMS(b, h, "slot")
-					shimOwn, llamaWait, slotWait, hops = append(shimOwn, own), append(llamaWait, waited), append(slotWait, slot), append(hops, d-own-waited-slot)
+					own, waited, inSlot := serverTimingMS(b, h, "shim"), serverTimingMS(b, h, "llama"), serverTimingMS(b, h, "slot")
+					shimOwn, llamaWait, slotWait, hops = append(shimOwn, own), append(llamaWait, waited), append(slotWait, inSlot), append(hops, d-own-waited-inSlot)
 					var out cmplResp
 					if err := json.Unmarshal(raw, &out); err != nil {
 						b.Fatal(err)
@@ -613,13 +619,13 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				if flat := u.info.PromptLogprobsFlat; flat {
 					// the same through the full form of 0002, for the same run's comparison
 					u.info.PromptLogprobsFlat = false
-					for range reps {
+					for range warm + reps {
 						_, d, _ := ts.timedPost(b, "/v1/completions", echoBody)
 						echoFull = append(echoFull, d)
 					}
 					u.info.PromptLogprobsFlat = flat
 				}
-				for range reps {
+				for range warm + reps {
 					t0 := time.Now()
 					if _, err := native.Score(ctx, slot, ids, positions, 1); err != nil {
 						b.Fatal(err)
@@ -632,12 +638,22 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				}
 				forc = append(forc, time.Since(t0))
 			}
-			ms := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) / 1000 }
+			// the medians of the counted requests: each kind's come in runs of warm + reps
+			ms := func(d []time.Duration) float64 {
+				var kept []time.Duration
+				for i, x := range d {
+					if i%(warm+reps) >= warm {
+						kept = append(kept, x)
+					}
+				}
+				return float64(median(kept).Microseconds()) / 1000
+			}
+			forcingMS := float64(median(forc).Microseconds()) / 1000
 			p := ms(prefill)
 			b.ReportMetric(p, "prefill_ms")
 			b.ReportMetric(ms(echo), "echo_ms")
 			b.ReportMetric(ms(nat), "native_ms")
-			b.ReportMetric(ms(forc), "forcing_ms")
+			b.ReportMetric(forcingMS, "forcing_ms")
 			b.ReportMetric(ms(prefillSrv), "prefill_server_ms")
 			b.ReportMetric(ms(nativeSrv), "native_server_ms")
 			b.ReportMetric(ms(compute), "split_compute_ms")
@@ -656,7 +672,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				b.ReportMetric(ms(echoFull)/p, "echo_full_form/prefill")
 			}
 			b.ReportMetric(ms(nat)/p, "native/prefill")
-			b.ReportMetric(ms(forc)/p, "forcing/prefill")
+			b.ReportMetric(forcingMS/p, "forcing/prefill")
 		})
 	}
 }
