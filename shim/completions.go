@@ -512,31 +512,36 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	errs := make([]error, len(jobs))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	// As many workers as slots, so that a long batch never waits on the
-	// slot timeout behind its own prompts.
-	next := make(chan int, len(jobs))
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(u.info.TotalSlots, len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if ctx.Err() != nil {
-					errs[i] = ctx.Err()
-					continue
+	if len(jobs) == 1 {
+		// one prompt (lm-eval's requests): run here rather than hand it to a worker and wake that
+		choices[0], errs[0] = jobs[0].run(ctx)
+	} else {
+		// As many workers as slots, so that a long batch never waits on the
+		// slot timeout behind its own prompts.
+		next := make(chan int, len(jobs))
+		for i := range jobs {
+			next <- i
+		}
+		close(next)
+		var wg sync.WaitGroup
+		for range min(u.info.TotalSlots, len(jobs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					if ctx.Err() != nil {
+						errs[i] = ctx.Err()
+						continue
+					}
+					choices[i], errs[i] = jobs[i].run(ctx)
+					if errs[i] != nil {
+						cancel()
+					}
 				}
-				choices[i], errs[i] = jobs[i].run(ctx)
-				if errs[i] != nil {
-					cancel()
-				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if err := firstError(errs); err != nil {
 		s.requestFailed(r, err)
 		writeError(w, err)
