@@ -107,4 +107,35 @@ func TestNextTurnReusesItsSlotsCache(t *testing.T) {
 	if got := cached(story + "third"); got < n-1 {
 		t.Errorf("after unrelated traffic the third turn reused %d cached tokens, want at least %d", got, n-1)
 	}
+
+	// a conversation through /v1/chat/completions: the next turn repeats the messages so far
+	chat := func(msgs []map[string]string) (int, string) {
+		t.Helper()
+		var out struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+				Details      *struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if st := ts.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 3, "temperature": 0}, &out); st != 200 || len(out.Choices) == 0 {
+			t.Fatalf("chat: status %d", st)
+		}
+		if out.Usage.Details == nil {
+			t.Skip("this llama-server's chat usage has no prompt_tokens_details")
+		}
+		return out.Usage.Details.CachedTokens, out.Choices[0].Message.Content
+	}
+	msgs := []map[string]string{{"role": "user", "content": story}}
+	_, reply := chat(msgs)
+	msgs = append(msgs, map[string]string{"role": "assistant", "content": reply}, map[string]string{"role": "user", "content": "and then?"})
+	if got, _ := chat(msgs); got < n/2 {
+		t.Errorf("the conversation's second turn reused %d cached tokens, want most of its first turn's (about %d)", got, n)
+	}
 }
