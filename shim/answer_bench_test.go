@@ -1,7 +1,10 @@
 package shim
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
@@ -12,12 +15,13 @@ import (
 // echoAnswerFixture is what the shim handles for one lm-eval loglikelihood
 // request (token-id prompt, echo, logprobs 1, max_tokens 1) of n tokens with
 // a vocabulary of 32,000 pieces: llama-server's answer in the full form of
-// prompt probabilities (patch 0002) and in the flat form (patch 0008), with
-// the same numbers.
+// prompt probabilities (patch 0002), in the flat form (patch 0008) and with
+// its arrays as base64 (0009), with the same numbers.
 type echoAnswerFixture struct {
 	v          *vocab
 	ids        []int
 	full, flat []byte
+	packed     []byte // the flat form with its arrays as base64 (patch 0009)
 }
 
 func newEchoAnswerFixture(n int) echoAnswerFixture {
@@ -69,6 +73,20 @@ func newEchoAnswerFixture(n int) echoAnswerFixture {
 	delete(gen, "prompt_probabilities")
 	gen["prompt_logprobs_flat"] = flat
 	f.flat, _ = json.Marshal(gen)
+	f32 := func(v []float64) string {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x)))
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	var idBytes []byte
+	for _, id := range flat.TopIDs {
+		idBytes = binary.LittleEndian.AppendUint32(idBytes, uint32(id))
+	}
+	gen["prompt_logprobs_flat"] = map[string]any{"n_top": 1, "encoding": "base64", "logprobs": f32(flat.Logprobs),
+		"top_ids": base64.StdEncoding.EncodeToString(idBytes), "top_logprobs": f32(flat.TopLogprobs)}
+	f.packed, _ = json.Marshal(gen)
 	return f
 }
 
@@ -111,23 +129,26 @@ func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionRespo
 // depend on the form in which llama-server sent the prompt logprobs.
 func TestFlatAndFullPromptLogprobsGiveTheSameAnswer(t *testing.T) {
 	f := newEchoAnswerFixture(64)
-	full, flat := f.answer(t, f.full), f.answer(t, f.flat)
+	full, flat, packed := f.answer(t, f.full), f.answer(t, f.flat), f.answer(t, f.packed)
 	if string(full) != string(flat) {
 		t.Errorf("answer from the flat form differs from the full form's:\nflat %.300s\nfull %.300s", flat, full)
+	}
+	if string(packed) != string(flat) {
+		t.Errorf("answer from the base64 flat form differs from the arrays':\nbase64 %.300s\narrays %.300s", packed, flat)
 	}
 }
 
 // BenchmarkEchoAnswer measures the shim's own work on the answer to an lm-eval
 // loglikelihood request, without llama-server: decoding its answer with the
-// prompt probabilities in the full form (0002) and in the flat form (0008), the
-// rows, and writing the OpenAI answer, alternating, and reports both and their
-// ratio flat/full.
+// prompt probabilities in the full form (0002), the flat form (0008) and the
+// flat form with base64 arrays (0009), the rows, and writing the OpenAI answer,
+// in turn, and reports each and the ratio flat/full.
 func BenchmarkEchoAnswer(b *testing.B) {
 	gcAsServed(b)
 	for _, n := range []int{128, 512} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			f := newEchoAnswerFixture(n)
-			var full, flat time.Duration
+			var full, flat, packed time.Duration
 			for b.Loop() {
 				t0 := time.Now()
 				f.answer(b, f.full)
@@ -135,10 +156,15 @@ func BenchmarkEchoAnswer(b *testing.B) {
 				t0 = time.Now()
 				f.answer(b, f.flat)
 				flat += time.Since(t0)
+				t0 = time.Now()
+				f.answer(b, f.packed)
+				packed += time.Since(t0)
 			}
 			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 			b.ReportMetric(us(full), "full_us")
 			b.ReportMetric(us(flat), "flat_us")
+			b.ReportMetric(us(packed), "base64_us")
+			b.ReportMetric(float64(len(f.packed)), "base64_bytes")
 			b.ReportMetric(flat.Seconds()/full.Seconds(), "flat/full")
 			b.ReportMetric(float64(len(f.full)), "full_bytes")
 			b.ReportMetric(float64(len(f.flat)), "flat_bytes")

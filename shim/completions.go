@@ -251,6 +251,7 @@ func (j *job) generationRequest(oneRequest bool) *nativeRequest {
 		top := j.req.Logprobs
 		nr.PromptLogprobs = &top
 		nr.PromptLogprobsFlat = j.u.info.PromptLogprobsFlat
+		nr.PromptLogprobsBase64 = j.u.info.PromptLogprobsBase64
 		nr.ResponseFields = append(nr.ResponseFields, promptLogprobsFields(j.u)...)
 	}
 	return nr

@@ -1,7 +1,11 @@
 package shim
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,6 +70,63 @@ func TestCutTopLevelMemberLeavesTheRest(t *testing.T) {
 	for _, in := range []string{`{"a":1}`, `{"a":1,}`, `{"k"}`, `{"k":}`, `"k"`, `{"k":1`, ``} {
 		if _, _, ok := cutTopLevelMember([]byte(in), "k"); ok {
 			t.Errorf("cutTopLevelMember(%q) found a member", in)
+		}
+	}
+}
+
+// TestFlatBase64IsTheArraysValues: the flat form with its arrays as base64 of
+// little-endian float32 / int32 (patch 0009) reads as the same values as the
+// number arrays, and anything but that exact shape is refused.
+func TestFlatBase64IsTheArraysValues(t *testing.T) {
+	lps := []float32{-1.5, -0.25, -3.0000001e-05, -math.MaxFloat32, 0}
+	ids := []int32{7, 0, 31999, 12, 2147483647}
+	tops := []float32{-0.5, -1e-7, -2.3025851, -0.125, -8}
+	f32 := func(v []float32) string {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	i32 := func(v []int32) string {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	// the number arrays as llama-server writes them: each float32 as its double
+	wide := func(v []float32) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	arrays, _ := json.Marshal(map[string]any{"n_top": 1, "logprobs": wide(lps), "top_ids": ids, "top_logprobs": wide(tops)})
+	var want flatLogprobs
+	if err := json.Unmarshal(arrays, &want); err != nil {
+		t.Fatal(err)
+	}
+	packed := fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":%q,"top_ids":%q,"top_logprobs":%q}`, f32(lps), i32(ids), f32(tops))
+	var got nativeResponse
+	if err := got.decode([]byte(`{"content":"x","prompt_logprobs_flat":` + packed + `}`)); err != nil || got.PromptFlat == nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if !reflect.DeepEqual(*got.PromptFlat, want) {
+		t.Errorf("base64 form read as %+v, the number arrays as %+v", *got.PromptFlat, want)
+	}
+	for _, bad := range []string{
+		fmt.Sprintf(`{"n_top":1,"logprobs":%q,"top_ids":[7],"top_logprobs":[1]}`, f32(lps)),                                        // no encoding
+		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":[1],"top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)),          // a number array with it
+		fmt.Sprintf(`{"n_top":1,"encoding":"hex","logprobs":%q,"top_ids":%q,"top_logprobs":%q}`, f32(lps), i32(ids), f32(tops)),    // another encoding
+		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":"AAA=","top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)),       // 2 bytes
+		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":"!!!!","top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)),       // not base64
+		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":"AAAA\u0041","top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)), // an escape
+	} {
+		var f flatLogprobs
+		if f.fastUnmarshal([]byte(bad)) {
+			t.Errorf("fastUnmarshal took %s", bad)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package shim
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -52,6 +54,7 @@ type promptLogprobsRequest struct {
 	IDSlot         int          `json:"id_slot"`
 	ResponseFields []string     `json:"response_fields"`
 	Flat           bool         `json:"prompt_logprobs_flat,omitempty"`
+	Base64         bool         `json:"prompt_logprobs_base64,omitempty"`
 }
 
 // promptLogprobsFields are the response fields that carry prompt logprobs: the
@@ -86,6 +89,7 @@ func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions
 		IDSlot:         slot,
 		ResponseFields: promptLogprobsFields(n.u),
 		Flat:           n.u.info.PromptLogprobsFlat,
+		Base64:         n.u.info.PromptLogprobsBase64,
 	}
 	if n.u.vocab != nil && n.u.vocab.safe >= 0 {
 		// The token generated after the prompt is discarded; force one
@@ -169,8 +173,9 @@ func (f *flatLogprobs) rows(seq []int, positions []int, top int) ([]Row, error) 
 }
 
 // UnmarshalJSON reads the flat form's number arrays without reflection over
-// every element (they hold thousands of numbers); anything but the shape
-// patch 0008 writes goes through encoding/json, which reports what is wrong.
+// every element (they hold thousands of numbers); anything but the shapes
+// patches 0008 and 0009 write goes through encoding/json, which reports what
+// is wrong with number arrays (and refuses base64 ones it cannot read).
 func (f *flatLogprobs) UnmarshalJSON(data []byte) error {
 	if f.fastUnmarshal(data) {
 		return nil
@@ -184,8 +189,10 @@ func (f *flatLogprobs) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// fastUnmarshal parses {"n_top":K,"logprobs":[..],"top_ids":[..],"top_logprobs":[..]}
-// in any key order, with whitespace, and says whether data had that shape.
+// fastUnmarshal parses {"n_top":K,"logprobs":[..],"top_ids":[..],"top_logprobs":[..]},
+// or with "encoding":"base64" the three arrays as base64 strings of their
+// little-endian float32 / int32 values (0009), in any key order, with
+// whitespace, and says whether data had that shape.
 func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 	var out flatLogprobs
 	i := 0
@@ -248,6 +255,26 @@ func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 			return float64(n) == v
 		})
 	}
+	// plainString reads a string without escapes (base64 and "base64" have none)
+	plainString := func() ([]byte, bool) {
+		end := bytes.IndexByte(data[i+1:], '"')
+		if end < 0 || bytes.IndexByte(data[i+1:i+1+end], '\\') >= 0 {
+			return nil, false
+		}
+		str := data[i+1 : i+1+end]
+		i += end + 2
+		return str, true
+	}
+	base64String := func() ([]byte, bool) {
+		str, ok := plainString()
+		if !ok {
+			return nil, false
+		}
+		raw := make([]byte, base64.StdEncoding.DecodedLen(len(str)))
+		n, err := base64.StdEncoding.Decode(raw, str)
+		return raw[:n], err == nil && n%4 == 0
+	}
+	packed, encoded := 0, false // arrays as base64, and "encoding": "base64" seen
 	ws()
 	if i >= len(data) || data[i] != '{' {
 		return false
@@ -275,18 +302,41 @@ func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 		i++
 		ws()
 		ok := false
-		switch key {
-		case "n_top":
-			var v float64
-			v, ok = number()
-			out.NTop = int(v)
-			ok = ok && float64(out.NTop) == v
-		case "logprobs":
-			ok = floats(&out.Logprobs)
-		case "top_ids":
-			ok = ints(&out.TopIDs)
-		case "top_logprobs":
-			ok = floats(&out.TopLogprobs)
+		if i < len(data) && data[i] == '"' && key != "encoding" {
+			// an array as base64 of its little-endian float32 / int32 values (patch 0009)
+			var raw []byte
+			if raw, ok = base64String(); ok {
+				switch key {
+				case "logprobs":
+					out.Logprobs, ok = float32s(raw)
+				case "top_ids":
+					out.TopIDs, ok = int32s(raw)
+				case "top_logprobs":
+					out.TopLogprobs, ok = float32s(raw)
+				default:
+					ok = false
+				}
+			}
+			packed++
+		} else {
+			switch key {
+			case "n_top":
+				var v float64
+				v, ok = number()
+				out.NTop = int(v)
+				ok = ok && float64(out.NTop) == v
+			case "encoding":
+				var enc []byte
+				enc, ok = plainString()
+				ok = ok && string(enc) == "base64"
+				encoded = true
+			case "logprobs":
+				ok = floats(&out.Logprobs)
+			case "top_ids":
+				ok = ints(&out.TopIDs)
+			case "top_logprobs":
+				ok = floats(&out.TopLogprobs)
+			}
 		}
 		if !ok {
 			return false
@@ -306,11 +356,30 @@ func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 	}
 	i++
 	ws()
-	if i != len(data) {
+	// base64 arrays only with "encoding": "base64", and then all three
+	if i != len(data) || (encoded && packed != 3) || (!encoded && packed > 0) {
 		return false
 	}
 	*f = out
 	return true
+}
+
+// float32s reads little-endian float32 values as the float64s they are.
+func float32s(raw []byte) ([]float64, bool) {
+	out := make([]float64, len(raw)/4)
+	for k := range out {
+		out[k] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:])))
+	}
+	return out, true
+}
+
+// int32s reads little-endian int32 values.
+func int32s(raw []byte) ([]int, bool) {
+	out := make([]int, len(raw)/4)
+	for k := range out {
+		out[k] = int(int32(binary.LittleEndian.Uint32(raw[4*k:])))
+	}
+	return out, true
 }
 
 // jsonNumberLen is the length of the JSON number that b starts with

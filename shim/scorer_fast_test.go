@@ -26,7 +26,7 @@ import (
 
 // The native scorer needs a llama-server built with patches/0002-server-
 // prompt-logprobs.patch. These tests run against a build named by the
-// environment: scripts/test.sh builds one (and one without 0002-0008) with
+// environment: scripts/test.sh builds one (and one without 0002-0009) with
 // `llbuild server --executor host -t cpu-v3` when ../shared/llama.cpp is
 // beside the repository. Without it they skip; under CI=true they fail.
 
@@ -48,7 +48,7 @@ func unpatchedServer(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
 	if p == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0008 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0009 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
 	}
 	return p
 }
@@ -259,19 +259,20 @@ func TestNativeEchoThroughTheShim(t *testing.T) {
 // same prompt's logprobs in the full form (0002) and the flat one (0008), with
 // 0 and 1 alternatives (computed in the graph, 0006) and 3 (on the host, 0002),
 // over a prompt longer than a ubatch: every float and id must be the same, no
-// piece may be sent, and the shim must ask for the flat form.
+// piece may be sent, and the shim must ask for the flat form. The flat form's
+// arrays as base64 (0009) hold the same values, in a shorter answer.
 func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 	ts := shimOn(t, patchedServer(t), gguf.DefaultTiny(), chunkArgs...)
 	u := ts.upstream(t)
-	if !u.info.PromptLogprobsFlat {
-		t.Fatal("the series build does not advertise prompt_logprobs_flat in /props (patch 0008)")
+	if !u.info.PromptLogprobsFlat || !u.info.PromptLogprobsBase64 {
+		t.Fatalf("the series build advertises prompt_logprobs_flat %v (patch 0008) and prompt_logprobs_base64 %v (0009) in /props, want both", u.info.PromptLogprobsFlat, u.info.PromptLogprobsBase64)
 	}
 	ids := ts.tokenize(t, scoringPrompts()["long"]+" "+scoringPrompts()["multi-byte"], true)
 	ctx := context.Background()
 	for _, top := range []int{0, 1, 3} {
-		ask := func(flat bool) (*nativeResponse, []byte) {
+		ask := func(flat, packed bool) (*nativeResponse, []byte) {
 			req := &promptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: top, TopK: 1, Samplers: []string{"top_k"},
-				IDSlot: 0, ResponseFields: []string{"prompt_probabilities", "prompt_logprobs_flat"}, Flat: flat}
+				IDSlot: 0, ResponseFields: []string{"prompt_probabilities", "prompt_logprobs_flat"}, Flat: flat, Base64: packed}
 			body, _ := json.Marshal(req)
 			resp, err := u.do(ctx, http.MethodPost, "/completion", body)
 			if err != nil {
@@ -285,8 +286,15 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 			}
 			return &out, data
 		}
-		full, _ := ask(false)
-		flat, raw := ask(true)
+		full, _ := ask(false, false)
+		flat, raw := ask(true, false)
+		packed, packedRaw := ask(true, true)
+		if !bytes.Contains(packedRaw, []byte(`"encoding":"base64"`)) || !reflect.DeepEqual(packed.PromptFlat, flat.PromptFlat) {
+			t.Errorf("prompt_logprobs %d: the base64 form (0009) gives other values than the flat arrays: %.300s", top, packedRaw)
+		}
+		if len(packedRaw) >= len(raw) && top > 0 {
+			t.Errorf("prompt_logprobs %d: the base64 answer has %d bytes, the flat arrays' %d", top, len(packedRaw), len(raw))
+		}
 		if full.PromptProbs == nil || full.PromptFlat != nil {
 			t.Fatalf("prompt_logprobs %d without the flag: want prompt_probabilities only", top)
 		}
@@ -320,14 +328,19 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.info.PromptLogprobsFlat = false
-	want, err := native.Score(ctx, 0, ids, echoPositions(len(ids)), 1)
-	u.info.PromptLogprobsFlat = true
+	u.info.PromptLogprobsBase64 = false
+	arrays, err := native.Score(ctx, 0, ids, echoPositions(len(ids)), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(rows, want) {
-		t.Errorf("native scorer: rows from the flat form differ from the full form's")
+	u.info.PromptLogprobsFlat = false
+	want, err := native.Score(ctx, 0, ids, echoPositions(len(ids)), 1)
+	u.info.PromptLogprobsFlat, u.info.PromptLogprobsBase64 = true, true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rows, want) || !reflect.DeepEqual(arrays, want) {
+		t.Errorf("native scorer: rows from the flat form (base64 %v, arrays %v) differ from the full form's", reflect.DeepEqual(rows, want), reflect.DeepEqual(arrays, want))
 	}
 }
 

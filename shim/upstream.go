@@ -45,6 +45,10 @@ type serverInfo struct {
 	// PromptLogprobsFlat is true when the server can send them as flat
 	// number arrays (/props "prompt_logprobs_flat", patch 0008).
 	PromptLogprobsFlat bool
+	// PromptLogprobsBase64 is true when the flat arrays can come as base64
+	// of their float32 / int32 values (/props "prompt_logprobs_base64",
+	// patch 0009).
+	PromptLogprobsBase64 bool
 	// Series says the server was built with llbuild's patch series: its /props has the
 	// prompt_logprobs key (patch 0002), on or off.
 	Series bool
@@ -273,6 +277,8 @@ type nativeRequest struct {
 	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
 	// PromptLogprobsFlat asks for them as flat number arrays (patch 0008).
 	PromptLogprobsFlat bool `json:"prompt_logprobs_flat,omitempty"`
+	// PromptLogprobsBase64 asks for the flat arrays as base64 (patch 0009).
+	PromptLogprobsBase64 bool `json:"prompt_logprobs_base64,omitempty"`
 }
 
 // nativeResponse is an answer of POST /completion, or one streamed chunk.
@@ -403,6 +409,7 @@ func (u *upstream) load(ctx context.Context) error {
 		} `json:"default_generation_settings"`
 		PromptLogprobs     *bool `json:"prompt_logprobs"`
 		PromptLogprobsFlat bool  `json:"prompt_logprobs_flat"`
+		PromptLogprobsB64  bool  `json:"prompt_logprobs_base64"`
 	}
 	if err := u.getJSON(ctx, "/props", &props); err != nil {
 		return fmt.Errorf("reading /props: %w", err)
@@ -437,6 +444,7 @@ func (u *upstream) load(ctx context.Context) error {
 		// Only with prompt logprobs on: flat is a form of them, not a feature of its own.
 		PromptLogprobsFlat: props.PromptLogprobs != nil && *props.PromptLogprobs && props.PromptLogprobsFlat,
 	}
+	u.info.PromptLogprobsBase64 = u.info.PromptLogprobsFlat && props.PromptLogprobsB64
 	// /slots says whether the server speculates; a server started with --no-slots does not
 	// answer it and is taken not to.
 	var slots []struct {
