@@ -1,0 +1,51 @@
+#!/bin/bash
+# gpu-bench.sh: the H200 measurements of BENCHMARKS.md ("Echo through the shim"), on a GPU machine
+# without Go or network. Prepare a folder that git ignores (say .devcarry/, in .git/info/exclude) with
+#   llbuild        CGO_ENABLED=0 go build -o .devcarry/llbuild .
+#   shim.test      (cd shim && CGO_ENABLED=0 go test -c -o ../.devcarry/shim.test .)
+#   llama.cpp-*.tar.xz   the recipe's pinned source (../shared/llama.cpp), or
+#   srv.txz.*      a build packed by an earlier run (then nothing is built)
+# and run, from the repository root on that machine: bash scripts/gpu-bench.sh .devcarry [STAGE]
+# (TARGET=cpu-v3 tries it on a machine without a GPU).
+# The series is built for the h200 target into /tmp (once per machine; 280-300 s on the H200) and
+# packed into $OUT/srv.txz.* (15 MiB pieces, about 42 MB) to carry to the next machine instead.
+# STAGE: echo (default: BenchmarkPromptLogprobs with CUDA graphs off and on, BenchmarkEchoAnswer),
+# concurrent (BenchmarkConcurrentScoring), tests (the GPU-relevant shim tests).
+set -uo pipefail
+D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
+OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin
+if [ ! -x /tmp/server ] && ls "$D"/srv.txz.* >/dev/null 2>&1; then
+	mkdir -p /tmp/out/carried && cat "$D"/srv.txz.* | tar -xJ -C /tmp/out/carried || exit 1
+	ln -sf /tmp/out/carried/*/llama-server /tmp/server
+	echo "carried build: $(ls /tmp/out/carried)"
+fi
+if [ ! -x /tmp/server ]; then
+	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
+	t0=$SECONDS
+	dir=$("$D"/llbuild server --executor host -t "${TARGET:-h200}" --source /tmp/src --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
+		{ tail -40 "$OUT"/build.log; exit 1; }
+	echo "built $dir in $((SECONDS - t0)) s"
+	ln -sf "$dir/llama-server" /tmp/server
+	tar -C "$(dirname "$dir")" -cf - "$(basename "$dir")" | xz -T0 -6 | split -b 15m - "$OUT"/srv.txz.
+fi
+export LLBUILD_PATCHED_LLAMA_SERVER=/tmp/server SHIM_LLAMA_SERVER=/tmp/server SHIM_BENCH_GGUF=/tmp/b.gguf
+cd shim || exit 1
+T=$D/shim.test
+one_b=(SHIM_SERVER_ARGS="-ngl 99 -t 8" SHIM_BENCH_MODEL=1b SHIM_BENCH_VOCAB=32000)
+case $stage in
+echo)
+	for graphs in off on; do
+		echo "== CUDA graphs $graphs"
+		# ggml-cuda takes the variable's presence, whatever its value, as graphs off
+		if [ $graphs = off ]; then g=(GGML_CUDA_DISABLE_GRAPHS=1); else g=(-u GGML_CUDA_DISABLE_GRAPHS); fi
+		env "${g[@]}" "${one_b[@]}" "$T" -test.run XXX -test.bench PromptLogprobs -test.benchtime 5x -test.count 3 2>&1
+	done | tee "$OUT"/echo.txt
+	"$T" -test.run XXX -test.bench EchoAnswer -test.benchtime 500x -test.count 2 2>&1 | tee "$OUT"/echoanswer.txt ;;
+concurrent)
+	env "${one_b[@]}" "$T" -test.run XXX -test.bench 'ConcurrentScoring/native' -test.benchtime 3x 2>&1 | tee "$OUT"/concurrent.txt ;;
+tests)
+	SHIM_SERVER_ARGS="-ngl 99" "$T" -test.run 'TestFlatPromptLogprobs|TestNativeEchoThroughTheShim|TestNextTurn|TestCompletionsSay|TestScoresDoNotDependOnTraffic' \
+		-test.v 2>&1 | grep -E "^(---|ok|FAIL|PASS)" | tee "$OUT"/tests.txt ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
