@@ -107,48 +107,29 @@ func (l *legacyLogprobs) appendJSON(b []byte) []byte {
 	// value, which is written the same way unless it is tiny or huge
 	// (sameAsG), and copied from there instead of formatted again
 	written := make([][2]int32, len(l.TokenLogprobs))
-	b = append(b, '[')
-	for i, v := range l.TokenLogprobs {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	b = appendArrayIndexed(b, l.TokenLogprobs, func(b []byte, i int, v *float64) []byte {
 		if v == nil {
-			b = append(b, "null"...)
-			continue
+			return append(b, "null"...)
 		}
 		start := len(b)
 		b = appendJSONFloat(b, *v)
 		if sameAsG(*v) {
 			written[i] = [2]int32{int32(start), int32(len(b))}
 		}
-	}
-	if l.TokenLogprobs == nil {
-		b = append(b[:len(b)-1], "null"...)
-	} else {
-		b = append(b, ']')
-	}
+		return b
+	})
 	b = append(b, `,"top_logprobs":`...)
-	if l.TopLogprobs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, t := range l.TopLogprobs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if t == nil {
-				b = append(b, "null"...)
-				continue
-			}
-			same := math.NaN()
-			var w [2]int32
-			if i < len(written) && written[i][1] > 0 {
-				same, w = *l.TokenLogprobs[i], written[i]
-			}
-			b = t.appendJSONReusing(b, same, w)
+	b = appendArrayIndexed(b, l.TopLogprobs, func(b []byte, i int, t *topObject) []byte {
+		if t == nil {
+			return append(b, "null"...)
 		}
-		b = append(b, ']')
-	}
+		same := math.NaN()
+		var w [2]int32
+		if i < len(written) && written[i][1] > 0 {
+			same, w = *l.TokenLogprobs[i], written[i]
+		}
+		return t.appendJSONReusing(b, same, w)
+	})
 	b = append(b, `,"text_offset":`...)
 	b = appendArray(b, l.TextOffset, func(b []byte, o int) []byte { return strconv.AppendInt(b, int64(o), 10) })
 	return append(b, '}')
@@ -165,6 +146,11 @@ func sameAsG(f float64) bool {
 // appendArray appends xs as a JSON array, each element written by elem, or null
 // for a nil slice, as encoding/json does.
 func appendArray[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
+	return appendArrayIndexed(b, xs, func(b []byte, _ int, x T) []byte { return elem(b, x) })
+}
+
+// appendArrayIndexed is appendArray with each element's index.
+func appendArrayIndexed[T any](b []byte, xs []T, elem func([]byte, int, T) []byte) []byte {
 	if xs == nil {
 		return append(b, "null"...)
 	}
@@ -173,7 +159,7 @@ func appendArray[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = elem(b, x)
+		b = elem(b, i, x)
 	}
 	return append(b, ']')
 }

@@ -196,11 +196,7 @@ func (f *flatLogprobs) UnmarshalJSON(data []byte) error {
 func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 	var out flatLogprobs
 	i := 0
-	ws := func() {
-		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-			i++
-		}
-	}
+	ws := func() { i = skipJSONSpace(data, i) }
 	// number reads one JSON number (no strings, no null) as a float64
 	number := func() (float64, bool) {
 		n := jsonNumberLen(data[i:])
@@ -289,30 +285,29 @@ func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 		if i >= len(data) || data[i] != '"' {
 			return false
 		}
-		end := bytes.IndexByte(data[i+1:], '"')
-		if end < 0 {
+		rawKey, ok := plainString() // a key with escapes is none of these
+		if !ok {
 			return false
 		}
-		key := string(data[i+1 : i+1+end])
-		i += end + 2
+		key := string(rawKey)
 		ws()
 		if i >= len(data) || data[i] != ':' {
 			return false
 		}
 		i++
 		ws()
-		ok := false
+		ok = false
 		if i < len(data) && data[i] == '"' && key != "encoding" {
 			// an array as base64 of its little-endian float32 / int32 values (patch 0009)
 			var raw []byte
 			if raw, ok = base64String(); ok {
 				switch key {
 				case "logprobs":
-					out.Logprobs, ok = float32s(raw)
+					out.Logprobs = float32s(raw)
 				case "top_ids":
-					out.TopIDs, ok = int32s(raw)
+					out.TopIDs = int32s(raw)
 				case "top_logprobs":
-					out.TopLogprobs, ok = float32s(raw)
+					out.TopLogprobs = float32s(raw)
 				default:
 					ok = false
 				}
@@ -365,21 +360,21 @@ func (f *flatLogprobs) fastUnmarshal(data []byte) bool {
 }
 
 // float32s reads little-endian float32 values as the float64s they are.
-func float32s(raw []byte) ([]float64, bool) {
+func float32s(raw []byte) []float64 {
 	out := make([]float64, len(raw)/4)
 	for k := range out {
 		out[k] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:])))
 	}
-	return out, true
+	return out
 }
 
 // int32s reads little-endian int32 values.
-func int32s(raw []byte) ([]int, bool) {
+func int32s(raw []byte) []int {
 	out := make([]int, len(raw)/4)
 	for k := range out {
 		out[k] = int(int32(binary.LittleEndian.Uint32(raw[4*k:])))
 	}
-	return out, true
+	return out
 }
 
 // jsonNumberLen is the length of the JSON number that b starts with
