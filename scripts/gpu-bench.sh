@@ -10,7 +10,10 @@
 # The series is built for the h200 target into /tmp (once per machine; 280-300 s on the H200) and
 # packed into $OUT/srv.txz.* (15 MiB pieces, about 42 MB) to carry to the next machine instead.
 # STAGE: echo (default: BenchmarkPromptLogprobs with CUDA graphs off and on, BenchmarkEchoAnswer),
-# concurrent (BenchmarkConcurrentScoring), tests (the GPU-relevant shim tests).
+# concurrent (BenchmarkConcurrentScoring), tests (the GPU-relevant shim tests), ab (the series'
+# last patch A/B on one machine: the build's bin/ is copied as B, the last patch is reverted in the
+# work tree and ninja rebuilds what it touched into A, then the echo benchmark runs A B A B with
+# graphs off; AB_RUNS pairs, 2 by default; needs the build made here, not a carried one).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
@@ -27,9 +30,11 @@ if [ ! -x /tmp/server ]; then
 		{ tail -40 "$OUT"/build.log; exit 1; }
 	echo "built $dir in $((SECONDS - t0)) s"
 	ln -sf "$dir/llama-server" /tmp/server
+	echo "$dir" >/tmp/server.dir
 	tar -C "$(dirname "$dir")" -cf - "$(basename "$dir")" | xz -T0 -6 | split -b 15m - "$OUT"/srv.txz.
 fi
 export LLBUILD_PATCHED_LLAMA_SERVER=/tmp/server SHIM_LLAMA_SERVER=/tmp/server SHIM_BENCH_GGUF=/tmp/b.gguf
+repo=$(pwd)
 cd shim || exit 1
 T=$D/shim.test
 one_b=(SHIM_SERVER_ARGS="-ngl 99 -t 8" SHIM_BENCH_MODEL=1b SHIM_BENCH_VOCAB=32000)
@@ -47,5 +52,25 @@ concurrent)
 tests)
 	SHIM_SERVER_ARGS="-ngl 99" "$T" -test.run 'TestFlatPromptLogprobs|TestNativeEchoThroughTheShim|TestNextTurn|TestCompletionsSay|TestScoresDoNotDependOnTraffic' \
 		-test.v 2>&1 | grep -E "^(---|ok|FAIL|PASS)" | tee "$OUT"/tests.txt ;;
+ab)
+	[ -f /tmp/server.dir ] || { echo "ab needs the series built on this machine (not carried)" >&2; exit 1; }
+	work=$(find /tmp/work -mindepth 1 -maxdepth 1 -type d -name "${TARGET:-h200}-*" | head -1)
+	last=$(grep -v '^#' "$repo"/patches/series | grep -v '^$' | tail -1 | cut -d' ' -f1)
+	if [ ! -x /tmp/ab/A/llama-server ]; then
+		mkdir -p /tmp/ab/A /tmp/ab/B
+		cp -a "$work"/build/bin/llama-server "$work"/build/bin/*.so* /tmp/ab/B/
+		t0=$SECONDS
+		(cd "$work/src" && git apply -R "$repo/patches/$last") || { echo "reverting $last failed" >&2; exit 1; }
+		cmake --build "$work/build" --target llama-server >"$OUT"/ab-build.log 2>&1 || { tail -30 "$OUT"/ab-build.log; exit 1; }
+		cp -a "$work"/build/bin/llama-server "$work"/build/bin/*.so* /tmp/ab/A/
+		echo "A (without $last) rebuilt in $((SECONDS - t0)) s"
+	fi
+	for i in $(seq "${AB_RUNS:-2}"); do
+		for v in A B; do
+			echo "== $v run $i ($( [ $v = A ] && echo "without $last" || echo "with $last"))"
+			env GGML_CUDA_DISABLE_GRAPHS=1 LLBUILD_PATCHED_LLAMA_SERVER=/tmp/ab/$v/llama-server SHIM_LLAMA_SERVER=/tmp/ab/$v/llama-server \
+				"${one_b[@]}" "$T" -test.run XXX -test.bench PromptLogprobs -test.benchtime 5x -test.count 1 2>&1
+		done
+	done | tee "$OUT"/ab.txt ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

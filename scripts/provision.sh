@@ -7,7 +7,7 @@
 #     -> LLBUILD_TEST_DEVEL_IMAGE, LLBUILD_TEST_RUNTIME_IMAGE
 #   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
 #   - llama-server of that commit built with `llbuild server -t cpu-v3 --executor host`, with
-#     the patch series and without 0002-0009 -> LLBUILD_PATCHED_LLAMA_SERVER,
+#     the patch series and without 0002-0010 -> LLBUILD_PATCHED_LLAMA_SERVER,
 #     LLBUILD_PATCHED_LLAMA_SOURCE, LLBUILD_UNPATCHED_LLAMA_SERVER
 # Everything is cached under ~/.cache/llbuild-test (ccache under ~/.cache/llbuild/ccache), so a
 # second run on the same machine rebuilds from ccache. Without ../shared, or not as root, it
@@ -75,7 +75,7 @@ provision_source() {
 	export LLBUILD_TEST_LLAMA_SOURCE=$dir/src
 }
 
-# provision_llama_builds: the series build and the build without 0002-0009 (only 0001, which
+# provision_llama_builds: the series build and the build without 0002-0010 (only 0001, which
 # touches the CUDA backend alone), both through llbuild's own host executor.
 provision_llama_builds() {
 	local bin=$cache/bin/llbuild root=$cache/llama.cpp/builds series dir first hash
@@ -109,5 +109,5 @@ provision() {
 	provision_timed "engine (install, start)" provision_engine &&
 		provision_timed "stand-in images" provision_images &&
 		provision_timed "llama.cpp source" provision_source &&
-		provision_timed "llama.cpp builds (series, and without 0002-0009)" provision_llama_builds
+		provision_timed "llama.cpp builds (series, and without 0002-0010)" provision_llama_builds
 }

@@ -1,5 +1,5 @@
-// Checks the libllama API of patch 0005 (llama_set_output_logprobs, llama_set_output_targets,
-// llama_get_output_logprob_ith) against the logits on the host, on a model given on the
+// Checks the libllama API of patches 0005 (llama_set_output_logprobs, llama_set_output_targets,
+// llama_get_output_logprob_ith) and 0010 (llama_get_output_logprobs) against the logits on the host, on a model given on the
 // command line. Built and run by scripts/test-output-logprobs.sh; exits 0 when every check
 // passes, 1 otherwise, printing one line per check.
 //
@@ -157,6 +157,31 @@ int main(int argc, char ** argv) {
     check(n_null == n_targets, "llama_get_logits_ith is NULL for every output with a target");
     check(n_false == 2*n - n_targets, "llama_get_output_logprob_ith is false for outputs without a target");
     check(n_logits_ok == 2*n - n_targets, "outputs without a target keep their logits");
+
+    // patch 0010: all outputs at once, with one synchronization, give the same numbers
+    {
+        int32_t ids[2*40];
+        float b_lp[2*40], b_lp_top[2*40];
+        llama_token b_top[2*40];
+        for (int i = 0; i < 2*n; i++) {
+            ids[i] = 2*n - 1 - i; // any order
+        }
+        const bool ok = llama_get_output_logprobs(ctx, ids, 2*n, b_lp, b_top, b_lp_top);
+        int same = 0, none = 0;
+        for (int k = 0; ok && k < 2*n; k++) {
+            const int i = ids[k];
+            if (targets[i] >= 0) {
+                same += b_lp[k] == lp[i] && b_top[k] == top[i] && b_lp_top[k] == lp_top[i];
+            } else {
+                none += b_top[k] == -1 && b_lp[k] == 0.0f && b_lp_top[k] == 0.0f;
+            }
+        }
+        check(ok, "llama_get_output_logprobs answers for every output");
+        check(same == n_targets, "llama_get_output_logprobs gives llama_get_output_logprob_ith's numbers for every output with a target");
+        check(none == 2*n - n_targets, "llama_get_output_logprobs gives top -1 for outputs without a target");
+        int32_t bad_ids[2] = { 0, 2*n };
+        check(!llama_get_output_logprobs(ctx, bad_ids, 2, b_lp, b_top, b_lp_top), "llama_get_output_logprobs refuses an id outside the batch");
+    }
 
     // the next decode has no targets unless they are set again
     llama_memory_clear(llama_get_memory(ctx), true);
