@@ -90,8 +90,8 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	if missing != 0 {
 		v.Status = Fail
 		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks: SIGILL (illegal instruction) when that code runs", featureList(missing))
-		if c.IFuncResolvers > 0 {
-			v.Reason += " (outside the functions its ifunc resolvers choose)"
+		if c.IFuncResolvers > 0 || len(c.CPUIDChosen) > 0 {
+			v.Reason += " (outside the functions picked at run time by " + choosers(c) + ")"
 		}
 		v.Evidence = evidence(b, c.Examples, missing, 6)
 		v.Fix = "rebuild with those ISA options off (GGML_NATIVE=OFF and explicit GGML_<ISA> flags), or ship ggml's per-CPU variants (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS)"
@@ -125,8 +125,8 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	}
 	if missingDispatched != 0 {
 		v.Status = Dispatched
-		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks, only in functions that the file's ifunc resolvers (%d) choose at run time by CPUID: they run only if a resolver picks them on this CPU; the code outside them %s",
-			featureList(missingDispatched), c.IFuncResolvers, outside)
+		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks, only in functions picked at run time by a CPUID test (%s): they run only if that test picks them on this CPU; the code outside them %s",
+			featureList(missingDispatched), choosers(c), outside)
 		v.Evidence = evidence(b, c.DispatchedExamples, missingDispatched, 6)
 		return v
 	}
@@ -139,6 +139,19 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Reason += "; the system libraries it loads (" + strings.Join(b.SystemLibs, " ") + ") are not decoded, as in bundles: they choose their code by CPUID at run time"
 	}
 	return v
+}
+
+// choosers says what picks a file's dispatched functions: its ifunc resolvers, the runtimes
+// of CPUIDChosen, or both.
+func choosers(c *CodeFacts) string {
+	var who []string
+	if c.IFuncResolvers > 0 {
+		who = append(who, fmt.Sprintf("the file's ifunc resolvers, %d", c.IFuncResolvers))
+	}
+	for _, w := range c.CPUIDChosen {
+		who = append(who, w+", linked into the file")
+	}
+	return strings.Join(who, " or ")
 }
 
 // featureList names extensions as host features (deduplicated) where they map to one.

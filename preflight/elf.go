@@ -79,10 +79,13 @@ type CodeFacts struct {
 	Extensions map[string]int `json:"extensions"`
 	// Examples holds the first instructions that use each extension, by extension.
 	Examples map[x86.Ext][]Instruction `json:"-"`
-	// IFuncResolvers counts the file's ifunc resolvers; with any, Uses, Extensions and
-	// Examples cover the code that can run without one choosing it, and the Dispatched
-	// fields the functions only a resolver's choice reaches (see findDispatched).
-	IFuncResolvers       int                       `json:"ifuncResolvers,omitempty"`
+	// IFuncResolvers counts the file's ifunc resolvers; with any (or with CPUIDChosen), Uses,
+	// Extensions and Examples cover the code that can run without one choosing it, and the
+	// Dispatched fields the functions only a resolver's choice reaches (see findDispatched).
+	IFuncResolvers int `json:"ifuncResolvers,omitempty"`
+	// CPUIDChosen names what, besides ifunc resolvers, picks some of the file's functions
+	// by a CPUID test of its own (see cpuidChosen): their code counts as dispatched.
+	CPUIDChosen          []string                  `json:"cpuidChosen,omitempty"`
 	DispatchedBytes      int                       `json:"dispatchedBytes,omitempty"`
 	Dispatched           x86.Ext                   `json:"-"`
 	DispatchedExtensions map[string]int            `json:"dispatchedExtensions,omitempty"`
@@ -269,6 +272,17 @@ func scanCode(f *elf.File, variant bool) (*CodeFacts, error) {
 				return nil, fmt.Errorf("segment %d: %w", i, err)
 			}
 			spans = append(spans, codeSpan{fmt.Sprintf("PT_LOAD[%d]", i), p.Vaddr, data})
+		}
+	}
+	// functions a runtime's own CPUID test picks (libstdc++'s std::random_device) count as
+	// dispatched too
+	if fromSections {
+		if chosen, by := chosenFunctions(f); len(chosen) > 0 {
+			if dm == nil {
+				dm = &dispatchMap{regions: wholeSpans(spans)}
+			}
+			dm.regions = markChosen(dm.regions, spans, chosen)
+			facts.CPUIDChosen = by
 		}
 	}
 	var st, sd x86.Stats
