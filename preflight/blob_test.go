@@ -45,6 +45,24 @@ func realEntries(t *testing.T, container []byte) [][]byte {
 	return out
 }
 
+// unreadable makes a copy of a real container whose compressed payloads are no longer zstd
+// frames, as a compression preflight cannot read would be.
+func unreadable(t *testing.T, c []byte) []byte {
+	t.Helper()
+	d := append([]byte{}, c...)
+	es, err := fatbin.Parse(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if !e.Compressed {
+			t.Fatalf("entry %s is not compressed", e.Arch())
+		}
+		d[e.Offset+e.HeaderSize] ^= 0xff
+	}
+	return d
+}
+
 // container wraps real entries in a fat binary container header as nvcc writes one.
 func container(entries ...[]byte) []byte {
 	body := bytes.Join(entries, nil)
@@ -86,8 +104,14 @@ func TestKernelsPerBlob(t *testing.T) {
 		{"one translation unit's cubin does not cover another's kernels", libWithFatbin(t, mixed[0], mixed[1], plain[0], plain[1]), "8.6", "13.1", Fail, "CUDA error 209"},
 		{"both translation units carry sm_120 code", libWithFatbin(t, mixed[0], mixed[1], plain[0], plain[1]), "12.0", "13.1", OK, "sm_120a cubin"},
 		{"a kernel-less container needs no code for the GPU (mixed on 12.1)", libWithFatbin(t, mixed...), "12.1", "13.1", OK, "JIT-compiles compute_90"},
-		{"a compressed container with nothing for the GPU is unknown, never ok", libWithFatbin(t, mixed[0], mixed[1], compressed[0]), "12.0", "13.1", Unknown, "compressed"},
+		{"an unreadable compressed container with nothing for the GPU is unknown, never ok", libWithFatbin(t, mixed[0], mixed[1], unreadable(t, compressed[0])), "12.0", "13.1", Unknown, "compressed"},
 		{"a compressed container with a cubin for the GPU runs", libWithFatbin(t, compressed...), "8.9", "13.1", OK, "sm_89 cubin"},
+		{"compressed containers are read: nothing for the GPU fails", libWithFatbin(t, compressed...), "8.6", "13.1", Fail, "container 2 of 2 (axpy): no kernel for compute capability 8.6 among compute_89 sm_89 sm_100a: CUDA error 209"},
+		{"containers with the same verdict are named once, as ranges", libWithFatbin(t, compressed[0], compressed[1], compressed[1], compressed[1], compressed[1], plain[0], plain[1]), "8.6", "13.1", Fail,
+			"containers 2-5 of 7 (axpy): no kernel for compute capability 8.6 among compute_89 sm_89 sm_100a: CUDA error 209 (no kernel image is available for execution on the device); container 7 of 7 (axpy): no kernel for compute capability 8.6 among compute_120 sm_120 sm_75: CUDA error 209"},
+		{"one verdict for every container with kernels", libWithFatbin(t, compressed[0], compressed[1], compressed[1], compressed[1], compressed[1]), "8.9", "13.1", OK,
+			"all 4 containers with kernels, of 5 (axpy; the other 1 defines none): sm_89 cubin runs on compute capability 8.9"},
+		{"a compressed kernel-less container needs nothing", libWithFatbin(t, compressed[0], plain[1]), "12.0", "13.1", OK, "container 2 of 2 (axpy): sm_120 cubin"},
 		{"the PTX the driver JITs is the highest at most the GPU's, not the first",
 			libWithFatbin(t, container(realEntries(t, nocompress[1])[0], realEntries(t, plain[1])[0], realEntries(t, nocompress[1])[1])), "12.1", "13.1", OK, "compute_120 PTX"},
 		{"a cubin-less translation unit whose PTX is too new fails even where another's cubin runs",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,9 +427,7 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 			continue
 		}
 		bv := judgeBlob(bl, names, known, dev, driverCUDA)
-		if len(blobs) > 1 {
-			bv.reason = fmt.Sprintf("container %d of %d (%s): %s", i+1, len(blobs), kernelList(names, known), bv.reason)
-		}
+		bv.index, bv.kernels, bv.known = i, names, known
 		if b.FatbinError != "" && i == len(blobs)-1 && bv.status == Fail {
 			// The listing stopped inside or after this container: its missing entries may
 			// hold the code.
@@ -444,11 +443,10 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 		}
 	}
 	reasons := func(bs []blobVerdict) string {
-		var rs []string
-		for _, x := range bs {
-			rs = append(rs, x.reason)
+		if len(blobs) == 1 {
+			return bs[0].reason
 		}
-		return strings.Join(rs, "; ")
+		return groupedReasons(bs, len(blobs))
 	}
 	switch {
 	case len(fail) > 0:
@@ -470,6 +468,95 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 type blobVerdict struct {
 	status      Status
 	reason, fix string
+	// the container: its index, its kernels and whether they could be read
+	index   int
+	kernels []string
+	known   bool
+}
+
+// groupedReasons says the verdicts of the containers of a library of n, one clause per
+// distinct reason, naming its containers as ranges: a CUDA library has one container per
+// translation unit, 141 in ggml-cuda, mostly with the same verdict. bs are the containers
+// with kernels (or unread ones); those without kernels need nothing and are left out.
+func groupedReasons(bs []blobVerdict, n int) string {
+	var order []string
+	groups := map[string][]blobVerdict{}
+	for _, b := range bs {
+		if _, seen := groups[b.reason]; !seen {
+			order = append(order, b.reason)
+		}
+		groups[b.reason] = append(groups[b.reason], b)
+	}
+	var out []string
+	for _, r := range order {
+		g := groups[r]
+		var idx []int
+		var names []string
+		unread := 0
+		for _, b := range g {
+			idx = append(idx, b.index)
+			if !b.known {
+				unread++
+			}
+			names = append(names, b.kernels...)
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		var what []string
+		switch {
+		case len(names) == 0:
+		case len(names) <= 3:
+			what = append(what, kernelList(names, true))
+		default:
+			what = append(what, plural(len(names), "kernel", "kernels"))
+		}
+		if unread > 0 {
+			what = append(what, "kernels unknown: compressed")
+			if unread < len(g) {
+				what[len(what)-1] = fmt.Sprintf("%d compressed, kernels unknown", unread)
+			}
+		}
+		var which string
+		switch {
+		case len(order) == 1 && len(g) > 3 && len(g) < n:
+			which = fmt.Sprintf("all %d containers with kernels, of %d", len(g), n)
+			what = append(what, "the other "+plural(n-len(g), "defines", "define")+" none")
+		case len(order) == 1 && len(g) == n:
+			which = fmt.Sprintf("all %d containers", n)
+		case len(g) == 1:
+			which = fmt.Sprintf("container %s of %d", indexRanges(idx), n)
+		default:
+			which = fmt.Sprintf("containers %s of %d", indexRanges(idx), n)
+		}
+		out = append(out, fmt.Sprintf("%s (%s): %s", which, strings.Join(what, "; "), r))
+	}
+	return strings.Join(out, "; ")
+}
+
+// plural is "1 one" or "N many".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// indexRanges writes ascending 0-based indices as 1-based ranges: "1-3, 7, 9-12".
+func indexRanges(idx []int) string {
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(idx[i]+1))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i]+1, idx[j]+1))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 func kernelList(names []string, known bool) string {

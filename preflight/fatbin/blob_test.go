@@ -2,14 +2,15 @@ package fatbin
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
 
 // TestBlobKernels reads which containers of real nvcc 13.0 builds hold kernels. nvcc -shared
 // emits two containers for one kernel.cu: the first (no .text.* section in its cubins) holds
-// no kernel; the second defines axpy. A compressed payload cannot be read, so its blob's
-// kernels are unknown, not "none".
+// no kernel; the second defines axpy. Compressed payloads (zstd, -Xfatbin=-compress-all)
+// are read as well as plain ones.
 func TestBlobKernels(t *testing.T) {
 	for _, c := range []struct {
 		file string
@@ -19,7 +20,7 @@ func TestBlobKernels(t *testing.T) {
 		{"plain120", "- axpy"},
 		{"family", "- axpy"},
 		{"nocompress", "- axpy"},
-		{"compressed", "? ?"},
+		{"compressed", "- axpy"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			var got []string
@@ -78,5 +79,51 @@ func TestBlobSelect(t *testing.T) {
 		if got != c.want {
 			t.Errorf("Select(%s) = %q, want %q", c.dev, got, c.want)
 		}
+	}
+}
+
+// TestCompressedPayloadsRead: nvcc 13's compressed payloads are zstd frames; read, they name
+// the same kernels as the uncompressed build of the same kernel.cu. A payload that does not
+// decompress (damaged, or another format) leaves its blob's kernels unknown, not "none".
+func TestCompressedPayloadsRead(t *testing.T) {
+	var got []string
+	for _, e := range realEntries(t, "compressed") {
+		if !e.Compressed || !e.Decompressed || !e.Inspected {
+			t.Errorf("%s: compressed %v, decompressed %v, inspected %v; want all", e.Arch(), e.Compressed, e.Decompressed, e.Inspected)
+		}
+		got = append(got, fmt.Sprintf("%s:%v", e.Arch(), e.Kernels))
+	}
+	want := "[sm_89:[] sm_100a:[] compute_89:[axpy] sm_89:[axpy] sm_100a:[axpy]]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("kernels of the compressed build = %v, want %v", got, want)
+	}
+
+	data, err := os.ReadFile("testdata/realbuild/compressed.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, damage := range []struct {
+		name string
+		at   int // into each payload
+		b    byte
+	}{
+		{"not a zstd frame", 0, 0x29},
+		{"a damaged frame", 6, 0xff},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			d := append([]byte{}, data...)
+			for _, e := range realEntries(t, "compressed") {
+				d[e.Offset+e.HeaderSize+damage.at] ^= damage.b
+			}
+			es, err := Parse(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range Blobs(es) {
+				if names, known := b.Kernels(); known {
+					t.Errorf("blob %d of a damaged build: kernels %v known, want unknown", b.Index, names)
+				}
+			}
+		})
 	}
 }

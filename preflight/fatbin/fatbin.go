@@ -54,6 +54,8 @@ type Entry struct {
 	// FamilySpecific marks sm_XYf / compute_XYf code.
 	FamilySpecific bool `json:"familySpecific,omitempty"`
 	Compressed     bool `json:"compressed,omitempty"`
+	// Decompressed says a compressed payload was read (a zstd frame, as nvcc 13 writes).
+	Decompressed bool `json:"decompressed,omitempty"`
 	// Version is the entry's code version: the PTX ISA version (9.0) for PTX, the cubin
 	// format version for cubins.
 	VersionMajor int `json:"versionMajor"`
@@ -68,8 +70,9 @@ type Entry struct {
 	// translation unit (and one without kernels for -shared links): the driver loads each
 	// on its own, so each needs code for the GPU.
 	Blob int `json:"blob"`
-	// Inspected says the payload was read for kernels; compressed payloads and ones that
-	// are neither an ELF cubin nor PTX text are not.
+	// Inspected says the payload was read for kernels; payloads compressed other than with
+	// zstd (or not decompressing to their stated size) and ones that are neither an ELF cubin
+	// nor PTX text are not.
 	Inspected bool `json:"inspected"`
 	// Kernels names the kernels an inspected payload defines: its cubin's .text.NAME
 	// sections, its PTX's .entry NAME directives.
@@ -118,8 +121,8 @@ var (
 )
 
 // Parse lists the entries of one or more concatenated fat binary containers, as found in
-// an ELF file's .nv_fatbin section. Zero padding between containers is skipped. Payloads
-// are not decompressed: the headers say everything the listing needs.
+// an ELF file's .nv_fatbin section. Zero padding between containers is skipped. Compressed
+// payloads are decompressed (zstd) only to read their kernels' names.
 func Parse(data []byte) ([]Entry, error) {
 	var out []Entry
 	off, blob := 0, 0
@@ -180,8 +183,20 @@ func parseEntries(data []byte, off, blob int) ([]Entry, error) {
 		e.Compressed = e.Flags&flagCompressed != 0
 		e.ArchSpecific = e.Flags&flagArchSpecific != 0
 		e.FamilySpecific = e.Flags&flagFamilySpecific != 0
-		if !e.Compressed {
-			e.Kernels, e.Inspected = kernels(e.Kind, h[e.HeaderSize:e.HeaderSize+e.PayloadSize])
+		payload := h[e.HeaderSize : e.HeaderSize+e.PayloadSize]
+		if e.Compressed {
+			// nvcc 13 compresses with zstd; the header holds the payload's exact size
+			// (u32 at 0x10) and its size uncompressed (u32 at 0x38)
+			n := int(binary.LittleEndian.Uint32(h[0x10:]))
+			if n > 0 && n <= len(payload) {
+				payload = payload[:n]
+			}
+			if raw, err := unzstd(payload, int(binary.LittleEndian.Uint32(h[0x38:]))); err == nil {
+				e.Kernels, e.Inspected = kernels(e.Kind, raw)
+				e.Decompressed = e.Inspected
+			}
+		} else {
+			e.Kernels, e.Inspected = kernels(e.Kind, payload)
 		}
 		out = append(out, e)
 		off += e.HeaderSize + e.PayloadSize
