@@ -27,19 +27,7 @@ extern "C" __attribute__((target("rdrnd"))) unsigned own_rdrand() { unsigned v =
 // gxxBuild compiles a C++ shared library from src with g++ and the given flags into dir/out.
 func gxxBuild(t *testing.T, dir, out, src string, flags ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("g++"); err != nil {
-		llamatest.Unavailable(t, "no g++ to build the test files")
-	}
-	c := filepath.Join(dir, out+".cpp")
-	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"-O2", "-shared", "-fPIC"}, flags...)
-	cmd := exec.Command("g++", append(args, "-o", filepath.Join(dir, out), c)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("g++ %v: %v\n%s", flags, err, b)
-	}
-	return filepath.Join(dir, out)
+	return compileSrc(t, "g++", ".cpp", dir, out, src, append([]string{"-shared", "-fPIC"}, flags...)...)
 }
 
 // TestRandomDeviceLinkedInIsDispatched: with libstdc++ linked statically (as a toolchain with

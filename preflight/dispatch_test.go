@@ -18,16 +18,22 @@ import (
 // gccBuild compiles src with gcc and the given flags into dir/out.
 func gccBuild(t *testing.T, dir, out, src string, flags ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		llamatest.Unavailable(t, "no gcc to build the test files")
+	return compileSrc(t, "gcc", ".c", dir, out, src, flags...)
+}
+
+// compileSrc writes src to dir/out+ext and compiles it with cc (-O3 and flags) into dir/out.
+func compileSrc(t *testing.T, cc, ext, dir, out, src string, flags ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath(cc); err != nil {
+		llamatest.Unavailable(t, "no "+cc+" to build the test files")
 	}
-	c := filepath.Join(dir, out+".c")
+	c := filepath.Join(dir, out+ext)
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("gcc", append(append([]string{"-O3"}, flags...), "-o", filepath.Join(dir, out), c)...)
+	cmd := exec.Command(cc, append(append([]string{"-O3"}, flags...), "-o", filepath.Join(dir, out), c)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gcc %v: %v\n%s", flags, err, b)
+		t.Fatalf("%s %v: %v\n%s", cc, flags, err, b)
 	}
 	return filepath.Join(dir, out)
 }
