@@ -133,7 +133,7 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	v.Status = OK
 	v.Reason = rest
 	if more := disp &^ need; more != 0 {
-		v.Reason += fmt.Sprintf("; its ifunc-dispatched functions use %s, which the CPU also has", featureList(more))
+		v.Reason += fmt.Sprintf("; its functions picked at run time by a CPUID test (%s) use %s, which the CPU also has", choosers(c), featureList(more))
 	}
 	if len(b.SystemLibs) > 0 {
 		v.Reason += "; the system libraries it loads (" + strings.Join(b.SystemLibs, " ") + ") are not decoded, as in bundles: they choose their code by CPUID at run time"
