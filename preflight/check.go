@@ -510,11 +510,11 @@ func groupedReasons(bs []blobVerdict, n int) string {
 		default:
 			what = append(what, plural(len(names), "kernel", "kernels"))
 		}
-		if unread > 0 {
+		switch {
+		case unread == len(g):
 			what = append(what, "kernels unknown: compressed")
-			if unread < len(g) {
-				what[len(what)-1] = fmt.Sprintf("%d compressed, kernels unknown", unread)
-			}
+		case unread > 0:
+			what = append(what, fmt.Sprintf("%d compressed, kernels unknown", unread))
 		}
 		var which string
 		switch {
