@@ -80,6 +80,21 @@ type Materials struct {
 	Images  []Image `json:"images"`
 	// Apt is what the devel step installed with apt, when the build ran in a devel image.
 	Apt *Apt `json:"apt,omitempty"`
+	// CUDA is the CUDA toolkit that compiled, as found where the build ran (not the plan's
+	// wish), for CUDA builds.
+	CUDA *CUDAToolkit `json:"cuda,omitempty"`
+}
+
+// CUDAToolkit is the CUDA compiler a build used and the driver stub it linked against.
+type CUDAToolkit struct {
+	// Release is nvcc's version ("12.4.131"); Compiler its --version release line.
+	Release  string `json:"release"`
+	Compiler string `json:"compiler"`
+	// Stubs is the directory of the driver stub libcuda.so the link used.
+	Stubs string `json:"stubs"`
+	// DriverLibrary says a real libcuda.so.1 was where the build ran (always so on a host
+	// with a GPU driver; in a devel image it means the link could have used it, not the stub).
+	DriverLibrary bool `json:"driverLibrary,omitempty"`
 }
 
 // Source is a git source at a full commit.

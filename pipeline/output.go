@@ -73,6 +73,13 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 	if err != nil {
 		return "", err
 	}
+	if p.CUDA != nil {
+		for _, f := range files {
+			if _, err := normalizeStrtab(f.From); err != nil {
+				return "", fmt.Errorf("%s: %w", f.From, err)
+			}
+		}
+	}
 	return artifacts.Write(out, artifacts.Input{
 		Target:     p.Target,
 		PlanHash:   p.Hash,
@@ -89,6 +96,12 @@ type provenance struct {
 	devel *artifacts.Image
 	// sourceTree and vendorTree are the content hashes of plain-directory sources.
 	sourceTree, vendorTree string
+	cuda                   *CUDAToolchain
+}
+
+// WithCUDAToolchain records the CUDA compiler that built, as found where the build ran.
+func WithCUDAToolchain(tc *CUDAToolchain) ProvenanceOption {
+	return func(pv *provenance) { pv.cuda = tc }
 }
 
 // WithDevelImage records the devel image the build ran in: its reference (no host paths:
@@ -174,6 +187,9 @@ func ProvenanceOf(p *Plan, b Builder, opts ...ProvenanceOption) artifacts.Proven
 		}
 		a.Unverified = substituted
 		m.Apt = a
+	}
+	if pv.cuda != nil {
+		m.CUDA = &artifacts.CUDAToolkit{Release: pv.cuda.Release, Compiler: pv.cuda.VersionLine, Stubs: pv.cuda.Stubs, DriverLibrary: pv.cuda.Driver != ""}
 	}
 	return artifacts.Provenance{
 		Materials: m,

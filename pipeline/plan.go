@@ -23,9 +23,6 @@ const PlanSchemaVersion = 2
 // executor replaces it with where it put the source (/src in a container).
 const SourceDirToken = "@SRC@"
 
-// StubDir is where CUDA devel images keep the driver stub libcuda.so.
-const StubDir = "/usr/local/cuda/lib64/stubs"
-
 // Plan is everything a build does, resolved from a target and a recipe. It is a pure value:
 // the same inputs give the same Plan and the same Hash.
 type Plan struct {
@@ -294,7 +291,7 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 			errs = append(errs, err)
 		}
 		p.CUDA = cp
-		stubs := "-L" + StubDir
+		stubs := "-L" + CUDAStubsToken
 		cfg = append(cfg,
 			"-DGGML_CUDA=ON",
 			"-DCMAKE_CUDA_ARCHITECTURES="+strings.Join(c.Architectures, ";"),
@@ -302,8 +299,8 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 			"-DCMAKE_EXE_LINKER_FLAGS="+stubs,
 			"-DCMAKE_SHARED_LINKER_FLAGS="+stubs,
 		)
-		p.Env["LIBRARY_PATH"] = StubDir
-		p.Notes = append(p.Notes, "links against the CUDA driver stub ("+StubDir+"/libcuda.so); the real libcuda.so.1 comes from the host driver at run time and is never shipped")
+		p.Env["LIBRARY_PATH"] = CUDAStubsToken
+		p.Notes = append(p.Notes, "links against the CUDA driver stub (libcuda.so in the toolkit's stubs directory, "+CUDAStubsToken+", which the executor finds where it builds: /usr/local/cuda/lib64/stubs in NVIDIA's images, /usr/lib/x86_64-linux-gnu/stubs in Debian's packages); the real libcuda.so.1 comes from the host driver at run time and is never shipped")
 	case targets.BackendSYCL:
 		p.SYCL = &targets.SYCL{DeviceArch: t.Build.SYCL.DeviceArch}
 		cfg = append(cfg, "-DGGML_SYCL=ON", "-DGGML_SYCL_TARGET=INTEL", "-DGGML_SYCL_DEVICE_ARCH="+t.Build.SYCL.DeviceArch)

@@ -5,6 +5,8 @@
 #     the tests end, also on failure) -> _EXPERIMENTAL_DAGGER_RUNNER_HOST, _EXPERIMENTAL_DAGGER_CLI_BIN
 #   - stand-in base images made from Debian packages (mk-image.sh)
 #     -> LLBUILD_TEST_DEVEL_IMAGE, LLBUILD_TEST_RUNTIME_IMAGE
+#   - CUDA stand-ins from Debian trixie's CUDA 12.4.1 (scripts/mk-cuda-standin.sh)
+#     -> LLBUILD_TEST_CUDA_DEVEL_IMAGE, LLBUILD_TEST_CUDA_RUNTIME_IMAGE
 #   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
 #   - llama-server of that commit built with `llbuild server -t cpu-v3 --executor host`, with
 #     the patch series and without 0002-0010 -> LLBUILD_PATCHED_LLAMA_SERVER,
@@ -63,6 +65,25 @@ provision_images() {
 	export LLBUILD_TEST_DEVEL_IMAGE=$dir/devel.tar LLBUILD_TEST_RUNTIME_IMAGE=$dir/runtime.tar
 }
 
+# provision_cuda_images: the CUDA stand-ins (scripts/mk-cuda-standin.sh: Debian trixie's CUDA
+# 12.4.1 toolkit, no driver; and a runtime of cudart and cuBLAS), made again only when the
+# scripts, ocitool or the trixie apt pins change. It mostly downloads and unpacks, so
+# provision runs it beside the llama.cpp builds, which use the cores.
+provision_cuda_images() {
+	local key dir
+	key=$( { cat "$shared/dagger/mk-image.sh" "$shared"/dagger/ocitool/* scripts/mk-cuda-standin.sh recipes/apt/debian-13.yaml; } | sha256sum | cut -c1-16)
+	dir=$cache/cuda-images/$key
+	mkdir -p "$dir"
+	local role
+	for role in devel runtime; do
+		if [[ ! -s $dir/$role.tar ]]; then
+			LLBUILD_SHARED=$shared bash scripts/mk-cuda-standin.sh "$role" "$dir/$role.tar" >/dev/null 2>"$dir/$role.log" ||
+				{ tail -20 "$dir/$role.log" >&2; rm -f "$dir/$role.tar"; return 1; }
+		fi
+	done
+	echo "$dir"
+}
+
 provision_source() {
 	local tarball name dir
 	tarball=$(find "$shared/llama.cpp" -maxdepth 1 -name 'llama.cpp-*.tar.xz' | sort | tail -1)
@@ -106,8 +127,21 @@ provision() {
 		echo "provision: not root: the engine cannot be started here; the tests that need it, the stand-in images or the llama.cpp builds will skip" >&2
 		return 0
 	fi
-	provision_timed "engine (install, start)" provision_engine &&
-		provision_timed "stand-in images" provision_images &&
+	provision_timed "engine (install, start)" provision_engine || return 1
+	# the CUDA stand-ins download and unpack while the llama.cpp builds compile
+	local cuda_out
+	cuda_out=$(mktemp)
+	provision_timed "CUDA stand-in images" provision_cuda_images >"$cuda_out" &
+	local cuda_pid=$!
+	provision_timed "stand-in images" provision_images &&
 		provision_timed "llama.cpp source" provision_source &&
 		provision_timed "llama.cpp builds (series, and without 0002-0010)" provision_llama_builds
+	local rc=$?
+	wait "$cuda_pid" || rc=1
+	local dir
+	dir=$(cat "$cuda_out") && rm -f "$cuda_out"
+	if [[ -n $dir ]]; then
+		export LLBUILD_TEST_CUDA_DEVEL_IMAGE=$dir/devel.tar LLBUILD_TEST_CUDA_RUNTIME_IMAGE=$dir/runtime.tar
+	fi
+	return "$rc"
 }

@@ -23,6 +23,11 @@ const (
 	// runtime is bookworm minbase with libgomp1 and ca-certificates.
 	DevelImageEnv   = "LLBUILD_TEST_DEVEL_IMAGE"
 	RuntimeImageEnv = "LLBUILD_TEST_RUNTIME_IMAGE"
+	// CUDADevelImageEnv and CUDARuntimeImageEnv are OCI archives of the CUDA stand-ins
+	// (scripts/mk-cuda-standin.sh): Debian trixie's CUDA 12.4.1 toolkit without a driver, and
+	// cudart and cuBLAS without libcuda or a compiler.
+	CUDADevelImageEnv   = "LLBUILD_TEST_CUDA_DEVEL_IMAGE"
+	CUDARuntimeImageEnv = "LLBUILD_TEST_CUDA_RUNTIME_IMAGE"
 	// LlamaSourceEnv is the recipe's pinned llama.cpp (../shared/llama.cpp unpacked), a plain
 	// directory without .git.
 	LlamaSourceEnv = "LLBUILD_TEST_LLAMA_SOURCE"
@@ -87,3 +92,9 @@ func RuntimeImage(t testing.TB) string { t.Helper(); return file(t, RuntimeImage
 
 // LlamaSource is the pinned llama.cpp source tree.
 func LlamaSource(t testing.TB) string { t.Helper(); return file(t, LlamaSourceEnv) }
+
+// CUDADevelImage is the CUDA stand-in devel image's OCI archive.
+func CUDADevelImage(t testing.TB) string { t.Helper(); return file(t, CUDADevelImageEnv) }
+
+// CUDARuntimeImage is the CUDA stand-in runtime image's OCI archive.
+func CUDARuntimeImage(t testing.TB) string { t.Helper(); return file(t, CUDARuntimeImageEnv) }

@@ -207,6 +207,8 @@ type state struct {
 	develRef, develDigest string
 	// sourceTree is the content hash of a plain-directory source, whose commit nothing checks.
 	sourceTree string
+	// cuda is the CUDA toolchain found in the devel image, for CUDA plans.
+	cuda *pipeline.CUDAToolchain
 }
 
 // provenance says where the build's inputs differed from the plan's.
@@ -217,6 +219,9 @@ func (s *state) provenance() []pipeline.ProvenanceOption {
 	}
 	if s.sourceTree != "" {
 		opts = append(opts, pipeline.WithUnverifiedSource(s.plan, s.sourceTree))
+	}
+	if s.cuda != nil {
+		opts = append(opts, pipeline.WithCUDAToolchain(s.cuda))
 	}
 	return opts
 }
@@ -230,6 +235,8 @@ func steps() []pipeline.Step[*state] {
 	return []pipeline.Step[*state]{
 		pipeline.StepFunc("devel image", develImage),
 		pipeline.StepFunc("apt packages", aptPackages),
+		pipeline.StepFunc("cuda toolkit", cudaToolkit),
+		pipeline.StepFunc("environment", environment),
 		pipeline.StepFunc("source", source),
 		pipeline.StepFunc("patches", applyPatches),
 		pipeline.StepFunc("configure", configure),
@@ -319,13 +326,58 @@ func develImage(_ context.Context, s *state) error {
 	default:
 		ctr = ctr.From(p.Images.Devel.Ref)
 	}
-	for _, kv := range pipeline.SortedEnv(p.Env) {
-		k, v, _ := strings.Cut(kv, "=")
-		ctr = ctr.WithEnvVariable(k, strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir))
+	s.ctr = ctr.WithEnvVariable("DEBIAN_FRONTEND", "noninteractive")
+	return nil
+}
+
+// develName names the devel image in messages: the substitute given, else the plan's.
+func (s *state) develName() string {
+	if s.develRef != "" {
+		return s.develRef
 	}
-	s.ctr = ctr.
-		WithEnvVariable("CCACHE_DIR", ccacheDir).
-		WithEnvVariable("DEBIAN_FRONTEND", "noninteractive")
+	return s.plan.Images.Devel.Ref
+}
+
+// cudaToolkit finds, in the devel image, the CUDA compiler that will build and the driver
+// stub it links against (pipeline.CUDAProbeScript), and refuses a compiler of another CUDA
+// release than the plan's. This runs the image up to here on the engine, before the build.
+func cudaToolkit(ctx context.Context, s *state) error {
+	if s.plan.CUDA == nil {
+		return nil
+	}
+	where := "the devel image " + s.develName()
+	out, err := s.ctr.WithExec([]string{"sh", "-c", pipeline.CUDAProbeScript}).Stdout(ctx)
+	if err != nil {
+		return s.engineError(err)
+	}
+	tc, err := pipeline.ParseCUDAProbe(out, where)
+	if err != nil {
+		return err
+	}
+	if err := s.plan.CheckToolkit(tc, where); err != nil {
+		return err
+	}
+	if tc.Driver != "" {
+		s.opts.Logger.Warn("the devel image has a real CUDA driver library: the link can succeed against it where a driverless one would need the stub; provenance records it", "driver", tc.Driver, "image", s.develName())
+	}
+	s.opts.Logger.Info("cuda toolkit", "nvcc", tc.NVCC, "release", tc.Release, "stubs", tc.Stubs)
+	s.cuda = tc
+	return nil
+}
+
+// expand replaces the plan's tokens with their places in the container.
+func (s *state) expand(v string) string {
+	return pipeline.ExpandCUDA(strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir), s.cuda)
+}
+
+// environment sets the plan's build environment.
+func environment(_ context.Context, s *state) error {
+	ctr := s.ctr
+	for _, kv := range pipeline.SortedEnv(s.plan.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		ctr = ctr.WithEnvVariable(k, s.expand(v))
+	}
+	s.ctr = ctr.WithEnvVariable("CCACHE_DIR", ccacheDir)
 	return nil
 }
 
@@ -527,7 +579,7 @@ func withEnvScript(p *pipeline.Plan, args []string) []string {
 func configure(_ context.Context, s *state) error {
 	args := []string{"cmake", "-S", srcDir, "-B", buildDir}
 	for _, a := range s.plan.Configure {
-		args = append(args, strings.ReplaceAll(a, pipeline.SourceDirToken, srcDir))
+		args = append(args, s.expand(a))
 	}
 	// ccache handles concurrent use itself: the volume is shared between builds.
 	s.ctr = s.ctr.

@@ -372,3 +372,29 @@ func TestNewHandsTheCLIOnPathToTheSDK(t *testing.T) {
 		t.Errorf("_EXPERIMENTAL_DAGGER_CLI_BIN = %q after New(), want the CLI on PATH %s (else the SDK downloads one)", got, bin)
 	}
 }
+
+// A devel image whose nvcc is another CUDA release than the plan's is refused before anything
+// is built: the runtime image would claim the plan's NVIDIA_REQUIRE_CUDA for binaries that need
+// the compiler's. A devel image without the driver stub is refused the same way.
+func TestBuildRefusesAnotherCUDARelease(t *testing.T) {
+	for _, tt := range []struct{ name, probe, want string }{
+		{"nvcc 13.0 for a CUDA 13.1 plan", fakeCUDAProbe, "nvcc in the devel image nvidia/cuda:13.1.1-devel-ubuntu24.04@sha256:9cf8694a27722418a1f175d90f85d5afb5a728fd4a9907d7f0565efecfa14d32 is 13.0.88 (Cuda compilation tools, release 13.0, V13.0.88): use a devel image of CUDA 13.1, or a target whose build.cuda.toolkit is 13.0"},
+		{"no stub", "nvcc=/usr/bin/nvcc\nversion=Cuda compilation tools, release 13.1, V13.1.80\n", "no CUDA driver stub (stubs/libcuda.so) in the devel image"},
+		{"no nvcc", "nvcc=\n", "no nvcc in the devel image"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := series(t)
+			p := fixture.Plan(t, "rtx3090", fixture.Recipe(t, strings.Repeat("a", 40)), s)
+			out := t.TempDir()
+			f := newFake(out)
+			f.stdout = tt.probe
+			_, err := newExecutor(t, f, Options{Series: s}).Build(context.Background(), p, out)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Build() = %v, want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(strings.Join(f.recorded(), "\n"), "{export(") {
+				t.Errorf("a refused build still exported")
+			}
+		})
+	}
+}

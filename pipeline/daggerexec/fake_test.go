@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +30,26 @@ type fakeEngine struct {
 	failExport map[string]any
 	// paths replaces host paths in recorded queries (a temporary directory -> "$OUT").
 	paths map[string]string
+	// stdout answers a container's stdout (the CUDA probe); "" answers what
+	// pipeline.CUDAProbeScript prints in the nvidia/cuda:X.Y devel image the query names.
+	stdout string
+}
+
+// fakeCUDAProbe is what pipeline.CUDAProbeScript prints in NVIDIA's CUDA 13.0 devel image.
+const fakeCUDAProbe = "nvcc=/usr/local/cuda/bin/nvcc\nversion=Cuda compilation tools, release 13.0, V13.0.88\nstubs=/usr/local/cuda/lib64/stubs\n"
+
+var cudaImageTag = regexp.MustCompile(`nvidia/cuda:([0-9]+\.[0-9]+)`)
+
+// probeAnswer is the CUDA probe's output for the image the query starts from.
+func (f *fakeEngine) probeAnswer(q string) string {
+	if f.stdout != "" {
+		return f.stdout
+	}
+	m := cudaImageTag.FindStringSubmatch(q)
+	if m == nil {
+		return fakeCUDAProbe
+	}
+	return strings.Replace(fakeCUDAProbe, "release 13.0, V13.0.88", "release "+m[1]+", V"+m[1]+".88", 1)
 }
 
 func (f *fakeEngine) Host() string { return "fake.invalid" }
@@ -81,6 +102,8 @@ func (f *fakeEngine) answer(fl *field, norm string) (map[string]any, error) {
 		case "id", "sync":
 			sum := sha256.Sum256([]byte(norm))
 			v = "id-" + hex.EncodeToString(sum[:6])
+		case "stdout":
+			v = f.probeAnswer(norm)
 		case "export":
 			path := fl.stringArg("path")
 			if err := f.writeExport(path); err != nil {

@@ -84,6 +84,8 @@ func wheelSteps() []pipeline.Step[*wheelState] {
 	return []pipeline.Step[*wheelState]{
 		pipeline.StepFunc("devel image", func(ctx context.Context, s *wheelState) error { return develImage(ctx, s.state) }),
 		pipeline.StepFunc("apt packages", func(ctx context.Context, s *wheelState) error { return aptPackages(ctx, s.state) }),
+		pipeline.StepFunc("cuda toolkit", func(ctx context.Context, s *wheelState) error { return cudaToolkit(ctx, s.state) }),
+		pipeline.StepFunc("environment", func(ctx context.Context, s *wheelState) error { return environment(ctx, s.state) }),
 		pipeline.StepFunc("python build tools", pythonTools),
 		pipeline.StepFunc("sources", wheelSources),
 		pipeline.StepFunc("patches", wheelPatches),
@@ -282,11 +284,11 @@ func wheelBuild(_ context.Context, s *wheelState) error {
 	ctr := s.ctr
 	for _, kv := range pipeline.SortedEnv(s.wp.Env) {
 		k, v, _ := strings.Cut(kv, "=")
-		ctr = ctr.WithEnvVariable(k, strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir))
+		ctr = ctr.WithEnvVariable(k, s.expand(v))
 	}
 	args := []string{s.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", distDir, srcDir}
 	s.ctr = ctr.
-		WithEnvVariable("CMAKE_ARGS", s.wp.CMakeArgsEnv(srcDir)).
+		WithEnvVariable("CMAKE_ARGS", pipeline.ExpandCUDA(s.wp.CMakeArgsEnv(srcDir), s.cuda)).
 		WithEnvVariable("SKBUILD_BUILD_DIR", buildDir).
 		WithMountedCache(ccacheDir, s.dag.CacheVolume("llbuild-ccache"), dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeShared}).
 		WithExec(withEnvScript(s.plan, args))

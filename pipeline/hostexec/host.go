@@ -94,6 +94,8 @@ type state struct {
 	nlog     int
 	// sourceTree is the content hash of a plain-directory source, whose commit nothing checks.
 	sourceTree string
+	// cuda is the CUDA toolchain found on this machine, for CUDA plans.
+	cuda *pipeline.CUDAToolchain
 }
 
 func (s *state) logPath(name string) string {
@@ -175,7 +177,7 @@ func configuredValue(args []string, name string) string {
 	return v
 }
 
-func checkTools(_ context.Context, s *state) error {
+func checkTools(ctx context.Context, s *state) error {
 	p := s.plan
 	var missing []string
 	need := func(what string, names ...string) string {
@@ -205,13 +207,19 @@ func checkTools(_ context.Context, s *state) error {
 	}
 	env := buildEnv(os.Environ())
 	if p.CUDA != nil {
-		if _, err := exec.LookPath("nvcc"); err != nil {
-			const nvcc = "/usr/local/cuda/bin/nvcc"
-			if _, err := os.Stat(nvcc); err == nil {
-				env = append(env, "CUDACXX="+nvcc)
-			} else {
-				missing = append(missing, "nvcc (the CUDA toolkit "+p.CUDA.Toolkit+", for CUDA targets)")
+		out, _ := exec.CommandContext(ctx, "sh", "-c", pipeline.CUDAProbeScript).Output()
+		tc, err := pipeline.ParseCUDAProbe(string(out), "this machine")
+		if tc.NVCC == "" {
+			missing = append(missing, "nvcc (the CUDA toolkit "+p.CUDA.Toolkit+", for CUDA targets)")
+		} else if err != nil {
+			missing = append(missing, "the CUDA toolkit's driver stub ("+err.Error()+")")
+		} else if err := p.CheckToolkit(tc, "this machine"); err != nil {
+			return err
+		} else {
+			if _, err := exec.LookPath("nvcc"); err != nil {
+				env = append(env, "CUDACXX="+tc.NVCC)
 			}
+			s.cuda = tc
 		}
 	}
 	if p.EnvScript != "" {
@@ -229,14 +237,14 @@ func checkTools(_ context.Context, s *state) error {
 		if ccacheErr != nil && strings.HasSuffix(a, "_COMPILER_LAUNCHER=ccache") {
 			continue
 		}
-		args = append(args, strings.ReplaceAll(a, pipeline.SourceDirToken, s.src))
+		args = append(args, pipeline.ExpandCUDA(strings.ReplaceAll(a, pipeline.SourceDirToken, s.src), s.cuda))
 	}
 	if ccacheErr != nil {
 		s.opts.Logger.Warn("ccache not found: building without a compiler cache")
 	}
 	s.cfgArgs = args
 	for _, kv := range pipeline.SortedEnv(p.Env) {
-		env = append(env, strings.ReplaceAll(kv, pipeline.SourceDirToken, s.src))
+		env = append(env, pipeline.ExpandCUDA(strings.ReplaceAll(kv, pipeline.SourceDirToken, s.src), s.cuda))
 	}
 	if os.Getenv("CCACHE_DIR") == "" {
 		env = append(env, "CCACHE_DIR="+s.opts.CacheDir)
@@ -359,6 +367,9 @@ func writeArtifacts(_ context.Context, s *state) error {
 	var opts []pipeline.ProvenanceOption
 	if s.sourceTree != "" {
 		opts = append(opts, pipeline.WithUnverifiedSource(s.plan, s.sourceTree))
+	}
+	if s.cuda != nil {
+		opts = append(opts, pipeline.WithCUDAToolchain(s.cuda))
 	}
 	dir, err := pipeline.WriteArtifacts(s.plan, s.build, s.out, s.opts.Builder, opts...)
 	if err != nil {

@@ -284,7 +284,7 @@ func lastLine(s string) string {
 func buildWheel(ctx context.Context, s *wheelState) error {
 	env := append([]string(nil), s.pkg.env...)
 	for k, v := range s.plan.Env {
-		env = append(env, k+"="+strings.ReplaceAll(v, pipeline.SourceDirToken, s.pkg.src))
+		env = append(env, k+"="+pipeline.ExpandCUDA(strings.ReplaceAll(v, pipeline.SourceDirToken, s.pkg.src), s.pkg.cuda))
 	}
 	args := s.plan.CMakeArgs
 	if _, err := exec.LookPath("ccache"); err != nil {
@@ -299,7 +299,7 @@ func buildWheel(ctx context.Context, s *wheelState) error {
 	cp := *s.plan
 	cp.CMakeArgs = args
 	env = append(env,
-		"CMAKE_ARGS="+cp.CMakeArgsEnv(s.pkg.src),
+		"CMAKE_ARGS="+pipeline.ExpandCUDA(cp.CMakeArgsEnv(s.pkg.src), s.pkg.cuda),
 		// scikit-build-core's build directory, inside the work directory and kept for ccache
 		// and for reading after a failure.
 		"SKBUILD_BUILD_DIR="+s.pkg.build,
@@ -393,6 +393,9 @@ func writeWheelArtifacts(_ context.Context, s *wheelState) error {
 	}
 	if s.vendor.sourceTree != "" {
 		opts = append(opts, pipeline.WithUnverifiedSource(s.plan.Plan, s.vendor.sourceTree))
+	}
+	if s.pkg.cuda != nil {
+		opts = append(opts, pipeline.WithCUDAToolchain(s.pkg.cuda))
 	}
 	prov := pipeline.ProvenanceOf(s.plan.Plan, s.pkg.opts.Builder, opts...)
 	prov.Plan = s.plan.JSON()
