@@ -17,9 +17,10 @@ import (
 // TestServerBuildsPinnedLlamaThroughEngine is the main job for real: `llbuild server` with the
 // default executor builds the recipe's pinned llama.cpp with the patch series on a real Dagger
 // engine, in the stand-in devel image. The server runs, says the plan's build number and commit,
-// and has the series in it. Where the suite's host build of the same plan is given
-// (LLBUILD_PATCHED_LLAMA_SERVER, which scripts/test.sh builds), every built file is compared
-// with it: the same plan, compiler and flags give the same bytes on either executor.
+// and has the series in it. scripts/test.sh has built the same plan the same way before the
+// suite (LLBUILD_PATCHED_LLAMA_SERVER), so in CI this is the engine's cached answer, and the
+// files must be the ones it built; that host and engine builds of one plan are byte-identical
+// is TestEngineAndHostBuildTheSameBytes's, on the fixture.
 func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	enginetest.Engine(t)
 	devel := enginetest.DevelImage(t)
@@ -57,33 +58,17 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	if err != nil || !strings.Contains(string(help), "--prompt-logprobs") {
 		t.Errorf("llama-server --help lacks --prompt-logprobs (patch 0002): %v", err)
 	}
-
-	host := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if host == "" {
-		t.Log("LLBUILD_PATCHED_LLAMA_SERVER is not set: not compared with a host build")
-		return
-	}
-	if filepath.Base(filepath.Dir(host)) != filepath.Base(dir) {
-		t.Fatalf("the host build %s is of another plan than %s", host, dir)
-	}
-	var same, differ []string
-	for _, f := range a.Manifest.Files {
-		engine, err := os.ReadFile(filepath.Join(dir, f.Path))
-		if err != nil {
-			t.Fatal(err)
+	// The provisioned build of the same plan, in another session: the same bytes.
+	if prev := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER"); prev != "" {
+		for _, f := range a.Manifest.Files {
+			if f.Link != "" {
+				continue
+			}
+			b1, err1 := os.ReadFile(filepath.Join(dir, f.Path))
+			b2, err2 := os.ReadFile(filepath.Join(filepath.Dir(prev), f.Path))
+			if err1 != nil || err2 != nil || !bytes.Equal(b1, b2) {
+				t.Errorf("%s differs from the provisioned build's (%v, %v)", f.Path, err1, err2)
+			}
 		}
-		hostb, err := os.ReadFile(filepath.Join(filepath.Dir(host), f.Path))
-		if err != nil {
-			t.Errorf("the host build lacks %s: %v", f.Path, err)
-			continue
-		}
-		if bytes.Equal(engine, hostb) {
-			same = append(same, f.Path)
-		} else {
-			differ = append(differ, f.Path)
-		}
-	}
-	if len(differ) > 0 {
-		t.Errorf("the engine's and the host's builds of one plan differ in %v (identical: %v)", differ, same)
 	}
 }

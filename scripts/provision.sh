@@ -8,11 +8,12 @@
 #   - CUDA stand-ins from Debian trixie's CUDA 12.4.1 (scripts/mk-cuda-standin.sh)
 #     -> LLBUILD_TEST_CUDA_DEVEL_IMAGE, LLBUILD_TEST_CUDA_RUNTIME_IMAGE
 #   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
-#   - llama-server of that commit built with `llbuild server -t cpu-v3 --executor host`, with
+#   - llama-server of that commit built with `llbuild server -t cpu-v3` through the engine, with
 #     the patch series and without 0002-0010 -> LLBUILD_PATCHED_LLAMA_SERVER,
-#     LLBUILD_PATCHED_LLAMA_SOURCE, LLBUILD_UNPATCHED_LLAMA_SERVER
-# Everything is cached under ~/.cache/llbuild-test (ccache under ~/.cache/llbuild/ccache), so a
-# second run on the same machine rebuilds from ccache. Without ../shared, or not as root, it
+#     LLBUILD_UNPATCHED_LLAMA_SERVER; the source with the series applied ->
+#     LLBUILD_PATCHED_LLAMA_SOURCE
+# Everything is cached under ~/.cache/llbuild-test and in the engine's state (its cache and
+# ccache volume), so a second run on the same machine rebuilds nothing. Without ../shared, or not as root, it
 # provides nothing and says so; the tests that need it then skip (and fail under CI=true).
 # Each step's time goes to stderr as "provision: STEP took Ns".
 
@@ -97,25 +98,38 @@ provision_source() {
 }
 
 # provision_llama_builds: the series build and the build without 0002-0010 (only 0001, which
-# touches the CUDA backend alone), both through llbuild's own host executor.
+# touches the CUDA backend alone), both as the README's main job runs them: `llbuild server`
+# through the engine in the stand-in devel image. The root package's test of the main job then
+# finds the series build in the engine's cache instead of compiling llama.cpp a third time; the
+# second build shares the engine's ccache volume with the first. The stand-in is Debian
+# bookworm, as this machine, so the servers run here. Also a patched source tree (the series
+# applied with git apply) for the tests that read the patched headers.
 provision_llama_builds() {
-	local bin=$cache/bin/llbuild root=$cache/llama.cpp/builds series dir first hash
+	local bin=$cache/bin/llbuild root=$cache/llama.cpp/builds series dir first key src
 	mkdir -p "$cache/bin" "$root/unpatched-series"
 	go build -o "$bin" . || return 1
-	dir=$("$bin" server -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" \
-		--out "$root/out" --work-dir "$root/work" 2>"$root/patched.log") ||
+	dir=$("$bin" server -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
+		--out "$root/out" 2>"$root/patched.log") ||
 		{ tail -30 "$root/patched.log" >&2; return 1; }
-	# the host executor's work directory of a plan is <target>-<first 12 digits of its hash>
-	hash=$(basename "$dir")
 	export LLBUILD_PATCHED_LLAMA_SERVER=$dir/llama-server
-	export LLBUILD_PATCHED_LLAMA_SOURCE=$root/work/cpu-v3-${hash:0:12}/src
 	first=$(grep -m1 -E '^0001-[^ ]+\.patch ' patches/series)
 	series=$root/unpatched-series/series
 	cp "patches/${first%% *}" "$root/unpatched-series/" && echo "$first" >"$series" || return 1
-	dir=$("$bin" server -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$series" \
-		--out "$root/out" --work-dir "$root/work" 2>"$root/unpatched.log") ||
+	dir=$("$bin" server -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$series" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
+		--out "$root/out" 2>"$root/unpatched.log") ||
 		{ tail -30 "$root/unpatched.log" >&2; return 1; }
 	export LLBUILD_UNPATCHED_LLAMA_SERVER=$dir/llama-server
+	key=$(sha256sum patches/series | cut -c1-16)
+	src=$root/patched-src-$key
+	if [[ ! -f $src/.ready ]]; then
+		rm -rf "$src" && cp -a "$LLBUILD_TEST_LLAMA_SOURCE" "$src" && git -C "$src" init -q || return 1
+		local p
+		while read -r p _; do
+			git -C "$src" apply --whitespace=nowarn "$PWD/patches/$p" || { echo "provision: $p does not apply to $LLBUILD_TEST_LLAMA_SOURCE" >&2; return 1; }
+		done < <(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series)
+		touch "$src/.ready"
+	fi
+	export LLBUILD_PATCHED_LLAMA_SOURCE=$src
 }
 
 provision() {

@@ -38,6 +38,7 @@ import (
 	"github.com/llbuild/llbuild/internal/pybuild"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
 	"github.com/llbuild/llbuild/targets"
@@ -760,4 +761,30 @@ func TestEngineWheelUsesTheImagesBuildTools(t *testing.T) {
 			t.Errorf("the package printed %q, want %q in it", out, want)
 		}
 	}
+}
+
+// TestEngineAndHostBuildTheSameBytes: one plan built by the host executor on this machine and
+// through the engine in the stand-in devel image (Debian bookworm, as this machine) gives the
+// same files, byte for byte: the plan, not the executor, decides what is built. (The suite's
+// llama.cpp builds all go through the engine, so this is where the two executors meet.)
+func TestEngineAndHostBuildTheSameBytes(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
+	opts, _ := engineOptions(t, series)
+	opts.Source = sourceCopy(t, nil)
+	p := fixture.PlanFor(t, standInTarget(t, enginetest.RuntimeImage(t)), fixture.Recipe(t, ""), series)
+	engineDir, err := newEngineExecutor(t, opts).Build(context.Background(), p, t.TempDir())
+	if err != nil {
+		t.Fatalf("engine Build() = %v", err)
+	}
+	host, err := hostexec.New(hostexec.Options{Source: opts.Source, WorkDir: t.TempDir(), CacheDir: t.TempDir(), Series: series, Builder: pipeline.Builder{Version: "test", Executor: pipeline.ExecutorHost}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostDir, err := host.Build(context.Background(), p, t.TempDir())
+	if err != nil {
+		t.Fatalf("host Build() = %v", err)
+	}
+	a, b := openArtifacts(t, engineDir), openArtifacts(t, hostDir)
+	sameFiles(t, a, b, artifacts.ManifestFile)
 }
