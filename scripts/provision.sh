@@ -87,8 +87,11 @@ provision_cuda_images() {
 
 provision_source() {
 	local tarball name dir
-	tarball=$(find "$shared/llama.cpp" -maxdepth 1 -name 'llama.cpp-*.tar.xz' | sort | tail -1)
-	[[ -n $tarball ]] || { echo "provision: no llama.cpp-*.tar.xz in $shared/llama.cpp" >&2; return 1; }
+	# the tarball of the recipe's pinned commit (../shared/llama.cpp holds other commits too)
+	local commit
+	commit=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
+	tarball=$shared/llama.cpp/llama.cpp-$commit.tar.xz
+	[[ -n $commit && -f $tarball ]] || { echo "provision: no llama.cpp-$commit.tar.xz (recipes/server.yaml's commit) in $shared/llama.cpp" >&2; return 1; }
 	name=$(basename "$tarball" .tar.xz)
 	dir=$cache/llama.cpp/$name
 	if [[ ! -f $dir/.ready ]]; then

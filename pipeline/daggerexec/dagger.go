@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"dagger.io/dagger"
 	"dagger.io/dagger/engineconn"
@@ -92,6 +94,9 @@ func New(opts Options) (*Executor, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := dialEngine(opts.Engine); err != nil {
+			return nil, err
+		}
 		// The SDK runs only the CLI _EXPERIMENTAL_DAGGER_CLI_BIN names; without it, it
 		// downloads one from dl.dagger.io, whatever is on PATH. The dagger on PATH is the one
 		// the user installed (and the checks above found): hand it to the SDK.
@@ -130,6 +135,28 @@ func checkEngine(engine string) (cli string, err error) {
 		return "", fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
 	}
 	return cli, nil
+}
+
+// dialTimeout bounds the check that a tcp:// engine listens: the CLI itself waits minutes on an
+// address where nothing answers.
+var dialTimeout = 5 * time.Second
+
+// dialEngine checks that a tcp:// runner host (--engine, else the environment's) accepts a
+// connection, so that an engine that is down or unreachable is said at once, with what to check.
+func dialEngine(engine string) error {
+	host := engine
+	if host == "" {
+		host = os.Getenv(runnerHost)
+	}
+	u, err := url.Parse(host)
+	if err != nil || u.Scheme != "tcp" {
+		return nil
+	}
+	c, err := net.DialTimeout("tcp", u.Host, dialTimeout)
+	if err != nil {
+		return fmt.Errorf("%w: nothing answers at %s (%v): check that the engine runs on that machine and listens on that address and port (dagger-engine --addr tcp://0.0.0.0:PORT), that no firewall is between, and that this machine can reach it (nc -z HOST PORT); or build natively with --executor host --source DIR", ErrNoEngine, runnerHostGiven(engine), err)
+	}
+	return c.Close()
 }
 
 // runnerHostGiven says where the user named a runner host, its URL without credentials: the
@@ -635,9 +662,15 @@ type ExecError struct {
 	Cmd      []string
 	ExitCode int
 	Tail     string
+	// Engine is the engine's own message when the command did not run (exit code -1: the
+	// container could not start).
+	Engine string
 }
 
 func (e *ExecError) Error() string {
+	if e.ExitCode < 0 && strings.TrimSpace(e.Tail) == "" {
+		return fmt.Sprintf("%s did not start in the engine (its container could not run): %s; the engine's log says more", strings.Join(e.Cmd, " "), e.Engine)
+	}
 	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(its full output is in the engine's progress log, which llbuild server writes to stderr; under `dagger run`, in dagger's own view)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
 }
 
@@ -665,7 +698,7 @@ func (s *state) engineError(err error) error {
 		}
 		return &PatchError{Patch: name, Hunks: hunks, Tail: tail}
 	}
-	return &ExecError{Cmd: ee.Cmd, ExitCode: ee.ExitCode, Tail: tail}
+	return &ExecError{Cmd: ee.Cmd, ExitCode: ee.ExitCode, Tail: tail, Engine: ee.Message()}
 }
 
 func lastLines(s string, n int) string {
