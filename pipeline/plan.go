@@ -295,6 +295,9 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 		cfg = append(cfg,
 			"-DGGML_CUDA=ON",
 			"-DCMAKE_CUDA_ARCHITECTURES="+strings.Join(c.Architectures, ";"),
+			// ggml caches CUDA compiles only when no C/C++ launcher is set, and the plan sets
+			// them: without this a rebuild after a patch change compiles every CUDA object again
+			"-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache",
 			"-DCMAKE_CUDA_FLAGS=-Xcompiler="+prefixMap,
 			"-DCMAKE_EXE_LINKER_FLAGS="+stubs,
 			"-DCMAKE_SHARED_LINKER_FLAGS="+stubs,
