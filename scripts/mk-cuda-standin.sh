@@ -10,8 +10,9 @@
 #            nvidia-cuda-dev depends on libcuda1 | libcuda.so.1, which an empty package
 #            (llbuild-no-cuda-driver) provides, with the real driver libraries pinned out, so the
 #            only libcuda in the image is the stub, as in nvidia/cuda's devel images. The
-#            toolkit's static archives (lib*_static.a but libcudart_static.a, which nvcc links by default: about 1.4 GB that no shared build links) are
-#            removed to keep the archive small; nothing else of the toolkit is.
+#            toolkit's static archives (lib*_static.a, about 1.4 GB that no shared build links)
+#            are removed to keep the archive small, except libcudart_static.a, which nvcc links
+#            by default; nothing else of the toolkit is.
 #   runtime: minbase, libgomp1, ca-certificates, libcudart12, libcublas12, libcublaslt12: no
 #            libcuda, no compiler.
 #   target ARCH DEVEL.tar RUNTIME.tar: prints a target file (86 or 90) whose images are the two
