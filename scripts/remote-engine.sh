@@ -56,14 +56,16 @@ ip netns exec "$NS" ip link set "$NS_IF" up
 ip netns exec "$NS" ip link set lo up
 ip netns exec "$NS" ip route add default via "$HOST_IP"
 cp -L /etc/resolv.conf "$RUN/host-resolv.conf"
-# Its own mount namespace: the engine's resolv.conf bind and its CNI state (IP allocations,
-# dnsname's dnsmasq) stay apart from the host's and from the other engine's.
+# Its own mount namespace: the engine's resolv.conf bind, /run and its CNI state (IP
+# allocations, dnsname's dnsmasq) stay apart from the host's and from the other engine's.
 # shellcheck disable=SC2016 # $1 and $@ are the inner shell's
 setsid ip netns exec "$NS" unshare -m --propagation private sh -c '
 	mount --bind "$1" /etc/resolv.conf
-	mkdir -p /var/lib/cni /run/containers
+	mkdir -p /var/lib/cni
 	mount -t tmpfs tmpfs /var/lib/cni
-	mount -t tmpfs tmpfs /run/containers
+	# a /run of its own: the engine keeps sockets and state there at fixed paths, which the
+	# local engine uses too (sharing them wedged the local engine)
+	mount -t tmpfs tmpfs /run
 	# ip netns exec mounts a sysfs of the namespace, without the cgroup tree runc needs
 	mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup
 	shift
