@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,9 +259,29 @@ func TestNewFailsFastWithoutEngine(t *testing.T) {
 	if !errors.Is(err, ErrNoEngine) || !strings.Contains(err.Error(), "docker") {
 		t.Errorf("New() with the CLI but no docker or --engine = %v, want ErrNoEngine naming docker", err)
 	}
-	if _, err := New(Options{Engine: "tcp://engine.invalid:1234"}); err != nil {
-		t.Errorf("New() with the CLI and --engine = %v, want nil (the engine is reached on the first build)", err)
+	open, _ := listening(t)
+	if _, err := New(Options{Engine: open}); err != nil {
+		t.Errorf("New() with the CLI and --engine = %v, want nil (the session opens on the first build)", err)
 	}
+	// a tcp:// engine where nothing listens is said at once, with what to check
+	closed, l := listening(t)
+	l.Close()
+	_, err = New(Options{Engine: closed})
+	if !errors.Is(err, ErrNoEngine) || !strings.Contains(err.Error(), "nothing answers at --engine "+closed) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("New() with --engine %s where nothing listens = %v, want ErrNoEngine naming the address", closed, err)
+	}
+}
+
+// listening returns tcp://ADDR of a listener that accepts connections until the test ends: what
+// New's check that a tcp:// engine answers needs (the session itself opens on the first build).
+func listening(t *testing.T) (string, net.Listener) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return "tcp://" + l.Addr().String(), l
 }
 
 func TestDevelBaseFromLocalFiles(t *testing.T) {
@@ -365,7 +386,8 @@ func TestNewHandsTheCLIOnPathToTheSDK(t *testing.T) {
 	t.Setenv(runnerHost, "")
 	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "") // restored after the test
 	os.Unsetenv("_EXPERIMENTAL_DAGGER_CLI_BIN")
-	if _, err := New(Options{Engine: "tcp://engine.invalid:1234"}); err != nil {
+	u, _ := listening(t)
+	if _, err := New(Options{Engine: u}); err != nil {
 		t.Fatalf("New() with the CLI on PATH and --engine = %v, want nil", err)
 	}
 	if got := os.Getenv("_EXPERIMENTAL_DAGGER_CLI_BIN"); got != bin {
