@@ -145,7 +145,9 @@ provision() {
 		return 0
 	fi
 	provision_timed "engine (install, start)" provision_engine || return 1
-	# the CUDA stand-ins download and unpack while the llama.cpp builds compile
+	# the CUDA stand-ins download and unpack while the llama.cpp builds compile; mmdebstrap is
+	# installed first (scripts/test.sh does), else both image makers would run apt-get at once
+	command -v mmdebstrap >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap; } >&2 || return 1
 	local cuda_out
 	cuda_out=$(mktemp)
 	provision_timed "CUDA stand-in images" provision_cuda_images >"$cuda_out" &
