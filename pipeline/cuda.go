@@ -131,13 +131,16 @@ func ExpandCUDA(s string, tc *CUDAToolchain) string {
 
 // nvccTempName is the name of the host-side file nvcc hands the C++ compiler,
 // tmpxft_<process id>_<counter>-<n>_<source>.cudafe1.cpp, which the compiler records as the
-// object's file symbol (STT_FILE): the process id makes two builds of one plan differ there.
-var nvccTempName = regexp.MustCompile(`tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-`)
+// object's file symbol (STT_FILE) and in the names of its static initializers
+// (_GLOBAL__sub_I_tmpxft_<pid>_<counter>_<n>_…): the process id makes two builds of one plan
+// differ there.
+var nvccTempName = regexp.MustCompile(`tmpxft_[0-9a-f]{8}_[0-9a-f]{8}([-_])`)
 
 // normalizeStrtab rewrites, in the symbol string table (.strtab) of the ELF file path, nvcc's
 // process-id temporary file names to tmpxft_00000000_00000000-, in place and at the same
 // length: the only part of a CUDA build that depends on the build's process ids. Nothing loads
-// or links by these names. It reports whether it changed the file; a file that is not ELF is
+// or links by these names, and the linker's build ID (--build-id, as Ubuntu's toolchain links)
+// does not cover .strtab, so it is the same for both builds already. It reports whether it changed the file; a file that is not ELF is
 // left alone.
 func normalizeStrtab(path string) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -157,7 +160,7 @@ func normalizeStrtab(path string) (bool, error) {
 	if _, err := f.ReadAt(data, int64(s.Offset)); err != nil {
 		return false, err
 	}
-	out := nvccTempName.ReplaceAll(data, []byte("tmpxft_00000000_00000000-"))
+	out := nvccTempName.ReplaceAll(data, []byte("tmpxft_00000000_00000000${1}"))
 	if bytes.Equal(out, data) {
 		return false, nil
 	}

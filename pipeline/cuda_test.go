@@ -81,11 +81,15 @@ func TestNormalizeStrtabZeroesNvccTempNames(t *testing.T) {
 	build := func(pid string) string {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "tmpxft_"+pid+"_00000000-6_ggml-cuda.cudafe1.c")
-		if err := os.WriteFile(src, []byte("static int k(void) { return 1; }\nint f(void) { return k(); }\n"), 0o644); err != nil {
+		// a static initializer: GCC names it after the file, as _GLOBAL__sub_I_tmpxft_<pid>_…
+		// in C++, a local symbol; here a local symbol of that shape
+		code := "static int k(void) { return 1; }\nint f(void) { return k(); }\n__attribute__((used)) static int _GLOBAL__sub_I_tmpxft_" + pid + "_00000000_6_ggml_cuda(void) { return 2; }\n"
+		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		lib := filepath.Join(dir, "lib.so")
-		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O0", "-o", lib, src).CombinedOutput(); err != nil {
+		// with a build ID, as Ubuntu's toolchain links: ld's ID does not cover .strtab
+		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O0", "-Wl,--build-id=sha1", "-o", lib, src).CombinedOutput(); err != nil {
 			t.Fatalf("gcc: %v\n%s", err, out)
 		}
 		// the compiler's input directory differs too: keep only the file symbol's difference
@@ -98,8 +102,8 @@ func TestNormalizeStrtabZeroesNvccTempNames(t *testing.T) {
 			t.Fatalf("normalizeStrtab(%s) = %v, %v, want a change", lib, changed, err)
 		}
 		data, _ := os.ReadFile(lib)
-		if !bytes.Contains(data, []byte("tmpxft_00000000_00000000-6_ggml-cuda.cudafe1.c")) {
-			t.Errorf("%s: no normalized name", lib)
+		if !bytes.Contains(data, []byte("tmpxft_00000000_00000000-6_ggml-cuda.cudafe1.c")) || !bytes.Contains(data, []byte("_GLOBAL__sub_I_tmpxft_00000000_00000000_6_ggml_cuda")) {
+			t.Errorf("%s: the names are not all normalized", lib)
 		}
 		if again, _ := normalizeStrtab(lib); again {
 			t.Errorf("a second pass changed %s again", lib)
@@ -109,6 +113,9 @@ func TestNormalizeStrtabZeroesNvccTempNames(t *testing.T) {
 	db, _ := os.ReadFile(b)
 	if !bytes.Equal(da, db) {
 		t.Errorf("the two libraries differ after normalizing")
+	}
+	if out, err := exec.Command("readelf", "-n", a).Output(); err != nil || !bytes.Contains(out, []byte("Build ID: ")) {
+		t.Errorf("readelf -n: %v\n%s", err, out)
 	}
 	text := filepath.Join(t.TempDir(), "x.txt")
 	os.WriteFile(text, []byte("tmpxft_00000025_00000000-"), 0o644)
