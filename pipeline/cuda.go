@@ -140,8 +140,8 @@ var nvccTempName = regexp.MustCompile(`tmpxft_[0-9a-f]{8}_[0-9a-f]{8}([-_])`)
 // process-id temporary file names to tmpxft_00000000_00000000-, in place and at the same
 // length: the only part of a CUDA build that depends on the build's process ids. Nothing loads
 // or links by these names, and the linker's build ID (--build-id, as Ubuntu's toolchain links)
-// does not cover .strtab, so it is the same for both builds already. It reports whether it changed the file; a file that is not ELF is
-// left alone.
+// does not cover .strtab (checked with binutils 2.40), so it is the same for both builds
+// already. It reports whether it changed the file; a file that is not ELF is left alone.
 func normalizeStrtab(path string) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
