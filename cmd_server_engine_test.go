@@ -60,15 +60,22 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	}
 	// The provisioned build of the same plan, in another session: the same bytes.
 	if prev := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER"); prev != "" {
-		for _, f := range a.Manifest.Files {
-			if f.Link != "" {
-				continue
-			}
-			b1, err1 := os.ReadFile(filepath.Join(dir, f.Path))
-			b2, err2 := os.ReadFile(filepath.Join(filepath.Dir(prev), f.Path))
-			if err1 != nil || err2 != nil || !bytes.Equal(b1, b2) {
-				t.Errorf("%s differs from the provisioned build's (%v, %v)", f.Path, err1, err2)
-			}
+		sameBuiltFiles(t, a, filepath.Dir(prev))
+	}
+}
+
+// sameBuiltFiles checks that every file of a's artifacts.json (links aside) is in other with the
+// same bytes.
+func sameBuiltFiles(t *testing.T, a *artifacts.Artifacts, other string) {
+	t.Helper()
+	for _, f := range a.Manifest.Files {
+		if f.Link != "" {
+			continue
+		}
+		b1, err1 := os.ReadFile(filepath.Join(a.Dir, f.Path))
+		b2, err2 := os.ReadFile(filepath.Join(other, f.Path))
+		if err1 != nil || err2 != nil || !bytes.Equal(b1, b2) {
+			t.Errorf("%s differs between %s and %s (%v, %v)", f.Path, a.Dir, other, err1, err2)
 		}
 	}
 }

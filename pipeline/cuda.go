@@ -121,8 +121,10 @@ func (p *Plan) CheckToolkit(tc *CUDAToolchain, where string) error {
 	return nil
 }
 
-// ExpandCUDA replaces CUDAStubsToken in s with the stub directory found.
-func ExpandCUDA(s string, tc *CUDAToolchain) string {
+// Expand replaces a plan's tokens in s with where the executor put things: SourceDirToken
+// with src, and CUDAStubsToken with the stub directory found (tc nil: no CUDA toolchain).
+func Expand(s, src string, tc *CUDAToolchain) string {
+	s = strings.ReplaceAll(s, SourceDirToken, src)
 	if tc == nil {
 		return s
 	}

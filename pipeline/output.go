@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -75,6 +76,14 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 	}
 	if p.CUDA != nil {
 		for _, f := range files {
+			// each file once: libggml-cuda.so and .so.0 are links to .so.0.x
+			fi, err := os.Lstat(f.From)
+			if err != nil {
+				return "", err
+			}
+			if !fi.Mode().IsRegular() {
+				continue
+			}
 			if _, err := normalizeStrtab(f.From); err != nil {
 				return "", fmt.Errorf("%s: %w", f.From, err)
 			}

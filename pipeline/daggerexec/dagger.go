@@ -394,7 +394,7 @@ func cudaToolkit(ctx context.Context, s *state) error {
 
 // expand replaces the plan's tokens with their places in the container.
 func (s *state) expand(v string) string {
-	return pipeline.ExpandCUDA(strings.ReplaceAll(v, pipeline.SourceDirToken, srcDir), s.cuda)
+	return pipeline.Expand(v, srcDir, s.cuda)
 }
 
 // environment sets the plan's build environment.

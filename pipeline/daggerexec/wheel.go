@@ -288,7 +288,7 @@ func wheelBuild(_ context.Context, s *wheelState) error {
 	}
 	args := []string{s.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", distDir, srcDir}
 	s.ctr = ctr.
-		WithEnvVariable("CMAKE_ARGS", pipeline.ExpandCUDA(s.wp.CMakeArgsEnv(srcDir), s.cuda)).
+		WithEnvVariable("CMAKE_ARGS", s.expand(s.wp.CMakeArgsEnv(srcDir))).
 		WithEnvVariable("SKBUILD_BUILD_DIR", buildDir).
 		WithMountedCache(ccacheDir, s.dag.CacheVolume("llbuild-ccache"), dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeShared}).
 		WithExec(withEnvScript(s.plan, args))

@@ -237,14 +237,14 @@ func checkTools(ctx context.Context, s *state) error {
 		if ccacheErr != nil && strings.HasSuffix(a, "_COMPILER_LAUNCHER=ccache") {
 			continue
 		}
-		args = append(args, pipeline.ExpandCUDA(strings.ReplaceAll(a, pipeline.SourceDirToken, s.src), s.cuda))
+		args = append(args, pipeline.Expand(a, s.src, s.cuda))
 	}
 	if ccacheErr != nil {
 		s.opts.Logger.Warn("ccache not found: building without a compiler cache")
 	}
 	s.cfgArgs = args
 	for _, kv := range pipeline.SortedEnv(p.Env) {
-		env = append(env, pipeline.ExpandCUDA(strings.ReplaceAll(kv, pipeline.SourceDirToken, s.src), s.cuda))
+		env = append(env, pipeline.Expand(kv, s.src, s.cuda))
 	}
 	if os.Getenv("CCACHE_DIR") == "" {
 		env = append(env, "CCACHE_DIR="+s.opts.CacheDir)

@@ -284,7 +284,7 @@ func lastLine(s string) string {
 func buildWheel(ctx context.Context, s *wheelState) error {
 	env := append([]string(nil), s.pkg.env...)
 	for k, v := range s.plan.Env {
-		env = append(env, k+"="+pipeline.ExpandCUDA(strings.ReplaceAll(v, pipeline.SourceDirToken, s.pkg.src), s.pkg.cuda))
+		env = append(env, k+"="+pipeline.Expand(v, s.pkg.src, s.pkg.cuda))
 	}
 	args := s.plan.CMakeArgs
 	if _, err := exec.LookPath("ccache"); err != nil {
@@ -299,7 +299,7 @@ func buildWheel(ctx context.Context, s *wheelState) error {
 	cp := *s.plan
 	cp.CMakeArgs = args
 	env = append(env,
-		"CMAKE_ARGS="+pipeline.ExpandCUDA(cp.CMakeArgsEnv(s.pkg.src), s.pkg.cuda),
+		"CMAKE_ARGS="+pipeline.Expand(cp.CMakeArgsEnv(s.pkg.src), s.pkg.src, s.pkg.cuda),
 		// scikit-build-core's build directory, inside the work directory and kept for ccache
 		// and for reading after a failure.
 		"SKBUILD_BUILD_DIR="+s.pkg.build,
