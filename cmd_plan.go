@@ -13,6 +13,7 @@ import (
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -145,7 +146,11 @@ func planCommand() *cli.Command {
 		Description: "Prints exactly what `llbuild server` will do: base images with digests, apt packages with\n" +
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
-		Flags:       []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag},
+		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag,
+			&cli.BoolFlag{Name: "check-pins", Usage: "ask apt, in the devel image through the Dagger engine (it must reach the archive snapshot), whether the snapshot has every pinned apt version; exits 1 when one is missing"},
+			&cli.StringFlag{Name: "engine", Usage: "with --check-pins: Dagger runner host `URL` of a running engine"},
+			&cli.StringSliceFlag{Name: "base", Usage: "with --check-pins: the devel image to ask in, `devel=REF` (an image reference, oci-archive:PATH or oci-layout:PATH)"},
+		},
 		Subcommands: []*cli.Command{planDiffCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -165,6 +170,11 @@ func planCommand() *cli.Command {
 			p, err := resolvePlanWith(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"), series)
 			if err != nil {
 				return err
+			}
+			if c.Bool("check-pins") {
+				return checkPins(c, p)
+			} else if c.IsSet("engine") || c.IsSet("base") {
+				return usagef("--engine and --base apply to --check-pins")
 			}
 			if c.Bool("json") {
 				_, err := out.Write(p.JSON())
@@ -245,6 +255,12 @@ func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) 
 			distro = "distribution not set"
 		}
 		fmt.Fprintf(&b, "apt snapshot:  %s (%s)\n", snap, distro)
+		for _, src := range a.Sources {
+			fmt.Fprintf(&b, "apt source:    %s\n", src)
+		}
+		if len(a.Bootstrap) > 0 {
+			fmt.Fprintf(&b, "apt bootstrap: %s (when the image lacks it: fetched before TLS can be verified)\n", strings.Join(a.BootstrapArgs(), " "))
+		}
 		fmt.Fprintf(&b, "apt:           %s\n", strings.Join(a.InstallArgs(), " "))
 	}
 	for _, e := range pipeline.SortedEnv(p.Env) {
@@ -324,4 +340,49 @@ func printWheelPlan(c *cli.Context, out io.Writer) error {
 	fmt.Fprintf(out, "version label: +%s (index %s)\n", w.LocalVersion, w.Variant)
 	_, err = fmt.Fprintf(out, "wheel plan:    %s\n", w.ShortHash())
 	return err
+}
+
+// checkPins asks apt in the plan's devel image whether the plan's snapshot has every pinned
+// version, prints one line per pin, and fails when one is missing.
+func checkPins(c *cli.Context, p *pipeline.Plan) error {
+	if p.Apt == nil || len(p.Apt.Packages) == 0 {
+		return usagef("target %s, recipe %s: the plan installs no apt packages, so there are no pins to check", p.Target, p.Recipe)
+	}
+	if len(p.Apt.Sources) == 0 {
+		return usagef("target %s: the plan's apt packages are not pinned to a snapshot (%s), so there is nothing to check", p.Target, strings.Join(p.Apt.Unpinned(), ", "))
+	}
+	bases, err := parseBases(c.StringSlice("base"))
+	if err != nil {
+		return err
+	}
+	if _, ok := bases["runtime"]; ok {
+		return usagef("--check-pins asks in the devel image: give --base devel=REF")
+	}
+	ex, err := daggerexec.New(daggerexec.Options{Engine: c.String("engine"), Devel: bases["devel"], Logger: loggerOf(c), LogOutput: stderrOf(c)})
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	checks, err := ex.CheckAptPins(c.Context, p)
+	if err != nil {
+		return err
+	}
+	out := stdoutOf(c)
+	var missing []string
+	for _, ch := range checks {
+		if ch.OK {
+			fmt.Fprintf(out, "ok       %s %s\n", ch.Name, ch.Version)
+			continue
+		}
+		has := "no version of it"
+		if len(ch.Available) > 0 {
+			has = strings.Join(ch.Available, " ")
+		}
+		fmt.Fprintf(out, "missing  %s %s (the snapshot has %s)\n", ch.Name, ch.Version, has)
+		missing = append(missing, ch.Name+" "+ch.Version)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the apt snapshot %s lacks %s: pin versions it has in recipes/apt/%s.yaml", p.Apt.Snapshot, strings.Join(missing, ", "), p.Apt.Distro)
+	}
+	return nil
 }

@@ -15,9 +15,10 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
-// PlanSchemaVersion is the version of the Plan's JSON form. Version 2 pins apt: Apt became an
+// PlanSchemaVersion is the version of the Plan's JSON form. Version 3 names apt's sources
+// (Apt.Sources, Apt.Bootstrap) instead of apt-get --snapshot. Version 2 pins apt: Apt became an
 // object with a snapshot and package versions (version 1's list of names still decodes).
-const PlanSchemaVersion = 2
+const PlanSchemaVersion = 3
 
 // SourceDirToken stands for the source directory in configure arguments and environment; each
 // executor replaces it with where it put the source (/src in a container).
@@ -110,9 +111,16 @@ type RuntimePlan struct {
 type Apt struct {
 	// Distro is the devel image's distribution, whose apt pins gave Snapshot and the versions.
 	Distro string `json:"distro,omitempty"`
-	// Snapshot is the archive snapshot apt reads (apt-get --snapshot), YYYYMMDDTHHMMSSZ.
-	Snapshot string       `json:"snapshot,omitempty"`
-	Packages []AptPackage `json:"packages"`
+	// Snapshot is the archive snapshot apt reads, YYYYMMDDTHHMMSSZ.
+	Snapshot string `json:"snapshot,omitempty"`
+	// Sources are the only apt sources the install reads, one-line style, the snapshot's id
+	// put in. Empty for a plan of schema version 2, which used apt-get --snapshot with the
+	// image's own sources.
+	Sources []string `json:"sources,omitempty"`
+	// Bootstrap are installed first, without TLS peer verification, when the image lacks them
+	// and a source is https (see recipes.AptPins.Bootstrap).
+	Bootstrap []AptPackage `json:"bootstrap,omitempty"`
+	Packages  []AptPackage `json:"packages"`
 }
 
 // AptPackage is one package apt installs; Version is empty when it is not pinned.
@@ -137,9 +145,14 @@ func (a *Apt) UnmarshalJSON(b []byte) error {
 
 // InstallArgs are apt-get install's package arguments: name=version, or the name alone for
 // a package the plan does not pin.
-func (a *Apt) InstallArgs() []string {
-	args := make([]string, len(a.Packages))
-	for i, p := range a.Packages {
+func (a *Apt) InstallArgs() []string { return installArgs(a.Packages) }
+
+// BootstrapArgs are InstallArgs for the bootstrap packages.
+func (a *Apt) BootstrapArgs() []string { return installArgs(a.Bootstrap) }
+
+func installArgs(pkgs []AptPackage) []string {
+	args := make([]string, len(pkgs))
+	for i, p := range pkgs {
 		args[i] = p.Name
 		if p.Version != "" {
 			args[i] += "=" + p.Version
@@ -342,6 +355,15 @@ func resolveApt(t *targets.Target, r *recipes.Recipe) (*Apt, error) {
 	} else {
 		pins = p
 		a.Snapshot = p.Snapshot
+		a.Sources = p.SourceLines()
+		names := make([]string, 0, len(p.Bootstrap))
+		for n := range p.Bootstrap {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			a.Bootstrap = append(a.Bootstrap, AptPackage{Name: n, Version: p.Bootstrap[n]})
+		}
 	}
 	for _, n := range r.Apt {
 		v := ""

@@ -42,6 +42,15 @@ func TestAptPinsRejects(t *testing.T) {
 			t.Errorf("ParseAptPins() = %v, want it to say %q", err, want)
 		}
 	}
+	_, err = ParseAptPins("src.yaml", []byte("schemaVersion: 1\ndistro: ubuntu-24.04\nsnapshot: 20260723T000000Z\nsources: [\"deb https://archive.ubuntu.com/ubuntu noble main\", \"deb snapshot.ubuntu.com noble\"]\nbootstrap: {ca-certificates: \"\"}\npackages: {cmake: 3.28.3-1build7}\n"))
+	for _, want := range []string{"src.yaml: sources[0]", "does not name the snapshot: write @SNAPSHOT@", "src.yaml: sources[1]", "is not a one-line apt source", "bootstrap.ca-certificates"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAptPins() = %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := ParseAptPins("none.yaml", []byte("schemaVersion: 1\ndistro: ubuntu-24.04\nsnapshot: 20260723T000000Z\npackages: {cmake: 3.28.3-1build7}\n")); err == nil || !strings.Contains(err.Error(), "sources: is empty") {
+		t.Errorf("ParseAptPins(no sources) = %v, want it to say sources is empty", err)
+	}
 	if _, err := LoadAptPins("debian-99"); err == nil || !strings.Contains(err.Error(), "ubuntu-24.04") {
 		t.Errorf("LoadAptPins(unknown) = %v, want an error naming the known distributions", err)
 	}

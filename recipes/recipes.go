@@ -180,10 +180,32 @@ type AptPins struct {
 	Distro        string `yaml:"distro" json:"distro"`
 	// Snapshot is an archive snapshot id, YYYYMMDDTHHMMSSZ (UTC), as apt-get --snapshot takes.
 	Snapshot string `yaml:"snapshot" json:"snapshot"`
+	// Sources are the only apt sources the pinned install reads, one-line style ("deb [options]
+	// URI suite component..."), with @SNAPSHOT@ standing for Snapshot: the snapshot's own
+	// archive, never the image's sources.list.d (a third-party repository such as NVIDIA's in
+	// nvidia/cuda images, or Intel's in oneAPI images, would be read live and could break it).
+	Sources []string `yaml:"sources" json:"sources"`
+	// Bootstrap are the packages (name to version) apt installs first, without TLS peer
+	// verification, when the image lacks them and a source is https: ubuntu:24.04 has no
+	// ca-certificates and snapshot.ubuntu.com is https only. apt still checks every file it fetches
+	// against the archive's signed Release file, so the bootstrap is pinned and verified.
+	Bootstrap map[string]string `yaml:"bootstrap,omitempty" json:"bootstrap,omitempty"`
 	// Packages maps a package name to its version, epoch included (1:2.43.0-1ubuntu7.3).
 	Packages map[string]string `yaml:"packages" json:"packages"`
 
 	source string
+}
+
+// SnapshotToken stands for the snapshot id in AptPins.Sources.
+const SnapshotToken = "@SNAPSHOT@"
+
+// SourceLines are Sources with the snapshot id put in.
+func (a *AptPins) SourceLines() []string {
+	lines := make([]string, len(a.Sources))
+	for i, s := range a.Sources {
+		lines[i] = strings.ReplaceAll(s, SnapshotToken, a.Snapshot)
+	}
+	return lines
 }
 
 // AptDistros returns the distributions llbuild has apt pins for, sorted.
@@ -217,6 +239,9 @@ var (
 	aptName    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 	aptVersion = regexp.MustCompile(`^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`)
 	distroName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+	// aptSource is a one-line apt source: deb, optional [options], an http(s) URI, a suite and
+	// at least one component.
+	aptSource = regexp.MustCompile(`^deb( \[[^\]\n]+\])? https?://[^\s]+ [^\s/]+( [a-z0-9-]+)+$`)
 )
 
 // ValidSnapshot checks that id is an apt snapshot id, YYYYMMDDTHHMMSSZ.
@@ -240,20 +265,35 @@ func (a *AptPins) Validate() error {
 	if err := ValidSnapshot(a.Snapshot); err != nil {
 		bad("snapshot", err.Error())
 	}
+	if len(a.Sources) == 0 {
+		bad("sources", "is empty: name the snapshot's archive, e.g. deb https://snapshot.ubuntu.com/ubuntu/@SNAPSHOT@ noble main universe")
+	}
+	for i, src := range a.Sources {
+		if !aptSource.MatchString(src) {
+			bad(fmt.Sprintf("sources[%d]", i), fmt.Sprintf("%q is not a one-line apt source like deb https://snapshot.ubuntu.com/ubuntu/@SNAPSHOT@ noble main universe", src))
+		} else if !strings.Contains(src, SnapshotToken) {
+			bad(fmt.Sprintf("sources[%d]", i), fmt.Sprintf("%q does not name the snapshot: write %s where its id goes", src, SnapshotToken))
+		}
+	}
 	if len(a.Packages) == 0 {
 		bad("packages", "is empty")
 	}
-	names := make([]string, 0, len(a.Packages))
-	for n := range a.Packages {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if !aptName.MatchString(n) {
-			bad("packages."+n, "is not a Debian package name")
+	for _, set := range []struct {
+		field string
+		pkgs  map[string]string
+	}{{"bootstrap", a.Bootstrap}, {"packages", a.Packages}} {
+		names := make([]string, 0, len(set.pkgs))
+		for n := range set.pkgs {
+			names = append(names, n)
 		}
-		if !aptVersion.MatchString(a.Packages[n]) {
-			bad("packages."+n, fmt.Sprintf("%q is not a Debian version (apt-cache policy %s shows it)", a.Packages[n], n))
+		sort.Strings(names)
+		for _, n := range names {
+			if !aptName.MatchString(n) {
+				bad(set.field+"."+n, "is not a Debian package name")
+			}
+			if !aptVersion.MatchString(set.pkgs[n]) {
+				bad(set.field+"."+n, fmt.Sprintf("%q is not a Debian version (apt-cache policy %s shows it)", set.pkgs[n], n))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -31,8 +31,6 @@ const (
 	buildDir   = "/build"
 	patchDir   = "/patches"
 	ccacheDir  = "/ccache"
-	aptCache   = "/var/cache/apt"
-	aptLists   = "/var/lib/apt/lists"
 	tailLines  = 20
 	platform   = dagger.Platform("linux/amd64")
 	runnerHost = "_EXPERIMENTAL_DAGGER_RUNNER_HOST"
@@ -457,72 +455,6 @@ func tarLayout(dir, tmpDir string) (string, error) {
 		return "", err
 	}
 	return name, nil
-}
-
-// aptScript installs the packages given as its arguments (name=version, or a name alone)
-// unless the image already has every one: at that version (exact), or at any version. It
-// checks with dpkg-query first, so a complete devel image needs no network. %[1]s is the
-// check of one argument, %[2]s apt's snapshot option.
-const aptScript = `set -e
-missing=
-for want in "$@"; do
-  have=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "${want%%%%=*}" 2>/dev/null) || have=
-  %[1]s || missing="$missing $want"
-done
-if [ -z "$missing" ]; then
-  echo "llbuild: the devel image has every apt package the plan installs: apt-get is not run" >&2
-  exit 0
-fi
-echo "llbuild: installing$missing" >&2
-rm -f /etc/apt/apt.conf.d/docker-clean
-echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache
-apt-get update -q%[2]s
-apt-get install -y -q --no-install-recommends%[2]s "$@"`
-
-const (
-	// aptExact: installed at the version asked for; a bare name, at any version.
-	aptExact = `case "$want" in *=*) [ "$have" = "installed ${want#*=}" ] ;; *) [ "${have%% *}" = installed ] ;; esac`
-	aptAny   = `[ "${have%% *}" = installed ]`
-)
-
-// aptPackages installs the plan's apt packages at their pinned versions from the pinned
-// archive snapshot, unless the image already has them. A substituted devel image (--base
-// devel=... of another digest) is only required to have them, at any version: the plan's
-// pins are for its own image's distribution, and provenance marks the apt material as
-// unverified then.
-func aptPackages(_ context.Context, s *state) error {
-	a := s.plan.Apt
-	if a == nil || len(a.Packages) == 0 {
-		return nil
-	}
-	// One cache per devel image, locked: apt does not share its cache between processes.
-	digest := s.plan.Images.Devel.Digest
-	if s.develRef != "" {
-		digest = s.develDigest
-	}
-	key := "llbuild-apt-" + strings.TrimPrefix(digest, "sha256:")
-	if len(key) > len("llbuild-apt-")+16 {
-		key = key[:len("llbuild-apt-")+16]
-	}
-	check, snapshot, pkgs := aptExact, "", a.InstallArgs()
-	if a.Snapshot != "" {
-		snapshot = " --snapshot " + a.Snapshot
-	}
-	if s.develSubstituted() {
-		// The pins name the plan's distribution's versions and snapshot: a missing package
-		// is installed from the substituted image's own archive, by name.
-		check, snapshot, pkgs = aptAny, "", nil
-		for _, p := range a.Packages {
-			pkgs = append(pkgs, p.Name)
-		}
-	}
-	args := append([]string{"bash", "-c", fmt.Sprintf(aptScript, check, snapshot), "llbuild-apt"}, pkgs...)
-	locked := dagger.ContainerWithMountedCacheOpts{Sharing: dagger.CacheSharingModeLocked}
-	s.ctr = s.ctr.
-		WithMountedCache(aptCache, s.dag.CacheVolume(key+"-cache"), locked).
-		WithMountedCache(aptLists, s.dag.CacheVolume(key+"-lists"), locked).
-		WithExec(args)
-	return nil
 }
 
 func source(ctx context.Context, s *state) error {

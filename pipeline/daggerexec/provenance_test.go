@@ -84,26 +84,30 @@ func TestAptPinsReachTheContainer(t *testing.T) {
 		wantArgs   []string
 		wantScript []string
 		notScript  []string
+		// mode is the script's mode; sources the sources file's contents ("": none written)
+		mode, sources string
 	}{
 		{"a pinned plan installs name=version from its snapshot", pinned, "",
 			[]string{"build-essential=12.10ubuntu1", "ccache=4.9.1-1", "cmake=3.28.3-1build7", "git=1:2.43.0-1ubuntu7.3", "ninja-build=1.11.1-2"},
 			[]string{
-				"apt-get update -q --snapshot " + pinned.Apt.Snapshot + "\n",
-				"apt-get install -y -q --no-install-recommends --snapshot " + pinned.Apt.Snapshot + ` "$@"`,
+				// only the plan's sources, never the image's sources.list.d
+				"-o Dir::Etc::SourceList=$conf/sources.list -o Dir::Etc::SourceParts=$conf/sources.list.d",
+				"update\nrequire \"$@\"\n",
+				`apt-get "${opts[@]}" install -y --no-install-recommends "$@"`,
 				// apt runs only when a package is missing or at another version than pinned
 				`dpkg-query -W -f='${db:Status-Status} ${Version}'`,
 				`[ "$have" = "installed ${want#*=}" ]`,
 				`if [ -z "$missing" ]; then`,
-			}, nil},
+			}, nil, aptInstall, strings.Join(pinned.Apt.Sources, "\n") + "\n"},
 		{"an unpinned plan installs names from the archive of the day", unpinned, "",
 			[]string{"build-essential", "ccache", "cmake", "git", "ninja-build"},
 			[]string{"apt-get update -q\n", `[ "${have%% *}" = installed ]`},
-			[]string{"--snapshot"}},
+			nil, aptAnyVersion, ""},
 		{"a substituted devel image gets missing packages from its own archive, by name", pinned,
 			"mirror.invalid/other@sha256:" + strings.Repeat("b", 64),
 			[]string{"build-essential", "ccache", "cmake", "git", "ninja-build"},
 			[]string{"apt-get update -q\n", `[ "${have%% *}" = installed ]`},
-			[]string{"--snapshot", "ubuntu"}},
+			nil, aptAnyVersion, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,8 +116,21 @@ func TestAptPinsReachTheContainer(t *testing.T) {
 			if _, err := newExecutor(t, f, Options{Series: s, Devel: tt.devel}).Build(context.Background(), tt.plan, out); err != nil {
 				t.Fatal(err)
 			}
-			args := aptExec(t, f.recorded())
-			if got, want := strings.Join(args[4:], " "), strings.Join(tt.wantArgs, " "); got != want {
+			queries := f.recorded()
+			args := aptExec(t, queries)
+			if args[4] != tt.mode {
+				t.Errorf("apt mode = %s, want %s", args[4], tt.mode)
+			}
+			var sources string
+			for _, q := range queries {
+				if i := strings.Index(q, `withNewFile(contents:`); i >= 0 && strings.Contains(q, `path:"`+aptConf+`/sources.list"`) {
+					json.NewDecoder(strings.NewReader(q[i+len("withNewFile(contents:"):])).Decode(&sources)
+				}
+			}
+			if sources != tt.sources {
+				t.Errorf("sources file = %q, want %q", sources, tt.sources)
+			}
+			if got, want := strings.Join(args[5:], " "), strings.Join(tt.wantArgs, " "); got != want {
 				t.Errorf("apt packages = %s, want %s", got, want)
 			}
 			for _, w := range tt.wantScript {
@@ -182,8 +199,8 @@ func TestProvenanceNamesTheDevelImageUsed(t *testing.T) {
 			if apt.Unverified != tt.want.Substituted {
 				t.Errorf("apt unverified = %v, want %v (the devel image substituted: %v)", apt.Unverified, tt.want.Substituted, tt.want.Substituted)
 			}
-			script := aptExec(t, f.recorded())[2]
-			if exact := strings.Contains(script, `"installed ${want#*=}"`); exact != tt.aptVersions {
+			args := aptExec(t, f.recorded())
+			if exact := args[4] == aptInstall && strings.Contains(args[5], "="); exact != tt.aptVersions {
 				t.Errorf("the apt step checks pinned versions: %v, want %v", exact, tt.aptVersions)
 			}
 		})
