@@ -44,6 +44,84 @@ type completionRequest struct {
 	// TokenIDs names tokens "token_id:N" in logprobs, vLLM's
 	// return_tokens_as_token_ids, for clients that need exact ids.
 	TokenIDs bool
+	// vLLM's extra sampling parameters that llama-server honours.
+	IgnoreEOS                     bool
+	TopK                          *int
+	MinP, TypicalP, RepeatPenalty *float64
+}
+
+// The request fields each endpoint reads. Any other field is refused with 400 naming it, as
+// OpenAI does ("Unrecognized request argument supplied"), never dropped silently.
+var (
+	completionFields = fieldSet("model", "prompt", "max_tokens", "temperature", "top_p", "presence_penalty",
+		"frequency_penalty", "seed", "stop", "logprobs", "echo", "stream", "stream_options", "n", "best_of",
+		"suffix", "user", "logit_bias", "return_tokens_as_token_ids",
+		"ignore_eos", "top_k", "min_p", "typical_p", "repetition_penalty")
+	chatFields = fieldSet("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+		"presence_penalty", "frequency_penalty", "seed", "stop", "logprobs", "top_logprobs", "stream",
+		"stream_options", "n", "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls",
+		"response_format", "chat_template_kwargs", "reasoning_format",
+		"ignore_eos", "top_k", "min_p", "typical_p", "repetition_penalty")
+	// unsupported are fields other servers take that llama-server cannot honour.
+	unsupported = map[string]string{
+		"min_tokens":      "llama-server has no minimum output length; use ignore_eos with max_tokens for a fixed length",
+		"use_beam_search": "llama-server does not search beams",
+		"length_penalty":  "llama-server does not search beams",
+		"prompt_logprobs": "ask for prompt-token logprobs the OpenAI way: \"echo\": true with \"logprobs\"",
+	}
+)
+
+func fieldSet(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// checkKnown refuses the first field (in sorted order) that is not in known.
+func (f fields) checkKnown(known map[string]bool) error {
+	var names []string
+	for k := range f {
+		if !known[k] {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	n := names[0]
+	if why, ok := unsupported[n]; ok {
+		return badRequest(n, "%q is not supported: %s", n, why)
+	}
+	return badRequest(n, "Unrecognized request argument supplied: %s", n)
+}
+
+// samplingExtras reads vLLM's extra sampling parameters that llama-server honours.
+func (f fields) samplingExtras() (ignoreEOS bool, topK *int, minP, typicalP, repeatPenalty *float64, err error) {
+	if ignoreEOS, err = f.boolean("ignore_eos"); err != nil {
+		return
+	}
+	// vLLM: top_k -1 (or 0) means no top-k filtering; llama-server reads 0 so.
+	if v, ok, e := f.integer("top_k", -1, 1<<31-1); e != nil {
+		err = e
+		return
+	} else if ok {
+		k := max(int(v), 0)
+		topK = &k
+	}
+	if minP, err = f.float("min_p", 0, 1); err != nil {
+		return
+	}
+	if typicalP, err = f.float("typical_p", 0, 1); err != nil {
+		return
+	}
+	repeatPenalty, err = f.float("repetition_penalty", 0, 2)
+	if repeatPenalty != nil && *repeatPenalty == 0 {
+		err = badRequest("repetition_penalty", `"repetition_penalty" must be greater than 0 (1 is no penalty)`)
+	}
+	return
 }
 
 // fields is a JSON object whose values are decoded one by one, so that a
@@ -75,6 +153,10 @@ func decodeObject(body []byte) (fields, error) {
 }
 
 func (f fields) has(name string) bool { _, ok := f[name]; return ok }
+
+func (fields) rawFloat(v float64) json.RawMessage {
+	return json.RawMessage(strconv.FormatFloat(v, 'g', -1, 64))
+}
 
 func (f fields) number(name string) (float64, bool, error) {
 	raw, ok := f[name]
@@ -155,6 +237,12 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 		return nil, err
 	}
 	r := &completionRequest{MaxTokens: defaultMaxToks, Logprobs: -1}
+	if err := f.checkKnown(completionFields); err != nil {
+		return nil, err
+	}
+	if r.IgnoreEOS, r.TopK, r.MinP, r.TypicalP, r.RepeatPenalty, err = f.samplingExtras(); err != nil {
+		return nil, err
+	}
 	if r.Model, err = f.str("model"); err != nil {
 		return nil, err
 	}
@@ -467,6 +555,16 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		return nil, err
 	}
 	r := &chatRequest{Fields: f}
+	if err := f.checkKnown(chatFields); err != nil {
+		return nil, err
+	}
+	if _, _, _, _, rp, err := f.samplingExtras(); err != nil {
+		return nil, err
+	} else if rp != nil {
+		// llama-server's name for it
+		delete(f, "repetition_penalty")
+		f["repeat_penalty"] = f.rawFloat(*rp)
+	}
 	if _, err := f.str("model"); err != nil {
 		return nil, err
 	}

@@ -267,6 +267,10 @@ type nativeRequest struct {
 	LogitBias         [][2]float64 `json:"logit_bias,omitempty"`
 	PresencePenalty   *float64     `json:"presence_penalty,omitempty"`
 	FrequencyPenalty  *float64     `json:"frequency_penalty,omitempty"`
+	MinP              *float64     `json:"min_p,omitempty"`
+	TypicalP          *float64     `json:"typical_p,omitempty"`
+	RepeatPenalty     *float64     `json:"repeat_penalty,omitempty"`
+	IgnoreEOS         bool         `json:"ignore_eos,omitempty"`
 	CachePrompt       bool         `json:"cache_prompt"`
 	IDSlot            int          `json:"id_slot"`
 	ReturnTokens      bool         `json:"return_tokens"`

@@ -1,0 +1,129 @@
+package shim
+
+// vLLM's extra sampling parameters that llama-server honours reach it (ignore_eos, top_k,
+// min_p, typical_p, repetition_penalty), and a field the shim does not read is refused with
+// 400 naming it instead of being dropped (issue 27, item 2).
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+type errorAnswer struct {
+	Error struct {
+		Message string `json:"message"`
+		Param   string `json:"param"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func TestUnknownFieldsAreRefusedByName(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, param, want string
+		chat                    bool
+	}{
+		{"completion, an unknown field", `{"prompt":"a","max_tokens":1,"frobnicate":1}`, "frobnicate", "Unrecognized request argument supplied: frobnicate", false},
+		{"completion, the first of several, sorted", `{"prompt":"a","zz":1,"aa":2}`, "aa", "Unrecognized request argument supplied: aa", false},
+		{"completion, vLLM's min_tokens", `{"prompt":"a","min_tokens":4}`, "min_tokens", `"min_tokens" is not supported: llama-server has no minimum output length`, false},
+		{"completion, prompt_logprobs", `{"prompt":"a","prompt_logprobs":1}`, "prompt_logprobs", `"echo": true with "logprobs"`, false},
+		{"chat, an unknown field", `{"messages":[{"role":"user","content":"hi"}],"frobnicate":true}`, "frobnicate", "Unrecognized request argument supplied: frobnicate", true},
+		{"chat, a repetition_penalty of 0", `{"messages":[{"role":"user","content":"hi"}],"repetition_penalty":0}`, "repetition_penalty", "greater than 0", true},
+		{"completion, top_k below -1", `{"prompt":"a","top_k":-2}`, "top_k", "between -1 and", false},
+		{"completion, ignore_eos not a boolean", `{"prompt":"a","ignore_eos":"yes"}`, "ignore_eos", "must be true or false", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.chat {
+				_, err = parseChatRequest([]byte(tt.body))
+			} else {
+				_, err = parseCompletionRequest([]byte(tt.body))
+			}
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tt.param || !strings.Contains(ae.Message, tt.want) {
+				t.Errorf("parse(%s) = %v, want 400 on %q saying %q", tt.body, err, tt.param, tt.want)
+			}
+		})
+	}
+}
+
+func TestSamplingExtrasReachLlamaServer(t *testing.T) {
+	r, err := parseCompletionRequest([]byte(`{"prompt":"a","ignore_eos":true,"top_k":-1,"min_p":0.05,"typical_p":0.9,"repetition_penalty":1.1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr := (&job{req: r, p: r.Prompts[0]}).nativeRequest(false)
+	b, _ := json.Marshal(nr)
+	for _, want := range []string{`"top_k":0`, `"min_p":0.05`, `"typical_p":0.9`, `"repeat_penalty":1.1`, `"ignore_eos":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("native request %s lacks %s", b, want)
+		}
+	}
+	c, err := parseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi"}],"repetition_penalty":1.25,"ignore_eos":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Fields["repeat_penalty"]); got != "1.25" || c.Fields.has("repetition_penalty") {
+		t.Errorf("chat fields: repeat_penalty %q, repetition_penalty still there: %v; want llama-server's name", got, c.Fields.has("repetition_penalty"))
+	}
+}
+
+// With the end-of-sequence token forced by logit_bias, a completion stops at once; with
+// ignore_eos it generates max_tokens tokens, as llama-server does. top_k 1 makes sampling at
+// temperature 1 greedy whatever the seed.
+func TestIgnoreEOSAndTopKThroughTheShim(t *testing.T) {
+	ts := sharedShim(t)
+	type answer struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	for _, ignore := range []bool{false, true} {
+		var a answer
+		req := map[string]any{"prompt": "the quick brown fox", "max_tokens": 12, "temperature": 0, "logit_bias": map[string]float64{"2": 100}}
+		if ignore {
+			req["ignore_eos"] = true
+		}
+		if code := ts.post(t, "/v1/completions", req, &a); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		want, reason := 1, "stop"
+		if ignore {
+			want, reason = 12, "length"
+		}
+		if a.Usage.CompletionTokens > want || (ignore && a.Usage.CompletionTokens != want) || a.Choices[0].FinishReason != reason {
+			t.Errorf("ignore_eos %v: %d tokens, finish %q; want %d and %q", ignore, a.Usage.CompletionTokens, a.Choices[0].FinishReason, want, reason)
+		}
+	}
+	text := func(extra map[string]any) string {
+		req := map[string]any{"prompt": "the quick brown fox", "max_tokens": 24, "logit_bias": noEOS}
+		for k, v := range extra {
+			req[k] = v
+		}
+		var a answer
+		if code := ts.post(t, "/v1/completions", req, &a); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		return a.Choices[0].Text
+	}
+	greedy := text(map[string]any{"temperature": 0})
+	sampled := map[string]bool{}
+	for _, seed := range []int{1, 2, 3} {
+		if got := text(map[string]any{"temperature": 1, "top_k": 1, "seed": seed}); got != greedy {
+			t.Errorf("top_k 1, seed %d: %q, want the greedy %q (top_k did not reach llama-server)", seed, got, greedy)
+		}
+		sampled[text(map[string]any{"temperature": 1, "seed": seed})] = true
+	}
+	if len(sampled) == 1 {
+		t.Errorf("without top_k three seeds gave one text %q: the test cannot tell top_k's effect", greedy)
+	}
+	var e errorAnswer
+	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": "a", "frobnicate": 1}, &e); code != 400 || e.Error.Param != "frobnicate" {
+		t.Errorf("an unknown field: status %d, %+v; want 400 naming it", code, e.Error)
+	}
+}
