@@ -99,6 +99,10 @@ func (u *usage) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// MarshalJSON writes l as appendJSON does, for the streamed chunks that
+// encoding/json writes: every logprob as a float there too.
+func (l *legacyLogprobs) MarshalJSON() ([]byte, error) { return l.appendJSON(nil), nil }
+
 func (l *legacyLogprobs) appendJSON(b []byte) []byte {
 	b = append(b, `{"tokens":`...)
 	b = appendArray(b, l.Tokens, appendJSONString)
@@ -181,7 +185,7 @@ func (t *topObject) appendJSONReusing(b []byte, same float64, w [2]int32) []byte
 		if v := t.vals[i]; v == same && math.Signbit(v) == math.Signbit(same) {
 			b = append(b, b[w[0]:w[1]]...)
 		} else {
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+			b = appendFloatG(b, v)
 		}
 	}
 	return append(b, '}')
@@ -202,14 +206,34 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendJSONFloat appends f as encoding/json writes a float64 (f is finite:
-// logprobs are clamped).
+// asFloat makes the number written at b[start:] read as a float: an integral
+// value gets ".0" (-21.0, not -21), so that clients in typed languages decode
+// every logprob as a floating-point number, as OpenAI and vLLM write them.
+func asFloat(b []byte, start int) []byte {
+	for _, c := range b[start:] {
+		if c == '.' || c == 'e' || c == 'E' {
+			return b
+		}
+	}
+	return append(b, '.', '0')
+}
+
+// appendFloatG appends f in strconv's shortest 'g' form, as a float.
+func appendFloatG(b []byte, f float64) []byte {
+	start := len(b)
+	return asFloat(strconv.AppendFloat(b, f, 'g', -1, 64), start)
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64, but always as
+// a float (asFloat); f is finite: logprobs are clamped, NaN refused.
 func appendJSONFloat(b []byte, f float64) []byte {
 	format := byte('f')
 	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
 		format = 'e'
 	}
+	start := len(b)
 	b = strconv.AppendFloat(b, f, format, -1, 64)
+	b = asFloat(b, start)
 	if format == 'e' {
 		// e-09 as e-9, as encoding/json writes it
 		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {

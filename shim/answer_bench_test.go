@@ -121,7 +121,11 @@ func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionRespo
 	}
 	text := append(append([]byte{}, j.promptText...), g.text...)
 	finish := finishReason(resp.StopType)
-	ch := completionChoice{Text: string(text), FinishReason: &finish, Logprobs: render(f.v, newRuneOffsets(text), rows, 1, false)}
+	lp, err := render(f.v, newRuneOffsets(text), rows, 1, false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ch := completionChoice{Text: string(text), FinishReason: &finish, Logprobs: lp}
 	return &completionResponse{ID: "cmpl-1", Object: "text_completion", Model: "m", Choices: []completionChoice{ch}, Usage: &usage{}}
 }
 

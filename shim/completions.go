@@ -469,7 +469,11 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 		for i := 0; i < kept; i++ {
 			rows = append(rows, rowEntry{ID: g.ids[i], Start: base + min(g.starts[i], len(content)), Row: probRow(g.probs[i], j.req.Logprobs)})
 		}
-		ch.Logprobs = render(j.u.vocab, newRuneOffsets(text), rows, j.req.Logprobs, j.req.TokenIDs)
+		lp, err := render(j.u.vocab, newRuneOffsets(text), rows, j.req.Logprobs, j.req.TokenIDs)
+		if err != nil {
+			return ch, err
+		}
+		ch.Logprobs = lp
 	}
 	return ch, nil
 }

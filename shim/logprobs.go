@@ -9,14 +9,25 @@ import (
 
 // minLogprob is where the shim clamps logprobs, as vLLM and OpenAI do:
 // llama-server reports the lowest float32 (about -3.4e38) when a
-// probability underflows to zero.
+// probability underflows to zero, and -inf for a token masked out.
 const minLogprob = -9999.0
 
+// clampLogprob clamps x at minLogprob. NaN is not a logprob: the caller
+// refuses it (nanError) instead of hiding a broken scorer behind -9999.
 func clampLogprob(x float64) float64 {
-	if math.IsNaN(x) || x < minLogprob {
+	if x < minLogprob {
 		return minLogprob
 	}
 	return x
+}
+
+// nanError says where llama-server gave a NaN logprob.
+func nanError(row, id int, alt bool) error {
+	what := "the logprob"
+	if alt {
+		what = "an alternative's logprob"
+	}
+	return upstreamError("llama-server returned NaN as %s of row %d (token %d): the model or the build computes NaN there, and the shim does not pass it off as a number", what, row, id)
 }
 
 // legacyLogprobs is the logprobs object of a legacy completion choice:
@@ -64,7 +75,7 @@ func (t *topObject) MarshalJSON() ([]byte, error) {
 		}
 		b.Write(kb)
 		b.WriteByte(':')
-		b.WriteString(strconv.FormatFloat(t.vals[i], 'g', -1, 64))
+		b.Write(appendFloatG(nil, t.vals[i]))
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
@@ -81,7 +92,7 @@ type rowEntry struct {
 // render builds the legacy object for rows over the text whose characters
 // ro counts, keeping top alternatives (top may be 0: only the chosen
 // token).
-func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) *legacyLogprobs {
+func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) (*legacyLogprobs, error) {
 	name := v.tokenString
 	if asIDs {
 		name = func(id int) string { return "token_id:" + strconv.Itoa(id) }
@@ -104,6 +115,9 @@ func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) *le
 		if r.Row == nil {
 			continue
 		}
+		if math.IsNaN(r.Row.Logprob) {
+			return nil, nanError(i, r.ID, false)
+		}
 		lps[i] = clampLogprob(r.Row.Logprob)
 		out.TokenLogprobs[i] = &lps[i]
 		t := &tops[i]
@@ -112,10 +126,13 @@ func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) *le
 			if j >= top {
 				break
 			}
+			if math.IsNaN(a.Logprob) {
+				return nil, nanError(i, a.ID, true)
+			}
 			t.set(name(a.ID), clampLogprob(a.Logprob), false)
 		}
 		t.set(out.Tokens[i], lps[i], true)
 		out.TopLogprobs[i] = t
 	}
-	return out
+	return out, nil
 }

@@ -118,7 +118,9 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 		text = append(text, j.promptText...)
 		c := completionChoice{Index: j.index, Text: string(j.promptText)}
 		if lp >= 0 {
-			c.Logprobs = render(v, newRuneOffsets(text), j.rows, lp, j.req.TokenIDs)
+			if c.Logprobs, err = render(v, newRuneOffsets(text), j.rows, lp, j.req.TokenIDs); err != nil {
+				return err
+			}
 		}
 		if err := emit(c); err != nil {
 			return err
@@ -150,7 +152,10 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 			emittedRows = upto
 			text = append(text, sent[len(text)-base:]...)
 			ro.extend(text)
-			c.Logprobs = render(v, ro, rows, lp, j.req.TokenIDs)
+			var err error
+			if c.Logprobs, err = render(v, ro, rows, lp, j.req.TokenIDs); err != nil {
+				return err
+			}
 		}
 		if c.Text == "" && c.FinishReason == nil && (c.Logprobs == nil || len(c.Logprobs.Tokens) == 0) {
 			return nil

@@ -2,7 +2,10 @@ package shim
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,8 +62,46 @@ func TestTopObjectKeepsTheChosenTokensValue(t *testing.T) {
 	top.set("A", -2, true) // the chosen token, also "A"
 	top.set("B", -3, false)
 	got, _ := json.Marshal(top)
-	if want := `{"A":-2,"B":-1}`; string(got) != want {
+	if want := `{"A":-2.0,"B":-1.0}`; string(got) != want {
 		t.Errorf("top = %s, want %s", got, want)
+	}
+}
+
+// Logprobs are written as floats even when integral (-21.0), a true -inf is
+// clamped to -9999.0 as vLLM does, and NaN is an error naming the row, not a
+// number (issue 27, item 4).
+func TestLogprobsAreHonestFloats(t *testing.T) {
+	v := &vocab{pieces: [][]byte{[]byte("a"), []byte("b"), []byte("c")}}
+	text := []byte("abc")
+	rows := func(lp, alt float64) []rowEntry {
+		return []rowEntry{
+			{ID: 0, Start: 0},
+			{ID: 1, Start: 1, Row: &Row{Logprob: -21, Top: []Alt{{ID: 2, Logprob: alt}}}},
+			{ID: 2, Start: 2, Row: &Row{Logprob: lp, Top: []Alt{{ID: 0, Logprob: -0.5}}}},
+		}
+	}
+	l, err := render(v, newRuneOffsets(text), rows(math.Inf(-1), 0), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := string(l.appendJSON(nil))
+	viaJSON, _ := json.Marshal(l)
+	want := `{"tokens":["a","b","c"],"token_logprobs":[null,-21.0,-9999.0],"top_logprobs":[null,{"c":0.0,"b":-21.0},{"a":-0.5,"c":-9999.0}],"text_offset":[0,1,2]}`
+	if fast != want || string(viaJSON) != want {
+		t.Errorf("logprobs\n fast %s\n json %s\nwant %s", fast, viaJSON, want)
+	}
+	for _, tt := range []struct {
+		lp, alt float64
+		want    string
+	}{
+		{math.NaN(), -1, "NaN as the logprob of row 2 (token 2)"},
+		{-1, math.NaN(), "NaN as an alternative's logprob of row 1 (token 2)"},
+	} {
+		_, err := render(v, newRuneOffsets(text), rows(tt.lp, tt.alt), 1, false)
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(ae.Message, tt.want) {
+			t.Errorf("render with a NaN = %v, want a 502 saying %q", err, tt.want)
+		}
 	}
 }
 
