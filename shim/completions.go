@@ -503,6 +503,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if err := checkLogitBias(req.LogitBias, u.vocab); err != nil {
+		writeError(w, err)
+		return
+	}
 	if req.Logprobs >= 0 {
 		if err := u.draftedLogprobs("logprobs", req.MaxTokens); err != nil {
 			writeError(w, err)

@@ -71,6 +71,9 @@ func asAPIError(err error) *apiError {
 }
 
 func writeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errAnswered) {
+		return
+	}
 	ae := asAPIError(err)
 	writeJSON(w, ae.Status, ae.body())
 }

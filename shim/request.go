@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Limits on what a request may ask for.
@@ -70,6 +71,10 @@ var (
 		"prompt_logprobs": "ask for prompt-token logprobs the OpenAI way: \"echo\": true with \"logprobs\"",
 	}
 )
+
+// chatRoles are the message roles OpenAI's chat API takes (function: its
+// deprecated form of tool).
+var chatRoles = fieldSet("system", "developer", "user", "assistant", "tool", "function")
 
 func fieldSet(names ...string) map[string]bool {
 	m := make(map[string]bool, len(names))
@@ -136,6 +141,9 @@ func decodeObject(body []byte) (fields, error) {
 	if trimmed[0] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
+	if !utf8.Valid(trimmed) {
+		return nil, badRequest("", "request body is not valid UTF-8 (JSON text must be); at byte %d", invalidUTF8At(trimmed))
+	}
 	var f fields
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&f); err != nil {
@@ -153,6 +161,18 @@ func decodeObject(body []byte) (fields, error) {
 }
 
 func (f fields) has(name string) bool { _, ok := f[name]; return ok }
+
+// invalidUTF8At is the offset of b's first byte that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
 
 func (fields) rawFloat(v float64) json.RawMessage {
 	return json.RawMessage(strconv.FormatFloat(v, 'g', -1, 64))
@@ -252,6 +272,14 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	}
 	if r.Prompts, err = parsePrompts(raw); err != nil {
 		return nil, err
+	}
+	for i, p := range r.Prompts {
+		if p.IsText && p.Text == "" {
+			if len(r.Prompts) == 1 {
+				return nil, badRequest("prompt", `"prompt" is an empty string: send some text or token ids`)
+			}
+			return nil, badRequest("prompt", `"prompt"[%d] is an empty string: send some text or token ids`, i)
+		}
 	}
 	if v, ok, err := f.integer("max_tokens", 0, maxMaxTokens); err != nil {
 		return nil, err
@@ -373,6 +401,17 @@ func parseStop(f fields) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkLogitBias refuses a bias for a token the vocabulary does not have, which
+// llama-server would ignore.
+func checkLogitBias(bias [][2]float64, v *vocab) error {
+	for _, b := range bias {
+		if !v.valid(int(b[0])) {
+			return badRequest("logit_bias", `"logit_bias" names token id %d; the vocabulary has %d tokens`, int(b[0]), v.size())
+		}
+	}
+	return nil
 }
 
 func parseLogitBias(f fields) ([][2]float64, error) {
@@ -543,6 +582,7 @@ func tokenIDs(items []json.RawMessage) ([]int, bool) {
 // unchanged.
 type chatRequest struct {
 	Fields       fields
+	LogitBias    [][2]float64
 	Stream       bool
 	Logprobs     bool
 	TopLogprobs  int
@@ -581,8 +621,22 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		if err != nil {
 			return nil, badRequest("messages", `"messages"[%d] must be an object`, i)
 		}
-		if role, err := mf.str("role"); err != nil || role == "" {
+		role, err := mf.str("role")
+		if err != nil || role == "" {
 			return nil, badRequest("messages", `"messages"[%d].role must be a non-empty string`, i)
+		}
+		if !chatRoles[role] {
+			return nil, badRequest("messages", `"messages"[%d].role %q is not a role: use system, developer, user, assistant or tool`, i, role)
+		}
+		// null content was dropped by decodeObject: it is missing, which only an
+		// assistant's tool call may be
+		if !mf.has("content") && !(role == "assistant" && (mf.has("tool_calls") || mf.has("function_call"))) {
+			return nil, badRequest("messages", `"messages"[%d].content is required for role %q: a string or an array of content parts`, i, role)
+		}
+		if c, ok := mf["content"]; ok {
+			if t := bytes.TrimSpace(c); len(t) == 0 || (t[0] != '"' && t[0] != '[') {
+				return nil, badRequest("messages", `"messages"[%d].content must be a string or an array of content parts`, i)
+			}
 		}
 	}
 	if r.Logprobs, err = f.boolean("logprobs"); err != nil {
@@ -624,7 +678,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if r.IncludeUsage, err = parseStreamOptions(f, r.Stream); err != nil {
 		return nil, err
 	}
-	if _, err := parseLogitBias(f); err != nil {
+	if r.LogitBias, err = parseLogitBias(f); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -54,6 +54,13 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// ServerOutput, if set, receives llama-server's stdout and stderr.
 	ServerOutput io.Writer
+	// IdleTimeout closes a kept-alive client connection idle this long; 0
+	// means 2 minutes.
+	IdleTimeout time.Duration
+	// BodyTimeout bounds how long a request body may take to arrive; 0
+	// means 60 s. A slow client then gets 408 instead of holding a
+	// connection open indefinitely.
+	BodyTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +81,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = 30 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = 60 * time.Second
 	}
 	return o
 }
@@ -149,6 +162,7 @@ func runServer(ctx context.Context, s *Server, l net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       s.opts.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	serveErr := make(chan error, 1)
@@ -220,17 +234,44 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 // readBody reads a request body of at most MaxRequestBytes.
+// A body is read within BodyTimeout. One over the limit is answered 413 at
+// once, and what the client still sends is read and dropped (up to
+// maxDrainBytes, within the same deadline), so that a client that sends its
+// whole body before reading the answer reads the 413 instead of a broken pipe.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(s.opts.BodyTimeout)
+	rc.SetReadDeadline(deadline)
+	defer rc.SetReadDeadline(time.Time{})
+	orig := r.Body
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
-		}
-		return nil, badRequest("", "reading request body: %v", err)
+	if err == nil {
+		return body, nil
 	}
-	return body, nil
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+		if rc.EnableFullDuplex() == nil {
+			w.Header().Set("Connection", "close")
+			writeError(w, tooLarge)
+			rc.Flush()
+			io.Copy(io.Discard, io.LimitReader(orig, maxDrainBytes))
+			return nil, errAnswered
+		}
+		return nil, tooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Message: fmt.Sprintf("the request body did not arrive within %v", s.opts.BodyTimeout)}
+	}
+	return nil, badRequest("", "reading request body: %v", err)
 }
+
+// maxDrainBytes is how much of an oversized body the shim reads and drops.
+const maxDrainBytes = 1 << 30
+
+// errAnswered is returned by readBody when it has answered the request itself.
+var errAnswered = errors.New("answered")
 
 func (s *Server) newID(prefix string) string {
 	var b [12]byte
@@ -253,9 +294,32 @@ func (s *Server) requestFailed(r *http.Request, err error) {
 	s.log.Warn("request failed", "path", r.URL.Path, "err", err)
 }
 
+// healthTimeout bounds how long /health waits for llama-server's own.
+const healthTimeout = 2 * time.Second
+
+// handleHealth says 200 only when llama-server itself answers its /health: a
+// child that was killed (before the supervisor has reaped it) or hangs is 503
+// at once, as a completion sent to it would be.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.sup.current(); err != nil {
+	u, err := s.sup.current()
+	if err != nil {
 		writeError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	resp, err := u.do(ctx, http.MethodGet, "/health", nil)
+	if err == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("its /health answered %d", resp.StatusCode)
+		}
+	} else if ctx.Err() != nil && r.Context().Err() == nil {
+		err = fmt.Errorf("its /health did not answer within %v", healthTimeout)
+	}
+	if err != nil {
+		writeError(w, unavailable("llama-server is not answering: %v", shortError(err)))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -272,3 +272,37 @@ func alive(pid int) bool {
 	f := strings.Fields(string(rest))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// /health tells the truth about llama-server itself (issue 27, item 6): a stopped (hung)
+// llama-server is 503 within the health timeout although the supervisor still holds it, and
+// 200 again once it runs.
+func TestHealthFollowsLlamaServerItself(t *testing.T) {
+	ts := ownShim(t, Options{})
+	if got := getStatus(t, ts.URL+"/health"); got != 200 {
+		t.Fatalf("health before = %d", got)
+	}
+	if err := ts.srv.sup.kill(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// the signal takes effect asynchronously: wait until the process is stopped
+	stat := "/proc/" + strconv.Itoa(ts.srv.sup.currentPID()) + "/stat"
+	for i := 0; i < 200; i++ {
+		b, _ := os.ReadFile(stat)
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "T" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t0 := time.Now()
+	got := getStatus(t, ts.URL+"/health")
+	took := time.Since(t0)
+	if err := ts.srv.sup.kill(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if got != 503 || took > healthTimeout+2*time.Second {
+		t.Errorf("health of a stopped llama-server = %d after %v, want 503 within about %v", got, took, healthTimeout)
+	}
+	if got := getStatus(t, ts.URL+"/health"); got != 200 {
+		t.Errorf("health after SIGCONT = %d, want 200", got)
+	}
+}

@@ -1,0 +1,129 @@
+package shim
+
+// Resource limits and bad input (issue 27, items 5): idle connections are closed, a slow body
+// gets 408, an oversized body a 413 that a client sending the whole body can read, and bad
+// input 400 naming the field.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func dial(t *testing.T, ts *testShim) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	ts := ownShim(t, Options{IdleTimeout: 300 * time.Millisecond})
+	var conns []net.Conn
+	for i := 0; i < 32; i++ {
+		c := dial(t, ts)
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("health on connection %d: %v %v", i, resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second)
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("idle connection %d after 1 s: read %v, want EOF (closed by the shim)", i, err)
+		}
+	}
+}
+
+func TestSlowBodyGets408(t *testing.T) {
+	ts := ownShim(t, Options{BodyTimeout: 500 * time.Millisecond})
+	c := dial(t, ts)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\":")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body within 5 s: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 500ms") {
+		t.Errorf("stalled body: %d %s, want 408 saying so", resp.StatusCode, body)
+	}
+}
+
+// A client that writes its whole body before reading (most do) reads the 413.
+func TestOversizedBodyGets413TheClientCanRead(t *testing.T) {
+	ts := ownShim(t, Options{MaxRequestBytes: 1 << 20})
+	c := dial(t, ts)
+	const size = 48 << 20
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+	chunk := bytes.Repeat([]byte(" "), 1<<20)
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	for sent := 0; sent < size; sent += len(chunk) {
+		if _, err := c.Write(chunk); err != nil {
+			t.Fatalf("writing the body after %d MiB: %v (the shim closed the connection before the client could read its answer)", sent>>20, err)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "exceeds 1048576 bytes") {
+		t.Errorf("oversized body: %d %s, want 413", resp.StatusCode, body)
+	}
+}
+
+func TestBadInputIsRefusedByName(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, param, want string
+		chat                    bool
+	}{
+		{"invalid UTF-8", "{\"prompt\":\"a\xff\"}", "", "not valid UTF-8", false},
+		{"an empty prompt", `{"prompt":""}`, "prompt", "empty string", false},
+		{"an empty prompt in a batch", `{"prompt":["a",""]}`, "prompt", `"prompt"[1] is an empty string`, false},
+		{"an unknown role", `{"messages":[{"role":"wizard","content":"hi"}]}`, "messages", `role "wizard" is not a role`, true},
+		{"null content", `{"messages":[{"role":"user","content":null}]}`, "messages", `content is required for role "user"`, true},
+		{"content of another type", `{"messages":[{"role":"user","content":5}]}`, "messages", "must be a string or an array", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.chat {
+				_, err = parseChatRequest([]byte(tt.body))
+			} else {
+				_, err = parseCompletionRequest([]byte(tt.body))
+			}
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tt.param || !strings.Contains(ae.Message, tt.want) {
+				t.Errorf("parse(%q) = %v, want 400 on %q saying %q", tt.body, err, tt.param, tt.want)
+			}
+		})
+	}
+	if _, err := parseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[]}]}`)); err != nil {
+		t.Errorf("an assistant's tool call without content: %v, want it accepted", err)
+	}
+	ts := sharedShim(t)
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		req := map[string]any{"prompt": "a", "max_tokens": 1, "logit_bias": map[string]float64{"999999": 5}}
+		if path != "/v1/completions" {
+			req = map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "max_tokens": 1, "logit_bias": map[string]float64{"999999": 5}}
+		}
+		var e errorAnswer
+		if code := ts.post(t, path, req, &e); code != 400 || e.Error.Param != "logit_bias" || !strings.Contains(e.Error.Message, "token id 999999") {
+			t.Errorf("%s with a bias for a token beyond the vocabulary: %d %+v, want 400 on logit_bias", path, code, e.Error)
+		}
+	}
+}
