@@ -176,6 +176,11 @@ func planBundle(in bundleInput) (*bundlePlan, error) {
 	for k, v := range in.Env {
 		m.Server.Env[k] = v
 	}
+	if m.Contract.ScoresTrafficIndependent {
+		if err := trafficIndependent(m.Settings()); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Path < p.Files[j].Path })
 	for i, f := range p.Files {
 		if i > 0 && p.Files[i-1].Path == f.Path {
@@ -275,6 +280,9 @@ func isLoader(base string) bool {
 	return strings.HasPrefix(base, "ld-linux") && strings.Contains(base, ".so") || strings.HasPrefix(base, "ld-musl-")
 }
 
+// defaultSlots is llama-server's slot count when --parallel is not given.
+const defaultSlots = 4
+
 // serverArgs renders llama-server's arguments in a fixed order. promptLogprobs turns on the
 // patched server's prompt_logprobs (patch 0002), which the shim then uses for echo.
 func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlone bool, extra []string) []string {
@@ -307,6 +315,11 @@ func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlo
 	num("--poll", k.Poll)
 	num("--n-gpu-layers", k.GPULayers)
 	num("--parallel", k.Parallel)
+	if scoresAlone && k.Parallel == nil {
+		// Without --parallel llama-server picks 4 slots and a unified KV cache, overriding
+		// --no-kv-unified: scores would depend on the traffic. The same 4 slots, named.
+		args = append(args, "--parallel", strconv.Itoa(defaultSlots))
+	}
 	args = append(args, "--cache-ram", strconv.Itoa(k.CacheRAM), "--ctx-checkpoints", strconv.Itoa(k.CtxCheckpoints))
 	if promptLogprobs {
 		args = append(args, "--prompt-logprobs")
@@ -316,6 +329,23 @@ func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlo
 		args = append(args, "--prompt-logprobs-alone", "--no-kv-unified")
 	}
 	return append(args, extra...)
+}
+
+// trafficIndependent refuses settings (from --server-arg or --env) that undo what the manifest's
+// scoresTrafficIndependent promises: a unified KV cache, automatic slots (which unify it), or
+// scoring sharing batches.
+func trafficIndependent(s manifest.Settings) error {
+	const how = "drop it, or bundle with --scores-traffic-independent=false (the manifest then does not promise it)"
+	if v, _ := s.Lookup("--kv-unified"); v == "true" {
+		return fmt.Errorf("a unified KV cache (--kv-unified or LLAMA_ARG_KV_UNIFIED) makes prompt-token scores depend on the other requests, which the bundle promises they do not: %s", how)
+	}
+	if v, _ := s.Lookup("--parallel"); v == "-1" || v == "" {
+		return fmt.Errorf("--parallel %q lets llama-server choose its slots and unify the KV cache, so scores would depend on the traffic: give a number of slots, or %s", v, how)
+	}
+	if v, ok := s.Lookup("--prompt-logprobs-alone"); ok && v == "false" {
+		return fmt.Errorf("scoring that shares batches with other requests gives scores that depend on them: %s", how)
+	}
+	return nil
 }
 
 func manifestTarget(t *targets.Target) manifest.Target {

@@ -826,3 +826,72 @@ func TestManifestSaysHowPromptLogprobsAreComputed(t *testing.T) {
 		})
 	}
 }
+
+// A bundle that promises traffic-independent scores gives llama-server the arguments that keep
+// it: without --parallel, llama-server would choose 4 slots and a unified KV cache, overriding
+// --no-kv-unified (issue 27, item 1). Arguments that undo it are refused.
+func TestTrafficIndependentScoresAreDelivered(t *testing.T) {
+	in := newBundleInputs(t)
+	files := []artifacts.InputFile{{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable}}
+	series := writeTestArtifactsWithPatches(t, filepath.Join(in.Dir, "series"), "cpu-v3", files, []artifacts.Patch{
+		{Name: patches.PromptLogprobs, SHA256: strings.Repeat("f", 64)},
+		{Name: patches.PromptLogprobsAlone, SHA256: strings.Repeat("e", 64)},
+	})
+	bundle := func(extra ...string) (*manifest.Manifest, int, string) {
+		dir := filepath.Join(t.TempDir(), "b")
+		code, _, stderr := runCLI(t, append([]string{"bundle", "--target", "cpu-v3", "--artifacts", series, "--model", in.Model, "--quiet", "-o", dir}, extra...)...)
+		if code != 0 {
+			return nil, code, stderr
+		}
+		m, err := manifest.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, code, stderr
+	}
+	for _, tt := range []struct {
+		name     string
+		extra    []string
+		parallel string
+	}{
+		{"without --parallel: the 4 slots llama-server would choose, named", nil, "4"},
+		{"with --parallel 2", []string{"--parallel", "2"}, "2"},
+		// the bundle's own --no-kv-unified and --parallel are arguments, which win over these
+		{"the environment asks for a unified cache and automatic slots", []string{"--env", "LLAMA_ARG_KV_UNIFIED=1", "--env", "LLAMA_ARG_N_PARALLEL=-1"}, "4"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, code, stderr := bundle(tt.extra...)
+			if code != 0 {
+				t.Fatalf("bundle exit %d: %s", code, stderr)
+			}
+			s := m.Settings()
+			if !m.Contract.ScoresTrafficIndependent {
+				t.Fatalf("contract does not promise traffic-independent scores: %+v", m.Contract)
+			}
+			if v, _ := s.Lookup("--parallel"); v != tt.parallel {
+				t.Errorf("--parallel = %q in %q, want %s", v, m.Server.Args, tt.parallel)
+			}
+			if v, _ := s.Lookup("--kv-unified"); v != "false" {
+				t.Errorf("--kv-unified = %q in %q, want false", v, m.Server.Args)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"--kv-unified", []string{"--server-arg=--kv-unified"}, "unified KV cache"},
+		{"automatic slots", []string{"--server-arg=--parallel", "--server-arg=-1"}, `--parallel "-1"`},
+	} {
+		t.Run("refuses "+tt.name, func(t *testing.T) {
+			_, code, stderr := bundle(tt.extra...)
+			if code != 2 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "--scores-traffic-independent=false") {
+				t.Errorf("bundle %v: exit %d, %s; want 2 saying %q and the way out", tt.extra, code, stderr, tt.want)
+			}
+		})
+	}
+	if _, code, stderr := bundle("--server-arg=--kv-unified", "--scores-traffic-independent=false"); code != 0 {
+		t.Errorf("a unified KV cache without the promise: exit %d: %s", code, stderr)
+	}
+}
