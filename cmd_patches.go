@@ -43,7 +43,7 @@ func patchesCommand() *cli.Command {
 				out := stdoutOf(c)
 				if c.Bool("json") {
 					if err := writeJSON(out, rep); err != nil {
-						return err
+						return noCommitIsUsage(err)
 					}
 				} else if err := writeStatus(out, rep); err != nil {
 					return err
@@ -99,4 +99,13 @@ func seriesBlocked(rep *patches.Report) error {
 		}
 	}
 	return nil
+}
+
+// noCommitIsUsage makes a commit the source does not have a usage error (exit 2: named something
+// that is not there).
+func noCommitIsUsage(err error) error {
+	if errors.Is(err, patches.ErrNoCommit) {
+		return usageError{err}
+	}
+	return err
 }

@@ -38,7 +38,7 @@ func recipeCommand() *cli.Command {
 					DropUpstream: c.Bool("drop-upstream"),
 				})
 				if err != nil {
-					return err
+					return noCommitIsUsage(err)
 				}
 				log := loggerOf(c)
 				for _, d := range res.Dropped {

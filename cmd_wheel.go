@@ -278,7 +278,7 @@ func indexCommand() *cli.Command {
 			for _, root := range roots {
 				es, err := wheel.Collect(c.Context, root)
 				if err != nil {
-					return err
+					return notThere(err)
 				}
 				all = append(all, es...)
 			}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/internal/gitfixture"
 )
 
 // runCLI runs llbuild in-process and returns its exit code, stdout and stderr.
@@ -76,6 +80,8 @@ func TestExitCodes(t *testing.T) {
 		{"floating allowed", []string{"plan", "-t", "b70", "--allow-floating"}, 0, ""},
 		{"unknown recipe is usage", []string{"plan", "-t", "h200", "--recipe", "nope"}, 2, "unknown recipe"},
 		{"missing target file is usage", []string{"plan", "--target-file", "/nonexistent.yaml"}, 2, "reading target file"},
+		{"index of a missing directory is usage", []string{"index", "/nonexistent-artifacts", "-o", "/tmp/llbuild-exit-test-index"}, 2, "/nonexistent-artifacts"},
+		{"--engine without --check-pins is usage", []string{"plan", "-t", "cpu-v3", "--engine", "tcp://x:1"}, 2, "apply to --check-pins"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +93,24 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("llbuild %v = exit %d, stderr %q; want exit %d containing %q", tt.args, code, stderr, tt.wantCode, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A commit the source does not have is something named that is not there: exit 2.
+func TestUnknownCommitIsUsage(t *testing.T) {
+	r := gitfixture.New(t)
+	recipe := filepath.Join(t.TempDir(), "server.yaml")
+	if b, err := os.ReadFile("recipes/server.yaml"); err != nil || os.WriteFile(recipe, b, 0o644) != nil {
+		t.Fatal("copying the recipe:", err)
+	}
+	for _, args := range [][]string{
+		{"patches", "status", "--source", r.Dir, "--commit", "nosuch"},
+		{"recipe", "bump", "--source", r.Dir, "--commit", "nosuch", "--recipe-file", recipe},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, `has no commit "nosuch"`) {
+			t.Errorf("llbuild %v = exit %d, %q; want 2 naming the commit", args, code, stderr)
+		}
 	}
 }
 

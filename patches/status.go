@@ -100,7 +100,7 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 	var rep *Report
 	if g.plain {
 		if commit != "" {
-			return nil, fmt.Errorf("source %s is a plain tree, not a git repository, so it has no commit %q: give a checkout or mirror that has it, or (patches status) leave out --commit to check the tree as it is", repo, commit)
+			return nil, fmt.Errorf("source %s is a plain tree, not a git repository, so it has no commit %q: give a checkout or mirror that has it, or (patches status) leave out --commit to check the tree as it is%w", repo, commit, ErrNoCommit)
 		}
 		if rep, err = g.indexTree(ctx, repo); err != nil {
 			return nil, err
@@ -111,6 +111,14 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 	return applySeries(ctx, g, tmp, rep, series)
 }
 
+// ErrNoCommit is wrapped by the error of a commit the source does not have (it adds nothing to
+// the message).
+var ErrNoCommit = noCommit{}
+
+type noCommit struct{}
+
+func (noCommit) Error() string { return "" }
+
 // readCommit loads commit's tree into the private index and describes the commit.
 func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report, error) {
 	if commit == "" {
@@ -118,7 +126,7 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 	}
 	full, err := g.run(ctx, "rev-parse", "--verify", "--quiet", commit+"^{commit}")
 	if err != nil {
-		return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another with --commit", repo, commit)
+		return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another with --commit%w", repo, commit, ErrNoCommit)
 	}
 	rep := &Report{Source: repo, Commit: strings.TrimSpace(full)}
 	if out, err := g.run(ctx, "show", "-s", "--format=%ct", rep.Commit); err != nil {
