@@ -280,6 +280,16 @@ func isLoader(base string) bool {
 	return strings.HasPrefix(base, "ld-linux") && strings.Contains(base, ".so") || strings.HasPrefix(base, "ld-musl-")
 }
 
+// setsParallel says whether extra arguments give llama-server's slot count.
+func setsParallel(extra []string) bool {
+	for _, a := range extra {
+		if a == "-np" || a == "--parallel" || strings.HasPrefix(a, "--parallel=") {
+			return true
+		}
+	}
+	return false
+}
+
 // defaultSlots is llama-server's slot count when --parallel is not given.
 const defaultSlots = 4
 
@@ -315,7 +325,7 @@ func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlo
 	num("--poll", k.Poll)
 	num("--n-gpu-layers", k.GPULayers)
 	num("--parallel", k.Parallel)
-	if scoresAlone && k.Parallel == nil {
+	if scoresAlone && k.Parallel == nil && !setsParallel(extra) {
 		// Without --parallel llama-server picks 4 slots and a unified KV cache, overriding
 		// --no-kv-unified: scores would depend on the traffic. The same 4 slots, named.
 		args = append(args, "--parallel", strconv.Itoa(defaultSlots))

@@ -858,6 +858,7 @@ func TestTrafficIndependentScoresAreDelivered(t *testing.T) {
 		{"with --parallel 2", []string{"--parallel", "2"}, "2"},
 		// the bundle's own --no-kv-unified and --parallel are arguments, which win over these
 		{"the environment asks for a unified cache and automatic slots", []string{"--env", "LLAMA_ARG_KV_UNIFIED=1", "--env", "LLAMA_ARG_N_PARALLEL=-1"}, "4"},
+		{"slots given as a server argument", []string{"--server-arg=-np", "--server-arg=3"}, "3"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m, code, stderr := bundle(tt.extra...)
@@ -870,6 +871,9 @@ func TestTrafficIndependentScoresAreDelivered(t *testing.T) {
 			}
 			if v, _ := s.Lookup("--parallel"); v != tt.parallel {
 				t.Errorf("--parallel = %q in %q, want %s", v, m.Server.Args, tt.parallel)
+			}
+			if n := strings.Count(strings.Join(m.Server.Args, " "), "-np ") + strings.Count(strings.Join(m.Server.Args, " "), "--parallel "); n != 1 {
+				t.Errorf("server args %q give the slot count %d times, want once", m.Server.Args, n)
 			}
 			if v, _ := s.Lookup("--kv-unified"); v != "false" {
 				t.Errorf("--kv-unified = %q in %q, want false", v, m.Server.Args)

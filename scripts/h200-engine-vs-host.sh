@@ -61,18 +61,19 @@ piece)
 build)
 	[ "$(sha256sum /tmp/payload.txz | cut -d' ' -f1)" = "$(cat "$D"/payload.sha256)" ] || { echo "payload sha256 differs: a piece is missing (the machine went cold between calls?)"; exit 1; }
 	mkdir -p /tmp/p /tmp/cuda12 /tmp/src /tmp/engine
-	xz -dc /tmp/payload.txz | tar -xf - -C /tmp/p
+	[ -x /tmp/p/llbuild ] || xz -dc /tmp/payload.txz | tar -xf - -C /tmp/p
 	tar -xf /tmp/p/cuda12.tar -C /tmp/cuda12
 	tar -xf /tmp/p/engine.tar -C /tmp/engine
-	tar -xJf /tmp/p/llama.cpp-*.tar.xz -C /tmp/src
-	src=/tmp/src; [ -d /tmp/src/src ] && src=/tmp/src/src
+	[ -n "$(ls /tmp/src)" ] || tar -xJf /tmp/p/llama.cpp-*.tar.xz -C /tmp/src
+	src=$(dirname "$(find /tmp/src -maxdepth 3 -path "*/ggml/CMakeLists.txt" | head -1)")/..; src=$(cd "$src" && pwd)
 	t0=$SECONDS
 	/tmp/p/llbuild server --executor host -t h200 --source "$src" --out /tmp/host --work-dir /tmp/work >/tmp/host.dir 2>"$OUT/host-build.log" ||
 		{ tail -30 "$OUT/host-build.log"; exit 1; }
 	echo "host build: $(cat /tmp/host.dir) in $((SECONDS - t0)) s" | tee "$OUT/host-build.txt" ;;
 ab)
 	eng=/tmp/engine/$(cat /tmp/p/engine.dir) host=$(cat /tmp/host.dir)
-	export LD_LIBRARY_PATH=/tmp/cuda12
+	# the CUDA 12 runtime as a host (or the runtime image) has it: on the loader's path
+	echo /tmp/cuda12 >/etc/ld.so.conf.d/llbuild-cuda12.conf && ldconfig
 	{
 		echo "== engine build: DT_NEEDED and what resolves them here"
 		readelf -d "$eng/libggml-cuda.so" | grep NEEDED
@@ -83,7 +84,7 @@ ab)
 	} 2>&1 | tee "$OUT/preflight.txt"
 	[ -f /tmp/b.gguf ] || /tmp/p/randgguf -shape 1b -vocab 32000 -o /tmp/b.gguf
 	common=(--model /tmp/b.gguf --server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
-	/tmp/p/llbuild bundle --target-file /tmp/p/engine-target.yaml --artifacts "$eng" -o /tmp/bEngine --env LD_LIBRARY_PATH=/tmp/cuda12 "${common[@]}"
+	/tmp/p/llbuild bundle --target-file /tmp/p/engine-target.yaml --artifacts "$eng" -o /tmp/bEngine "${common[@]}"
 	/tmp/p/llbuild bundle -t h200 --artifacts "$host" -o /tmp/bHost "${common[@]}"
 	for b in bEngine bHost; do echo "== preflight --bundle $b"; /tmp/p/llbuild preflight --bundle /tmp/$b || echo "preflight exit $?"; done 2>&1 | tee -a "$OUT/preflight.txt"
 	t0=$SECONDS
