@@ -101,6 +101,10 @@ func TestRowsMustFitTheContext(t *testing.T) {
 	if r.Complete || len(r.Rows) != 0 || !strings.Contains(r.Error, "a row needs 40 tokens of context (16 prompt + 24 generated) and the bundle's slot has 32: bundle with --ctx-size 40 or more") {
 		t.Errorf("run complete %v rows %d error %q, want the context named", r.Complete, len(r.Rows), r.Error)
 	}
+	// checked before the canaries spend time (issue 31): no completion was asked for
+	if n := fake.requests.Load(); n != 0 {
+		t.Errorf("%d completions (canaries) before the context was found too small; want none", n)
+	}
 }
 
 // A row that reports cached prompt tokens makes the run invalid for a headline, and says so.

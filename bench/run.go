@@ -187,6 +187,11 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if o.now != nil {
 		c.now = o.now
 	}
+	// The rows' input is checked before the canaries spend any time.
+	prompt, err := o.rowInput(ctx, c, ep)
+	if err != nil {
+		return err
+	}
 	if err := o.canaries(ctx, c, ep, rec); err != nil {
 		return fmt.Errorf("canaries: %w", err)
 	}
@@ -198,7 +203,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		}
 		return nil // the figures would not count: no rows
 	}
-	return o.rows(ctx, c, ep, rec)
+	return o.rows(ctx, c, rec, prompt)
 }
 
 // canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
@@ -319,10 +324,11 @@ func (o *Options) rowPrompt(ctx context.Context, c *client) (any, error) {
 // rows measures the protocol's rows: row 0 is the first time this server process sees the
 // prompt, rows 1..N-1 repeat it. Every row is a full prefill (cache_prompt off), so a row
 // that still reports cached tokens shows the server reused work it was told not to.
-func (o *Options) rows(ctx context.Context, c *client, ep shim.Endpoint, rec *Record) error {
+// rowInput is the rows' prompt, refused when a row would not fit the bundle's slot.
+func (o *Options) rowInput(ctx context.Context, c *client, ep shim.Endpoint) (any, error) {
 	prompt, err := o.rowPrompt(ctx, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n := 0
 	switch p := prompt.(type) {
@@ -331,14 +337,18 @@ func (o *Options) rows(ctx context.Context, c *client, ep shim.Endpoint, rec *Re
 	case string:
 		ids, err := c.tokenize(ctx, p)
 		if err != nil {
-			return fmt.Errorf("tokenizing the prompt: %w", err)
+			return nil, fmt.Errorf("tokenizing the prompt: %w", err)
 		}
 		n = len(ids)
 	}
 	if need := n + o.Protocol.Generate; ep.NCtx > 0 && need > ep.NCtx {
-		return fmt.Errorf("a row needs %d tokens of context (%d prompt + %d generated) and the bundle's slot has %d: bundle with --ctx-size %d or more (times --parallel), or lower --generate",
+		return nil, fmt.Errorf("a row needs %d tokens of context (%d prompt + %d generated) and the bundle's slot has %d: bundle with --ctx-size %d or more (times --parallel), or lower --generate",
 			need, n, o.Protocol.Generate, ep.NCtx, need)
 	}
+	return prompt, nil
+}
+
+func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) error {
 	for i := 0; i < o.Protocol.Rows; i++ {
 		r, err := c.complete(ctx, completionRequest{Prompt: prompt, NPredict: o.Protocol.Generate, Temperature: 0, TopK: 1,
 			IgnoreEOS: true, CachePrompt: false})
