@@ -258,7 +258,8 @@ func LoadBase(ctx context.Context, spec string, want pipeline.Image, opts ...rem
 	}
 	switch {
 	case strings.HasPrefix(spec, "oci-layout:"):
-		return fromLayout(strings.TrimPrefix(spec, "oci-layout:"), want)
+		dir := strings.TrimPrefix(spec, "oci-layout:")
+		return fromLayout(dir, "OCI layout "+dir, want)
 	case strings.HasPrefix(spec, "oci-archive:"):
 		tmp, err := os.MkdirTemp("", "llbuild-oci-")
 		if err != nil {
@@ -269,7 +270,7 @@ func LoadBase(ctx context.Context, spec string, want pipeline.Image, opts ...rem
 		if err := ocitar.Untar(file, tmp); err != nil {
 			return nil, fmt.Errorf("reading OCI archive %s: %w", file, err)
 		}
-		img, err := fromLayout(tmp, want)
+		img, err := fromLayout(tmp, "OCI archive "+file, want)
 		if err != nil {
 			return nil, err
 		}
@@ -294,10 +295,12 @@ func LoadBase(ctx context.Context, spec string, want pipeline.Image, opts ...rem
 	return img, nil
 }
 
-func fromLayout(dir string, want pipeline.Image) (v1.Image, error) {
+// fromLayout picks want from the OCI layout in dir; what names where the layout came from (the
+// archive the user gave, not the directory it was unpacked into).
+func fromLayout(dir, what string, want pipeline.Image) (v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading OCI layout %s: %w", dir, err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
@@ -310,7 +313,7 @@ func fromLayout(dir string, want pipeline.Image) (v1.Image, error) {
 			continue
 		}
 		if want.Digest == "" && len(m.Manifests) != 1 {
-			return nil, fmt.Errorf("OCI layout %s holds %d images and the plan pins no digest to pick one", dir, len(m.Manifests))
+			return nil, fmt.Errorf("%s holds %d images and the plan pins no digest to pick one", what, len(m.Manifests))
 		}
 		switch {
 		case d.MediaType.IsImage():
@@ -323,7 +326,8 @@ func fromLayout(dir string, want pipeline.Image) (v1.Image, error) {
 			return pickPlatform(child)
 		}
 	}
-	return nil, fmt.Errorf("OCI layout %s does not hold the plan's runtime base %s (it holds %s)", dir, want.Digest, strings.Join(available, ", "))
+	return nil, fmt.Errorf("%s does not hold the plan's runtime base %s@%s (it holds %s): give an archive of that image (skopeo copy docker://%s@%s oci-archive:FILE, or crane pull --format=oci), or build for a target whose build.images.runtime names the image you have",
+		what, want.Repository, want.Digest, strings.Join(available, ", "), want.Repository, want.Digest)
 }
 
 func pickPlatform(idx v1.ImageIndex) (v1.Image, error) {

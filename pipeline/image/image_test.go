@@ -217,9 +217,25 @@ func TestOCIArchiveRoundTrip(t *testing.T) {
 func TestLoadBaseRefusesAnotherDigest(t *testing.T) {
 	base := imagetest.BaseImage(t)
 	other := "sha256:" + strings.Repeat("ab", 32)
-	_, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), pipeline.Image{Ref: "x@" + other, Repository: "x", Digest: other})
-	if err == nil || !strings.Contains(err.Error(), "does not hold the plan's runtime base "+other) {
+	want := pipeline.Image{Ref: "x@" + other, Repository: "x", Digest: other}
+	_, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), want)
+	if err == nil || !strings.Contains(err.Error(), "does not hold the plan's runtime base x@"+other) {
 		t.Errorf("LoadBase() = %v, want a refusal naming %s", err, other)
+	}
+	// An archive is named as the user gave it, not by the directory it was unpacked into
+	// (issue 31), and the refusal says how to get the right one.
+	archive := filepath.Join(t.TempDir(), "runtime.tar")
+	if err := WriteOCI(archive, base, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadBase(context.Background(), "oci-archive:"+archive, want)
+	for _, w := range []string{"OCI archive " + archive + " does not hold the plan's runtime base x@" + other, "skopeo copy docker://x@" + other + " oci-archive:FILE"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("LoadBase(oci-archive) = %v, want it to say %q", err, w)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "llbuild-oci-") {
+		t.Errorf("LoadBase(oci-archive) names its temporary directory: %v", err)
 	}
 }
 

@@ -29,7 +29,7 @@ func ReadConfig(ctx context.Context, spec string, opts ...remote.Option) (*v1.Co
 		return archiveConfig(strings.TrimPrefix(spec, "oci-archive:"))
 	case strings.HasPrefix(spec, "oci-layout:"):
 		dir := strings.TrimPrefix(spec, "oci-layout:")
-		img, err := fromLayout(dir, pipeline.Image{})
+		img, err := fromLayout(dir, "OCI layout "+dir, pipeline.Image{})
 		if err != nil {
 			return nil, err
 		}
