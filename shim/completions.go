@@ -503,6 +503,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if err := s.checkModel(u, req.Model); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := checkLogitBias(req.LogitBias, u.vocab); err != nil {
 		writeError(w, err)
 		return

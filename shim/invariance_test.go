@@ -69,7 +69,7 @@ func scoreTrafficDifferences(t *testing.T, server, model string, args []string) 
 		prompts = append(prompts, ids)
 	}
 	score := func(ids []int) []float64 {
-		r := ts.complete(t, map[string]any{"model": "x", "prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+		r := ts.complete(t, map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
 		var out []float64
 		for _, lp := range r.Choices[0].Logprobs.TokenLogprobs[1:len(ids)] {
 			out = append(out, *lp)
@@ -111,7 +111,7 @@ func scoreTrafficDifferences(t *testing.T, server, model string, args []string) 
 		var wg sync.WaitGroup
 		for g := range 3 {
 			wg.Go(func() {
-				ts.streamCompletion(t, map[string]any{"model": "x", "prompt": fmt.Sprintf("story %d of %d:", g, i), "max_tokens": 48, "stream": true, "temperature": 0})
+				ts.streamCompletion(t, map[string]any{"prompt": fmt.Sprintf("story %d of %d:", g, i), "max_tokens": 48, "stream": true, "temperature": 0})
 			})
 		}
 		var got []float64
@@ -177,7 +177,7 @@ func BenchmarkScoringAlone(b *testing.B) {
 		for w := range 4 {
 			wg.Go(func() {
 				for i := w; i < len(prompts); i += 4 {
-					ts.complete(b, map[string]any{"model": "x", "prompt": prompts[i], "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+					ts.complete(b, map[string]any{"prompt": prompts[i], "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
 				}
 			})
 		}

@@ -7,6 +7,7 @@ package shim
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,5 +126,55 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		if code := ts.post(t, path, req, &e); code != 400 || e.Error.Param != "logit_bias" || !strings.Contains(e.Error.Message, "token id 999999") {
 			t.Errorf("%s with a bias for a token beyond the vocabulary: %d %+v, want 400 on logit_bias", path, code, e.Error)
 		}
+	}
+}
+
+// A request naming a model this server does not serve is 404 model_not_found, as OpenAI and
+// vLLM answer; the name /v1/models lists, llama-server's alias and no name at all are served
+// (issue 31).
+func TestUnknownModelIs404(t *testing.T) {
+	ts := sharedShim(t)
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	resp, err := http.Get(ts.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if len(models.Data) != 1 {
+		t.Fatalf("/v1/models = %+v", models)
+	}
+	listed := models.Data[0].ID
+	chat := func(model string) map[string]any {
+		return map[string]any{"model": model, "messages": []any{map[string]any{"role": "user", "content": "hi"}}, "max_tokens": 1}
+	}
+	for _, name := range []string{listed, listed + ".gguf", ""} {
+		req := map[string]any{"prompt": "a", "max_tokens": 1}
+		if name != "" {
+			req["model"] = name
+		}
+		if code := ts.post(t, "/v1/completions", req, nil); code != 200 {
+			t.Errorf("model %q: status %d, want 200", name, code)
+		}
+	}
+	for path, req := range map[string]map[string]any{
+		"/v1/completions":      {"model": "gpt-4o", "prompt": "a", "max_tokens": 1},
+		"/v1/chat/completions": chat("gpt-4o"),
+	} {
+		var e struct {
+			Error struct {
+				Message, Param, Code string
+			} `json:"error"`
+		}
+		if code := ts.post(t, path, req, &e); code != 404 || e.Error.Code != "model_not_found" || e.Error.Param != "model" || !strings.Contains(e.Error.Message, listed) {
+			t.Errorf("%s with model gpt-4o: %d %+v, want 404 model_not_found naming %q", path, code, e.Error, listed)
+		}
+	}
+	if code := ts.post(t, "/v1/chat/completions", chat(listed), nil); code != 200 {
+		t.Errorf("chat with the listed model: status %d", code)
 	}
 }

@@ -581,6 +581,7 @@ func tokenIDs(items []json.RawMessage) ([]int, bool) {
 // fields so that everything the shim does not check reaches llama-server
 // unchanged.
 type chatRequest struct {
+	Model        string
 	Fields       fields
 	LogitBias    [][2]float64
 	Stream       bool
@@ -605,7 +606,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		delete(f, "repetition_penalty")
 		f["repeat_penalty"] = f.rawFloat(*rp)
 	}
-	if _, err := f.str("model"); err != nil {
+	if r.Model, err = f.str("model"); err != nil {
 		return nil, err
 	}
 	raw, ok := f["messages"]

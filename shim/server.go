@@ -279,6 +279,19 @@ func (s *Server) newID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+// checkModel accepts a request's "model" when it is empty or names the model this server
+// serves: the name /v1/models lists (the bundle's model) or llama-server's own alias for it.
+// Any other name is 404 model_not_found, as OpenAI and vLLM answer.
+func (s *Server) checkModel(u *upstream, name string) error {
+	served := s.modelName(u)
+	alias := u.info.ModelAlias
+	if name == "" || name == served || name == alias || name == filepath.Base(alias) || name == strings.TrimSuffix(filepath.Base(alias), ".gguf") {
+		return nil
+	}
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("The model `%s` does not exist: this server serves %q (GET /v1/models lists it)", name, served)}
+}
+
 func (s *Server) modelName(u *upstream) string {
 	if s.opts.ModelName != "" {
 		return s.opts.ModelName

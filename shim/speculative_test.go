@@ -25,7 +25,7 @@ func TestSpeculativeLogprobs(t *testing.T) {
 	spec := shimOn(t, server, gguf.DefaultTiny(), "--model-draft", draft, "--spec-type", "draft-simple")
 	plain := shimOn(t, server, gguf.DefaultTiny())
 	for _, prompt := range []string{"hello world", "the capital of"} {
-		req := map[string]any{"model": "x", "prompt": prompt, "max_tokens": 8, "logprobs": 2, "temperature": 0}
+		req := map[string]any{"prompt": prompt, "max_tokens": 8, "logprobs": 2, "temperature": 0}
 		got, want := spec.complete(t, req).Choices[0].Logprobs, plain.complete(t, req).Choices[0].Logprobs
 		if got == nil || want == nil || len(got.Tokens) != len(want.Tokens) {
 			t.Fatalf("%q: with a draft %+v, without %+v", prompt, got, want)
@@ -64,17 +64,17 @@ func TestSpeculativeLogprobsRefusedWithoutTheSeries(t *testing.T) {
 		status := spec.post(t, path, req, &out)
 		return status, string(out)
 	}
-	status, body := post("/v1/completions", map[string]any{"model": "x", "prompt": "hello world", "max_tokens": 8, "logprobs": 2, "temperature": 0})
+	status, body := post("/v1/completions", map[string]any{"prompt": "hello world", "max_tokens": 8, "logprobs": 2, "temperature": 0})
 	if status != 400 || !strings.Contains(body, "patch 0004") {
 		t.Errorf("logprobs with a draft, unpatched server: %d %s, want 400 naming patch 0004", status, body)
 	}
-	status, body = post("/v1/chat/completions", map[string]any{"model": "x", "messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 4, "logprobs": true})
+	status, body = post("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 4, "logprobs": true})
 	if status != 400 || !strings.Contains(body, "patch 0004") {
 		t.Errorf("chat logprobs with a draft, unpatched server: %d %s, want 400 naming patch 0004", status, body)
 	}
 	for _, req := range []map[string]any{
-		{"model": "x", "prompt": "hello world", "max_tokens": 8, "temperature": 0},
-		{"model": "x", "prompt": "hello world", "max_tokens": 0, "echo": true, "logprobs": 1},
+		{"prompt": "hello world", "max_tokens": 8, "temperature": 0},
+		{"prompt": "hello world", "max_tokens": 0, "echo": true, "logprobs": 1},
 	} {
 		if status, body := post("/v1/completions", req); status != 200 {
 			t.Errorf("%v: %d %s, want 200", req, status, body)
