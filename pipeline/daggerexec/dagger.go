@@ -129,11 +129,43 @@ func checkEngine(engine string) (cli string, err error) {
 	if engine != "" || os.Getenv(runnerHost) != "" {
 		return cli, nil
 	}
-	if _, err := exec.LookPath("docker"); err != nil {
+	docker, err := exec.LookPath("docker")
+	if err != nil {
 		return "", fmt.Errorf("%w: the dagger CLI starts its engine with docker, which is not on PATH; pass --engine tcp://HOST:PORT (or docker-container://NAME, kube-pod://NAME) for a running engine, or use --executor host --source DIR", ErrNoEngine)
+	}
+	// The CLI would try `docker version` itself and fail with its whole log; ask the daemon
+	// first and say it in one line.
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, docker, "version", "--format", "{{.Server.Version}}").CombinedOutput()
+	if err != nil {
+		why := lastLine(string(out))
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("no answer within %v", dockerTimeout)
+		} else if why == "" {
+			why = err.Error()
+		}
+		return "", fmt.Errorf("%w: the dagger CLI starts its engine with docker, and the Docker daemon is not answering (docker version: %s); start Docker (systemctl start docker), or pass --engine tcp://HOST:PORT for a running engine (or set %s), or build natively with --executor host --source DIR", ErrNoEngine, why, runnerHost)
 	}
 	return cli, nil
 }
+
+// dockerTimeout bounds the check that the Docker daemon answers.
+var dockerTimeout = 10 * time.Second
+
+// lastLine is the last non-empty line of s (where a command says what failed), trimmed,
+// without terminal colour codes.
+func lastLine(s string) string {
+	lines := strings.Split(ansi.ReplaceAllString(s, ""), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 
 // dialTimeout bounds the check that a tcp:// engine listens: the CLI itself waits minutes on an
 // address where nothing answers.
@@ -195,10 +227,17 @@ func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 	}
 	c, err := dagger.Connect(ctx, opts...)
 	if err != nil {
-		if given := runnerHostGiven(e.opts.Engine); given != "" {
-			return nil, fmt.Errorf("%w: connecting to %s: %v", ErrNoEngine, given, err)
+		// The error carries the dagger CLI's whole log, which LogOutput has shown already:
+		// its first line, uncoloured.
+		why := err.Error()
+		if i := strings.IndexByte(why, '\n'); i >= 0 {
+			why = why[:i] + " (the dagger CLI's log is above)"
 		}
-		return nil, fmt.Errorf("%w: connecting: %v", ErrNoEngine, err)
+		why = ansi.ReplaceAllString(why, "")
+		if given := runnerHostGiven(e.opts.Engine); given != "" {
+			return nil, fmt.Errorf("%w: connecting to %s: %s", ErrNoEngine, given, why)
+		}
+		return nil, fmt.Errorf("%w: connecting: %s", ErrNoEngine, why)
 	}
 	e.client = c
 	return c, nil

@@ -259,6 +259,16 @@ func TestNewFailsFastWithoutEngine(t *testing.T) {
 	if !errors.Is(err, ErrNoEngine) || !strings.Contains(err.Error(), "docker") {
 		t.Errorf("New() with the CLI but no docker or --engine = %v, want ErrNoEngine naming docker", err)
 	}
+	// docker on PATH but its daemon down (issue 31): one line that says what to do, not the
+	// CLI's log
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "docker"), []byte("#!/bin/sh\necho 'Client:' >&2\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2\nexit 1\n"), 0o755)
+	t.Setenv("PATH", dir)
+	_, err = New(Options{})
+	if !errors.Is(err, ErrNoEngine) || !strings.Contains(err.Error(), "the Docker daemon is not answering (docker version: Cannot connect to the Docker daemon") ||
+		!strings.Contains(err.Error(), "start Docker") || !strings.Contains(err.Error(), "--engine tcp://") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("New() with docker's daemon down = %v, want one line naming the daemon and the ways out", err)
+	}
 	open, _ := listening(t)
 	if _, err := New(Options{Engine: open}); err != nil {
 		t.Errorf("New() with the CLI and --engine = %v, want nil (the session opens on the first build)", err)
