@@ -43,19 +43,30 @@ func RunSteps[S any](ctx context.Context, steps []Step[S], s S) error {
 
 // Logged wraps a step so that its start, end and duration go to logger.
 func Logged[S any](logger *slog.Logger, st Step[S]) Step[S] {
+	return loggedAt(logger, slog.LevelInfo, st)
+}
+
+// LoggedDebug is Logged at debug level, for a step that only defines work a later step runs
+// (a Dagger build's steps before its export, which the engine evaluates lazily): its time
+// would say nothing, so it is not reported at the default level.
+func LoggedDebug[S any](logger *slog.Logger, st Step[S]) Step[S] {
+	return loggedAt(logger, slog.LevelDebug, st)
+}
+
+func loggedAt[S any](logger *slog.Logger, level slog.Level, st Step[S]) Step[S] {
 	if logger == nil {
 		return st
 	}
 	return StepFunc(st.Name(), func(ctx context.Context, s S) error {
 		start := time.Now()
-		logger.InfoContext(ctx, "step", "name", st.Name())
+		logger.Log(ctx, level, "step", "name", st.Name())
 		err := st.Run(ctx, s)
 		d := time.Since(start).Round(time.Millisecond)
 		if err != nil {
-			logger.InfoContext(ctx, "step failed", "name", st.Name(), "took", d)
+			logger.Log(ctx, slog.LevelInfo, "step failed", "name", st.Name(), "took", d)
 			return err
 		}
-		logger.InfoContext(ctx, "step done", "name", st.Name(), "took", d)
+		logger.Log(ctx, level, "step done", "name", st.Name(), "took", d)
 		return nil
 	})
 }

@@ -295,6 +295,23 @@ func (s *state) develSubstituted() bool {
 	return s.develRef != "" && pipeline.DevelSubstituted(s.plan, s.develDigest)
 }
 
+// lazySteps only define the build's container: the engine runs them when the export asks for
+// the result, so their own times say nothing and are logged at debug level; the export's time
+// is the build's.
+var lazySteps = map[string]bool{"devel image": true, "apt packages": true, "environment": true, "patches": true, "configure": true, "build": true, "build wheel": true}
+
+func logged[S any](log *slog.Logger, steps []pipeline.Step[S]) []pipeline.Step[S] {
+	out := make([]pipeline.Step[S], len(steps))
+	for i, st := range steps {
+		if lazySteps[st.Name()] {
+			out[i] = pipeline.LoggedDebug(log, st)
+		} else {
+			out[i] = pipeline.Logged(log, st)
+		}
+	}
+	return out
+}
+
 func steps() []pipeline.Step[*state] {
 	return []pipeline.Step[*state]{
 		pipeline.StepFunc("devel image", develImage),
@@ -337,7 +354,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
 	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
-	if err := pipeline.RunSteps(ctx, pipeline.LoggedAll(log, steps()), s); err != nil {
+	if err := pipeline.RunSteps(ctx, logged(log, steps()), s); err != nil {
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
 	}
 	return s.artifact, nil
@@ -652,7 +669,7 @@ var hunkFailed = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)
 func (s *state) engineError(err error) error {
 	var ee *dagger.ExecError
 	if !errors.As(err, &ee) {
-		return fmt.Errorf("engine: %w", err)
+		return s.fetchError(err)
 	}
 	out := strings.TrimRight(ee.Stdout, "\n")
 	if ee.Stderr != "" {
@@ -670,6 +687,24 @@ func (s *state) engineError(err error) error {
 		return &PatchError{Patch: name, Hunks: hunks, Tail: tail}
 	}
 	return &ExecError{Cmd: ee.Cmd, ExitCode: ee.ExitCode, Tail: tail, Engine: ee.Message()}
+}
+
+// fetchError says what to do when the engine could not fetch an input: the llama.cpp source
+// from upstream, or a base image from its registry.
+func (s *state) fetchError(err error) error {
+	msg := err.Error()
+	src := s.plan.Source.URL
+	if s.plan.Vendor != nil && strings.Contains(msg, s.plan.Vendor.URL) {
+		src = s.plan.Vendor.URL
+	}
+	devel := s.plan.Images.Devel
+	switch {
+	case s.opts.Source == "" && src != "" && (strings.Contains(msg, src) || strings.Contains(msg, "git-upload-pack")):
+		return fmt.Errorf("engine: fetching the source %s at %s: %w; the engine fetches the plan's commit from upstream unless --source DIR names a local llama.cpp checkout, mirror or plain tree: give one on a machine without network", src, s.plan.Source.Commit, err)
+	case s.opts.Devel == "" && devel.Repository != "" && strings.Contains(msg, devel.Repository):
+		return fmt.Errorf("engine: pulling the devel image %s: %w; on a machine without the registry give the image yourself: --base devel=oci-archive:FILE (skopeo copy docker://%s oci-archive:FILE), --base devel=oci-layout:DIR, or a mirror --base devel=MIRROR/REPO", devel.Ref, err, devel.Ref)
+	}
+	return fmt.Errorf("engine: %w", err)
 }
 
 func lastLines(s string, n int) string {

@@ -128,7 +128,7 @@ func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, 
 	}
 	log := w.ex.opts.Logger.With("target", wp.Plan.Target, "plan", wp.ShortHash())
 	log.Info("building wheel", "executor", "dagger", "engine", w.ex.opts.Engine)
-	if err := pipeline.RunSteps(ctx, pipeline.LoggedAll(log, wheelSteps()), s); err != nil {
+	if err := pipeline.RunSteps(ctx, logged(log, wheelSteps()), s); err != nil {
 		return "", fmt.Errorf("target %s: wheel: %w", wp.Plan.Target, err)
 	}
 	return s.artifact, nil
