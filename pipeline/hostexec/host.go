@@ -13,6 +13,7 @@ import (
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"time"
 )
 
 // Options configure the host executor.
@@ -32,6 +33,9 @@ type Options struct {
 	Jobs    int
 	Builder pipeline.Builder
 	Logger  *slog.Logger
+	// ProgressEvery is how often a running build logs ninja's progress ([n/N]) with its
+	// elapsed time; 0 means 30 s.
+	ProgressEvery time.Duration
 }
 
 // Executor builds plans natively.
@@ -73,6 +77,9 @@ func New(opts Options) (*Executor, error) {
 	if opts.Builder.Executor == "" {
 		opts.Builder.Executor = pipeline.ExecutorHost
 	}
+	if opts.ProgressEvery == 0 {
+		opts.ProgressEvery = 30 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,6 +88,8 @@ func New(opts Options) (*Executor, error) {
 
 // state is what the steps share.
 type state struct {
+	// logger is the build's, with its target and plan
+	logger   *slog.Logger
 	plan     *pipeline.Plan
 	opts     Options
 	out      string
@@ -144,6 +153,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 		return "", err
 	}
 	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
+	s.logger = log
 	log.Info("building", "executor", "host", "work", s.root)
 	if err := pipeline.RunSteps(ctx, pipeline.LoggedAll(log, steps()), s); err != nil {
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
@@ -360,7 +370,9 @@ func build(ctx context.Context, s *state) error {
 	if s.plan.EnvScript != "" {
 		args = append([]string{"bash", "-c", `. "$0" >/dev/null && exec "$@"`, s.plan.EnvScript}, args...)
 	}
-	return s.cmd(s.root, "build", args...).run(ctx)
+	c := s.cmd(s.root, "build", args...)
+	c.progress = &progress{log: s.logger, every: s.opts.ProgressEvery}
+	return c.run(ctx)
 }
 
 func writeArtifacts(_ context.Context, s *state) error {

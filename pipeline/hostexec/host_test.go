@@ -1,12 +1,15 @@
 package hostexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -466,5 +469,30 @@ func TestCCacheHitsWhateverTheCallersLocale(t *testing.T) {
 	hits := func(m map[string]int) int { return m["direct_cache_hit"] + m["preprocessed_cache_hit"] }
 	if misses := after["cache_miss"] - before["cache_miss"]; misses != 0 || hits(after) == hits(before) {
 		t.Errorf("the second build, from another locale: %d new misses, %d new hits; want only hits", misses, hits(after)-hits(before))
+	}
+}
+
+// A running build logs ninja's progress with the elapsed time, so that a long build is not
+// silent (issue 31).
+func TestBuildLogsNinjaProgress(t *testing.T) {
+	fixture.NeedTools(t, "cmake", "ninja", "g++", "git")
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, "", rpathOrigin), series)
+	e := newEnv(t)
+	var logs bytes.Buffer
+	ex, err := New(Options{Source: fixture.Source(), WorkDir: e.work, CacheDir: e.cache, Series: series, Builder: pipeline.Builder{Version: "test"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProgressEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.Build(context.Background(), p, e.out); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg=building target=cpu-v3 plan=` + p.ShortHash() + ` step=(\d+)/(\d+) elapsed=\S+`).FindAllStringSubmatch(logs.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no progress lines in the log:\n%s", logs.String())
+	}
+	if last := m[len(m)-1]; last[1] != last[2] {
+		t.Errorf("the last progress line says step %s of %s, want the last step", last[1], last[2])
 	}
 }
