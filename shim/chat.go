@@ -117,6 +117,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if err := sc.Err(); err != nil {
 		s.requestFailed(r, err)
 		ev.send(asAPIError(upstreamOrCanceled(r.Context(), err)).body())
+		w.Write([]byte("data: [DONE]\n\n"))
+		if ev.f != nil {
+			ev.f.Flush()
+		}
 		return
 	}
 	ev.start()

@@ -178,3 +178,41 @@ func TestUnknownModelIs404(t *testing.T) {
 		t.Errorf("chat with the listed model: status %d", code)
 	}
 }
+
+// On a llama-server without the series, output that is not valid UTF-8 (a lone continuation
+// byte) fails in its chat-output parser, plain completions too (issue 27, item 3). The shim
+// names the cause and the fix (patch 0003), and a stream that breaks after it started ends
+// with the error event and [DONE], as vLLM ends it, instead of stopping without an end.
+func TestBrokenStreamSaysWhyAndEnds(t *testing.T) {
+	sharedShim(t) // writes the model
+	ts, err := startShim(unpatchedServer(t), sharedModel, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.stop()
+	u := ts.upstream(t)
+	bias := map[string]float64{}
+	for s, id := range u.vocab.fragments {
+		if len(s) == 1 && s[0] == 0x96 {
+			bias[fmt.Sprint(id)] = 100
+		}
+	}
+	if len(bias) != 1 {
+		t.Fatalf("the tiny vocabulary has no <0x96> byte token")
+	}
+	// echo: the prompt is streamed first, so the failure comes mid-stream
+	body, _ := json.Marshal(map[string]any{"prompt": "the quick", "max_tokens": 6, "stream": true, "echo": true, "temperature": 0, "logit_bias": bias})
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	events := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	if resp.StatusCode != 200 || len(events) < 3 {
+		t.Fatalf("status %d, events %q; want the echo, the error and [DONE]", resp.StatusCode, events)
+	}
+	if last, errEv := events[len(events)-1], events[len(events)-2]; last != "data: [DONE]" || !strings.Contains(errEv, `"error"`) || !strings.Contains(errEv, "patch 0003") {
+		t.Errorf("the stream ends %q, %q; want an error event naming patch 0003, then data: [DONE]", errEv, last)
+	}
+}

@@ -83,7 +83,13 @@ func (s *Server) streamCompletions(w http.ResponseWriter, r *http.Request, u *up
 				writeError(w, err)
 				return
 			}
+			// the error as an event, then the end of the stream, as vLLM ends it: a client
+			// that reads until [DONE] is not left waiting
 			out.send(asAPIError(err).body())
+			w.Write([]byte("data: [DONE]\n\n"))
+			if out.f != nil {
+				out.f.Flush()
+			}
 			return
 		}
 		total.add(j.usage)

@@ -242,7 +242,7 @@ func statusError(path string, status int, data []byte) error {
 		// fixes it in llbuild's builds for completions (no parser
 		// definition); other builds, and chat with a template's parser,
 		// still answer 500, so keep naming the cause.
-		return upstreamError("llama-server could not return output that is not valid UTF-8 (its chat-output parser rejects it; Debian's 0.7.0 build does not): %s", msg)
+		return invalidUTF8Error(msg)
 	case status == http.StatusServiceUnavailable:
 		return unavailable("llama-server is busy or loading: %s", msg)
 	case status >= 400 && status < 500:
@@ -369,6 +369,9 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 			return upstreamError("decoding a streamed chunk from llama-server: %v", err)
 		}
 		if chunk.Error != nil {
+			if strings.Contains(chunk.Error.Message, "does not match the expected") {
+				return invalidUTF8Error(chunk.Error.Message)
+			}
 			return upstreamError("llama-server stopped the stream: %s", chunk.Error.Message)
 		}
 		if err := fn(&chunk); err != nil {
@@ -474,3 +477,11 @@ func (u *upstream) acquire(ctx context.Context, wait time.Duration, key []byte) 
 
 // release gives slot back after a request whose prompt was key.
 func (u *upstream) release(slot int, key []byte) { u.slots.release(slot, key) }
+
+// invalidUTF8Error is llama-server's failure on output that is not valid UTF-8 (a random or
+// byte-fallback model's lone continuation byte): its chat-output parser runs on every result,
+// plain completions too, and rejects it. Patch 0003 of llbuild's series fixes it for
+// completions; say so.
+func invalidUTF8Error(msg string) error {
+	return upstreamError("llama-server could not return output that is not valid UTF-8 (its chat-output parser rejects it, for plain completions too; a llama-server built with llbuild's series, patch 0003, does not; Debian's 0.7.0 build does not either): %s", msg)
+}
