@@ -488,7 +488,7 @@ func TestBuildLogsNinjaProgress(t *testing.T) {
 	if _, err := ex.Build(context.Background(), p, e.out); err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`msg=building target=cpu-v3 plan=` + p.ShortHash() + ` step=(\d+)/(\d+) elapsed=\S+`).FindAllStringSubmatch(logs.String(), -1)
+	m := regexp.MustCompile(`msg=building target=cpu-v3 plan=`+p.ShortHash()+` step=(\d+)/(\d+) elapsed=\S+`).FindAllStringSubmatch(logs.String(), -1)
 	if len(m) == 0 {
 		t.Fatalf("no progress lines in the log:\n%s", logs.String())
 	}
