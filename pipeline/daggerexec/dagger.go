@@ -51,8 +51,10 @@ type Options struct {
 	Series  []patches.Patch
 	Builder pipeline.Builder
 	Logger  *slog.Logger
-	// LogOutput receives the engine's progress; nil discards it.
-	LogOutput io.Writer
+	// LogOutput receives the engine's progress; nil discards it. From it, each build logs
+	// ninja's last step with its elapsed time every ProgressEvery (0: 30 s).
+	LogOutput     io.Writer
+	ProgressEvery time.Duration
 
 	// conn replaces the engine connection (tests: a recording fake).
 	conn engineconn.EngineConn
@@ -64,6 +66,40 @@ type Executor struct {
 
 	mu     sync.Mutex
 	client *dagger.Client
+	// following are the progress followers of the builds running, fed the engine's log;
+	// followMu guards it (not mu, which connect holds while the engine's log is written)
+	followMu  sync.Mutex
+	following map[*pipeline.NinjaProgress]bool
+}
+
+// engineLogTee hands the engine's progress log to the builds' progress followers.
+type engineLogTee Executor
+
+func (t *engineLogTee) Write(b []byte) (int, error) {
+	t.followMu.Lock()
+	defer t.followMu.Unlock()
+	for p := range t.following {
+		p.Write(b)
+	}
+	return len(b), nil
+}
+
+// follow reports a build's ninja progress from the engine's log until the returned stop.
+func (e *Executor) follow(log *slog.Logger) (stop func()) {
+	p := pipeline.NewNinjaProgress(log, e.opts.ProgressEvery)
+	e.followMu.Lock()
+	if e.following == nil {
+		e.following = map[*pipeline.NinjaProgress]bool{}
+	}
+	e.following[p] = true
+	e.followMu.Unlock()
+	p.Start()
+	return func() {
+		p.Stop()
+		e.followMu.Lock()
+		delete(e.following, p)
+		e.followMu.Unlock()
+	}
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -223,7 +259,8 @@ func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 		opts = append(opts, dagger.WithRunnerHost(e.opts.Engine))
 	}
 	if e.opts.LogOutput != nil {
-		opts = append(opts, dagger.WithLogOutput(e.opts.LogOutput))
+		// the log is also where ninja's progress is read from (engine builds report it)
+		opts = append(opts, dagger.WithLogOutput(io.MultiWriter(e.opts.LogOutput, (*engineLogTee)(e))))
 	}
 	c, err := dagger.Connect(ctx, opts...)
 	if err != nil {
@@ -354,6 +391,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
 	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
+	defer e.follow(log)()
 	if err := pipeline.RunSteps(ctx, logged(log, steps()), s); err != nil {
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
 	}

@@ -8,9 +8,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
 )
 
@@ -58,4 +62,37 @@ func TestLazyStepsAreNotTimedAtInfo(t *testing.T) {
 	if !strings.Contains(logs.String(), `msg="step done" target=cpu-v3 plan=`+p.ShortHash()+` name=export`) {
 		t.Errorf("the log does not time the export:\n%s", logs.String())
 	}
+}
+
+// A build through the engine logs ninja's progress, read from the engine's log, with the
+// elapsed time (issue 31).
+func TestEngineBuildLogsNinjaProgress(t *testing.T) {
+	series := fixture.Patches(t, "0001-server-greeting.patch")
+	opts, _ := engineOptions(t, series)
+	opts.Source = sourceCopy(t, nil) // past the engine's cache: ninja runs
+	var logs bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	opts.ProgressEvery = 10 * time.Millisecond
+	p := fixture.PlanFor(t, standInTarget(t, enginetest.RuntimeImage(t)), fixture.Recipe(t, ""), series)
+	if _, err := newEngineExecutor(t, opts).Build(context.Background(), p, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg=building target=`+p.Target+` plan=`+p.ShortHash()+` step=(\d+)/(\d+) elapsed=`).FindAllStringSubmatch(logs.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no progress lines:\n%s", logs.String())
+	}
+	if last := m[len(m)-1]; last[1] != last[2] {
+		t.Errorf("the last progress line says step %s of %s, want the last", last[1], last[2])
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }

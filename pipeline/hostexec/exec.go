@@ -7,18 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // command runs one subprocess in its own process group, its output going to a log file.
@@ -29,66 +27,7 @@ type command struct {
 	log  string
 	args []string
 	// progress, if set, follows ninja's [n/N] lines in the output and reports them.
-	progress *progress
-}
-
-// progress reports the last ninja step seen, with the elapsed time, every so often while a
-// build runs, and once at its end: a cold llama.cpp build is silent for many minutes otherwise.
-type progress struct {
-	log   *slog.Logger
-	every time.Duration
-
-	mu      sync.Mutex
-	step    string
-	partial []byte
-	start   time.Time
-}
-
-var ninjaStep = regexp.MustCompile(`^\[(\d+)/(\d+)\] `)
-
-func (p *progress) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	data := append(p.partial, b...)
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break
-		}
-		if m := ninjaStep.FindSubmatch(data[:i]); m != nil {
-			p.step = string(m[1]) + "/" + string(m[2])
-		}
-		data = data[i+1:]
-	}
-	if len(data) > 4096 {
-		data = data[len(data)-4096:]
-	}
-	p.partial = append(p.partial[:0], data...)
-	return len(b), nil
-}
-
-func (p *progress) report(msg string) {
-	p.mu.Lock()
-	step := p.step
-	p.mu.Unlock()
-	if step != "" {
-		p.log.Info(msg, "step", step, "elapsed", time.Since(p.start).Round(time.Second))
-	}
-}
-
-// follow reports every p.every until done is closed, then once more.
-func (p *progress) follow(done <-chan struct{}) {
-	t := time.NewTicker(p.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			p.report("building")
-		case <-done:
-			p.report("building")
-			return
-		}
-	}
+	progress *pipeline.NinjaProgress
 }
 
 // tailLines is how much of a failed command's log an error shows.
@@ -106,13 +45,10 @@ func (c command) run(ctx context.Context) error {
 	fmt.Fprintf(f, "$ %s\n", strings.Join(c.args, " "))
 	cmd := exec.CommandContext(ctx, c.args[0], c.args[1:]...)
 	var out io.Writer = f
-	if c.progress != nil && c.progress.log != nil {
+	if c.progress != nil {
 		out = io.MultiWriter(f, c.progress)
-		c.progress.start = time.Now()
-		done := make(chan struct{})
-		followed := make(chan struct{})
-		go func() { c.progress.follow(done); close(followed) }()
-		defer func() { close(done); <-followed }()
+		c.progress.Start()
+		defer c.progress.Stop()
 	}
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.dir, c.env, out, out
 	// A session of its own: ninja puts each job in a process group of its own, but all stay

@@ -371,7 +371,7 @@ func build(ctx context.Context, s *state) error {
 		args = append([]string{"bash", "-c", `. "$0" >/dev/null && exec "$@"`, s.plan.EnvScript}, args...)
 	}
 	c := s.cmd(s.root, "build", args...)
-	c.progress = &progress{log: s.logger, every: s.opts.ProgressEvery}
+	c.progress = pipeline.NewNinjaProgress(s.logger, s.opts.ProgressEvery)
 	return c.run(ctx)
 }
 
