@@ -87,16 +87,6 @@ func DiffPlans(a, b *Plan, partial bool) *PlanDiff {
 	return d
 }
 
-// Group returns the named group's changes, nil when it has none.
-func (d *PlanDiff) Group(name string) []Change {
-	for _, g := range d.Groups {
-		if g.Name == name {
-			return g.Changes
-		}
-	}
-	return nil
-}
-
 func appendIf(cs []Change, what, a, b string) []Change {
 	if a != b {
 		cs = append(cs, Change{What: what, A: a, B: b})

@@ -154,9 +154,6 @@ func ParseTemplates(srcs []string) (*Templates, error) {
 	return t, nil
 }
 
-// Sources are the templates as given.
-func (t *Templates) Sources() []string { return append([]string(nil), t.src...) }
-
 func (t *Templates) render(i int, d TagData) (string, error) {
 	var b bytes.Buffer
 	if err := t.tmpl[i].Execute(&b, d); err != nil {

@@ -168,10 +168,6 @@ func appendArrayIndexed[T any](b []byte, xs []T, elem func([]byte, int, T) []byt
 	return append(b, ']')
 }
 
-func (t *topObject) appendJSON(b []byte) []byte {
-	return t.appendJSONReusing(b, math.NaN(), [2]int32{})
-}
-
 // appendJSONReusing writes t, copying the bytes b[w[0]:w[1]] for a value
 // equal to same instead of formatting it again (same NaN: none).
 func (t *topObject) appendJSONReusing(b []byte, same float64, w [2]int32) []byte {

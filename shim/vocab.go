@@ -231,18 +231,6 @@ func (v *vocab) name(id int) string {
 	return b.String()
 }
 
-// tokenBytes is the token's piece as the chat logprobs' bytes field.
-func (v *vocab) tokenBytes(id int) []int {
-	if !v.valid(id) {
-		return nil
-	}
-	out := make([]int, len(v.pieces[id]))
-	for i, c := range v.pieces[id] {
-		out[i] = int(c)
-	}
-	return out
-}
-
 // forceable reports whether the scorer can force id and read its
 // probabilities from the token llama-server generates: only when its text
 // is valid UTF-8 on its own. llama-server holds back a token that ends in

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -550,9 +549,6 @@ func (t *Target) Marshal() ([]byte, error) {
 	}
 	return buf.Bytes(), enc.Close()
 }
-
-// FileName is the base name a target is stored under.
-func FileName(name string) string { return filepath.Base(name) + ".yaml" }
 
 // ResolveHost loads the host a check runs against: a built-in target by name, or a file. A file
 // may describe only the host (schemaVersion, name and host, no build section): preflight needs

@@ -46,16 +46,6 @@ func (b Blob) Kernels() (names []string, known bool) {
 	return names, known || len(names) > 0
 }
 
-// Compressed says whether any entry's payload is compressed.
-func (b Blob) Compressed() bool {
-	for _, e := range b.Entries {
-		if e.Compressed {
-			return true
-		}
-	}
-	return false
-}
-
 // Select returns the entry the driver uses on a device of compute capability dev: the
 // cubin of the highest capability that runs as it is (an exact arch-specific one before a
 // plain one of the same number), else the PTX of the highest capability at most the

@@ -130,12 +130,3 @@ func (e Ext) String() string {
 	})
 	return strings.Join(parts, "+")
 }
-
-// Exts lists every single extension the decoder knows, in bit order.
-func Exts() []Ext {
-	out := make([]Ext, 0, len(extNames))
-	for b := Ext(1); b < extEnd; b <<= 1 {
-		out = append(out, b)
-	}
-	return out
-}
