@@ -42,11 +42,15 @@ const (
 	keyStderr
 	keyStdin
 	keyLogger
+	keyQuiet
 )
 
 // run is main without the process: tests call it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := new(slog.LevelVar) // --quiet: warnings and errors only; --verbose: debug too
+	quiet := new(bool)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx = context.WithValue(ctx, keyQuiet, quiet)
 	ctx = context.WithValue(ctx, keyStdout, stdout)
 	ctx = context.WithValue(ctx, keyStderr, stderr)
 	ctx = context.WithValue(ctx, keyStdin, stdin)
@@ -61,6 +65,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		EnableBashCompletion: true,
 		Commands:             commands(),
 		ExitErrHandler:       func(*cli.Context, error) {},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "quiet", Usage: "log only warnings and errors, and not the Dagger engine's progress (results still go to stdout)"},
+			&cli.BoolFlag{Name: "verbose", Usage: "log debug messages too (the Dagger build's definition steps among them)"},
+		},
+		Before: func(c *cli.Context) error {
+			switch {
+			case c.Bool("quiet") && c.Bool("verbose"):
+				return usagef("give --quiet or --verbose, not both")
+			case c.Bool("quiet"):
+				level.Set(slog.LevelWarn)
+				*quiet = true
+			case c.Bool("verbose"):
+				level.Set(slog.LevelDebug)
+			}
+			return nil
+		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{longFlagNames(err)}
 		},
@@ -98,6 +118,15 @@ func setUsageHandler(c *cli.Command) {
 }
 
 func stdoutOf(c *cli.Context) io.Writer { return c.Context.Value(keyStdout).(io.Writer) }
+
+// engineLogOf is where the Dagger engine's own progress log goes: stderr, or nowhere with the
+// global --quiet.
+func engineLogOf(c *cli.Context) io.Writer {
+	if q, _ := c.Context.Value(keyQuiet).(*bool); q != nil && *q {
+		return nil
+	}
+	return stderrOf(c)
+}
 func stderrOf(c *cli.Context) io.Writer { return c.Context.Value(keyStderr).(io.Writer) }
 func loggerOf(c *cli.Context) *slog.Logger {
 	return c.Context.Value(keyLogger).(*slog.Logger)

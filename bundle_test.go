@@ -899,3 +899,21 @@ func TestTrafficIndependentScoresAreDelivered(t *testing.T) {
 		t.Errorf("a unified KV cache without the promise: exit %d: %s", code, stderr)
 	}
 }
+
+// The global --quiet keeps only warnings and errors on stderr; results stay on stdout
+// (issue 31).
+func TestQuietKeepsOnlyResults(t *testing.T) {
+	in := newBundleInputs(t)
+	dir := filepath.Join(t.TempDir(), "b")
+	code, stdout, stderr := runCLI(t, "--quiet", "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "-o", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stderr, "level=INFO") || !strings.Contains(stdout, dir) {
+		t.Errorf("--quiet: stderr %q, stdout %q; want no info lines and the results", stderr, stdout)
+	}
+	_, _, loud := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "-o", dir+"2")
+	if !strings.Contains(loud, "level=INFO") {
+		t.Errorf("without --quiet the log has no info lines (the test shows nothing): %q", loud)
+	}
+}

@@ -358,7 +358,7 @@ func checkPins(c *cli.Context, p *pipeline.Plan) error {
 	if _, ok := bases["runtime"]; ok {
 		return usagef("--check-pins asks in the devel image: give --base devel=REF")
 	}
-	ex, err := daggerexec.New(daggerexec.Options{Engine: c.String("engine"), Devel: bases["devel"], Logger: loggerOf(c), LogOutput: stderrOf(c)})
+	ex, err := daggerexec.New(daggerexec.Options{Engine: c.String("engine"), Devel: bases["devel"], Logger: loggerOf(c), LogOutput: engineLogOf(c)})
 	if err != nil {
 		return err
 	}

@@ -187,7 +187,7 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 		Series:    series,
 		Builder:   b,
 		Logger:    loggerOf(c),
-		LogOutput: stderrOf(c),
+		LogOutput: engineLogOf(c),
 	})
 	if err != nil {
 		return nil, err

@@ -144,7 +144,7 @@ func wheelCommand() *cli.Command {
 						Series:    series,
 						Builder:   builder,
 						Logger:    loggerOf(c),
-						LogOutput: stderrOf(c),
+						LogOutput: engineLogOf(c),
 					},
 					Package: c.String("source"),
 				})
