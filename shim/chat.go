@@ -30,11 +30,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.checkModel(u, req.Model); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := checkLogitBias(req.LogitBias, u.vocab); err != nil {
+	if err := s.checkRequest(u, req.Model, req.LogitBias); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -503,11 +503,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := s.checkModel(u, req.Model); err != nil {
-		writeError(w, err)
-		return
-	}
-	if err := checkLogitBias(req.LogitBias, u.vocab); err != nil {
+	if err := s.checkRequest(u, req.Model, req.LogitBias); err != nil {
 		writeError(w, err)
 		return
 	}

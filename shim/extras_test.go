@@ -33,18 +33,23 @@ func TestUnknownFieldsAreRefusedByName(t *testing.T) {
 		{"completion, top_k below -1", `{"prompt":"a","top_k":-2}`, "top_k", "between -1 and", false},
 		{"completion, ignore_eos not a boolean", `{"prompt":"a","ignore_eos":"yes"}`, "ignore_eos", "must be true or false", false},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var err error
-			if tt.chat {
-				_, err = parseChatRequest([]byte(tt.body))
-			} else {
-				_, err = parseCompletionRequest([]byte(tt.body))
-			}
-			var ae *apiError
-			if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tt.param || !strings.Contains(ae.Message, tt.want) {
-				t.Errorf("parse(%s) = %v, want 400 on %q saying %q", tt.body, err, tt.param, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
+	}
+}
+
+// wantRefused checks that the body (a chat request when chat) is refused with 400 on param,
+// saying want.
+func wantRefused(t *testing.T, body string, chat bool, param, want string) {
+	t.Helper()
+	var err error
+	if chat {
+		_, err = parseChatRequest([]byte(body))
+	} else {
+		_, err = parseCompletionRequest([]byte(body))
+	}
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != param || !strings.Contains(ae.Message, want) {
+		t.Errorf("parse(%q) = %v, want 400 on %q saying %q", body, err, param, want)
 	}
 }
 

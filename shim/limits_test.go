@@ -100,18 +100,7 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		{"null content", `{"messages":[{"role":"user","content":null}]}`, "messages", `content is required for role "user"`, true},
 		{"content of another type", `{"messages":[{"role":"user","content":5}]}`, "messages", "must be a string or an array", true},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var err error
-			if tt.chat {
-				_, err = parseChatRequest([]byte(tt.body))
-			} else {
-				_, err = parseCompletionRequest([]byte(tt.body))
-			}
-			var ae *apiError
-			if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tt.param || !strings.Contains(ae.Message, tt.want) {
-				t.Errorf("parse(%q) = %v, want 400 on %q saying %q", tt.body, err, tt.param, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
 	}
 	if _, err := parseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[]}]}`)); err != nil {
 		t.Errorf("an assistant's tool call without content: %v, want it accepted", err)

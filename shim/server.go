@@ -279,6 +279,15 @@ func (s *Server) newID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+// checkRequest refuses what a request names that this server does not have: another model,
+// a logit_bias token beyond the vocabulary.
+func (s *Server) checkRequest(u *upstream, model string, bias [][2]float64) error {
+	if err := s.checkModel(u, model); err != nil {
+		return err
+	}
+	return checkLogitBias(bias, u.vocab)
+}
+
 // checkModel accepts a request's "model" when it is empty or names the model this server
 // serves: the name /v1/models lists (the bundle's model) or llama-server's own alias for it.
 // Any other name is 404 model_not_found, as OpenAI and vLLM answer.

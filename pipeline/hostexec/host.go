@@ -34,7 +34,7 @@ type Options struct {
 	Builder pipeline.Builder
 	Logger  *slog.Logger
 	// ProgressEvery is how often a running build logs ninja's progress ([n/N]) with its
-	// elapsed time; 0 means 30 s.
+	// elapsed time; 0 means 30 s (pipeline.NewNinjaProgress's default).
 	ProgressEvery time.Duration
 }
 
@@ -76,9 +76,6 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.Builder.Executor == "" {
 		opts.Builder.Executor = pipeline.ExecutorHost
-	}
-	if opts.ProgressEvery == 0 {
-		opts.ProgressEvery = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
