@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,9 +27,11 @@ func patchesCommand() *cli.Command {
 			Usage: "say for each patch whether it applies, is already upstream, conflicts, or depends on one that no longer applies",
 			Description: "Applies the series in order to a commit of a llama.cpp repository, in a temporary index: the\n" +
 				"repository is not changed. A plain source tree (no git; without --commit) is indexed into a\n" +
-				"temporary repository and checked as it is, never written. Exit 0 when every patch applies or is\n" +
-				"upstream, 1 otherwise.",
-			Flags: []cli.Flag{sourceRepoFlag, commitFlag, seriesFlag, jsonFlag},
+				"temporary repository and checked as it is, never written. With --range A..B it bisects\n" +
+				"first-parent history instead: for each patch, the first commit after A where it stops applying or\n" +
+				"is upstream, with that commit's subject. Exit 0 when every patch applies or is upstream (at B with\n" +
+				"--range), 1 otherwise.",
+			Flags: []cli.Flag{sourceRepoFlag, commitFlag, rangeFlag, seriesFlag, jsonFlag},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
 					return usagef("patches status takes no arguments, got %q", c.Args().Slice())
@@ -35,6 +39,9 @@ func patchesCommand() *cli.Command {
 				series, err := seriesOf(c)
 				if err != nil {
 					return err
+				}
+				if c.IsSet("range") {
+					return rangeStatus(c, series)
 				}
 				rep, err := patches.Status(c.Context, c.String("source"), c.String("commit"), series)
 				if err != nil {
@@ -53,6 +60,76 @@ func patchesCommand() *cli.Command {
 		}},
 	}
 }
+
+var rangeFlag = &cli.StringFlag{Name: "range", Usage: "bisect first-parent history `A..B` (A the commit the series was made for): where each patch stopped applying or went upstream; not with --commit"}
+
+// rangeStatus is patches status --range: the series' history over A..B.
+func rangeStatus(c *cli.Context, series []patches.Patch) error {
+	if c.IsSet("commit") {
+		return usagef("give --commit or --range, not both")
+	}
+	from, to, ok := strings.Cut(c.String("range"), "..")
+	if !ok || from == "" || to == "" || strings.HasPrefix(to, ".") {
+		return usagef("--range wants A..B (two commits, oldest first, e.g. 1425386fd..34af94cd9), got %q", c.String("range"))
+	}
+	rep, err := patches.StatusRange(c.Context, c.String("source"), from, to, series)
+	if err != nil {
+		return usageError{err}
+	}
+	out := stdoutOf(c)
+	if c.Bool("json") {
+		err = writeJSON(out, rep)
+	} else {
+		err = writeRangeStatus(out, rep)
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range rep.Patches {
+		if !(patches.Result{State: p.AtTo}).OK() {
+			return fmt.Errorf("the series does not apply at %s: %s %s; refresh it against that commit (git apply --3way, then git format-patch) and move the pin with llbuild recipe bump --new-series", short(rep.To), p.Name, changeText(p))
+		}
+	}
+	return nil
+}
+
+func writeRangeStatus(w interface{ Write([]byte) (int, error) }, rep *patches.RangeReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "PATCH\t%s..%s (%d first-parent commits, %d checked)\n", short(rep.From), short(rep.To), rep.Commits, rep.Probes)
+	for _, p := range rep.Patches {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, changeText(p))
+	}
+	return tw.Flush()
+}
+
+// changeText says how a patch fared over the range.
+func changeText(p patches.RangeResult) string {
+	if p.Change == nil {
+		if p.AtFrom == p.AtTo {
+			return string(p.AtTo) + " throughout"
+		}
+		return string(p.AtFrom) + " at the start, " + string(p.AtTo) + " at the end"
+	}
+	ch := p.Change
+	s := string(ch.Result.State)
+	if ch.Result.State == patches.Depends {
+		s = "depends on " + ch.Result.DependsOn
+	}
+	s += " from " + short(ch.Commit) + " (" + time.Unix(ch.Time, 0).UTC().Format("2006-01-02") +
+		", commit " + strconv.Itoa(ch.Position) + " of the range) " + strconv.Quote(ch.Subject)
+	switch {
+	case len(ch.Result.Hunks) > 0:
+		s += ": hunk at " + strings.Join(ch.Result.Hunks, ", hunk at ")
+	case ch.Result.Detail != "":
+		s += ": " + ch.Result.Detail
+	}
+	if ch.Result.State != p.AtTo {
+		s += "; at the end: " + string(p.AtTo)
+	}
+	return s
+}
+
+func short(commit string) string { return commit[:min(12, len(commit))] }
 
 func writeStatus(w interface{ Write([]byte) (int, error) }, rep *patches.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -52,6 +52,12 @@ func TestPatchesStatusExitsByWhetherTheSeriesGoesIn(t *testing.T) {
 		{"upstream at HEAD", []string{"--series", ok}, 0, []string{"0001-server-greeting.patch  already upstream", "0002-ggml-cpu-build-info.patch  applies"}, ""},
 		{"a conflict names the hunk and exits 1", []string{"--series", stale}, 1, []string{"broken-stale-context.patch  conflicts: hunk at tools/server/server.cpp:2"}, "refresh it"},
 		{"an unknown commit is a usage error", []string{"--series", ok, "--commit", "nosuchbranch"}, 2, nil, "fetch it"},
+		{"a range says where a patch went upstream", []string{"--series", ok, "--range", r.Old + ".." + r.New}, 0,
+			[]string{"(1 first-parent commits, 2 checked)", "0001-server-greeting.patch already upstream from " + r.New[:12] + " (2023-11-15, commit 1 of the range) \"upstream merges the greeting\"", "0002-ggml-cpu-build-info.patch applies throughout"}, ""},
+		{"a range where a patch broke exits 1", []string{"--series", stale, "--range", r.Old + "..HEAD"}, 1, []string{"broken-stale-context.patch conflicts throughout"}, "move the pin with llbuild recipe bump"},
+		{"a range and a commit", []string{"--series", ok, "--range", r.Old + "..HEAD", "--commit", "HEAD"}, 2, nil, "not both"},
+		{"a range that is not A..B", []string{"--series", ok, "--range", r.Old}, 2, nil, "--range wants A..B"},
+		{"a range backwards", []string{"--series", ok, "--range", "HEAD.." + r.Old}, 2, nil, "oldest first"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
