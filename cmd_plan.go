@@ -23,7 +23,7 @@ var (
 	targetFileFlag = &cli.StringFlag{Name: "target-file", Usage: "target `FILE` describing your own host (llbuild target detect writes one)"}
 	jsonFlag       = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
 	floatingFlag   = &cli.BoolFlag{Name: "allow-floating", Usage: "accept unpinned inputs: base images given by tag without a digest, apt packages without pinned versions (the build is then not reproducible)"}
-	recipeFlag     = &cli.StringFlag{Name: "recipe", Value: "server", Usage: "recipe `NAME`: server or wheel"}
+	recipeFlag     = &cli.StringFlag{Name: "recipe", Value: "server", Usage: "recipe `NAME`: server or wheel, or a recipe FILE.yaml (one recipe bump --new-series recorded)"}
 )
 
 func targetsCommand() *cli.Command {

@@ -17,14 +17,19 @@ func recipeCommand() *cli.Command {
 			Name:  "bump",
 			Usage: "move the recipe's llama.cpp pin to another commit, the patch series with it",
 			Description: "Writes the commit, its committer time and build number into the recipe and refreshes the\n" +
-				"series' digests; with --drop-upstream removes the patches already upstream at the commit.\n" +
-				"Refuses, changing nothing, when a patch that stays does not apply. Changes files only; never commits.",
+				"series' digests; with --drop-upstream removes the patches already upstream at the commit. With\n" +
+				"--new-series the refreshed patches replace the series', and the old series with its recipe is\n" +
+				"recorded (build it with --recipe DIR/server.yaml --series DIR/series). Refuses, changing\n" +
+				"nothing, when a patch that stays does not apply. Changes files only; never commits.\n" +
+				"stdout: the files written, then the record directory.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` to move to (any revision the repository knows)", Required: true},
 				sourceRepoFlag,
 				&cli.BoolFlag{Name: "drop-upstream", Usage: "remove from the series the patches already upstream at the commit"},
 				&cli.StringFlag{Name: "recipe-file", Value: filepath.Join("recipes", "server.yaml"), Usage: "recipe `FILE` to rewrite"},
 				&cli.StringFlag{Name: "series", Value: filepath.Join("patches", "series"), Usage: "patch series `FILE` to rewrite, the patches beside it"},
+				&cli.StringFlag{Name: "new-series", Usage: "series `FILE` of patches refreshed for the commit (the patches beside it): they replace the series' patches, and the old series is recorded (--record)"},
+				&cli.StringFlag{Name: "record", Usage: "with --new-series: `DIR` to record the old series, its patches and the old recipe in (default: the series' directory/<old commit>, e.g. patches/1425386fd)"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
@@ -36,6 +41,8 @@ func recipeCommand() *cli.Command {
 					Source:       c.String("source"),
 					Commit:       c.String("commit"),
 					DropUpstream: c.Bool("drop-upstream"),
+					NewSeries:    c.String("new-series"),
+					Record:       c.String("record"),
 				})
 				if err != nil {
 					return noCommitIsUsage(err)
@@ -47,7 +54,13 @@ func recipeCommand() *cli.Command {
 				if len(res.Written) == 0 {
 					log.Info("the recipe is already at the commit and the series is current", "commit", res.Status.Commit)
 				}
-				for _, f := range res.Written {
+				for _, f := range res.Removed {
+					log.Info("removed from the series: the new series does not name it; git rm it when you commit", "patch", f, "recorded in", res.Recorded)
+				}
+				for _, f := range append(res.Written, res.Recorded) {
+					if f == "" {
+						continue
+					}
 					if _, err := fmt.Fprintln(stdoutOf(c), f); err != nil {
 						return err
 					}

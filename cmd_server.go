@@ -37,6 +37,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
 			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built at once"},
 			floatingFlag,
+			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one (one that recipe bump --new-series recorded, with its --series)"},
 			seriesFlag,
 			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
 			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
@@ -73,6 +74,9 @@ func serverCommand() *cli.Command {
 			if c.Int("jobs") < 1 {
 				return usagef("--jobs must be at least 1")
 			}
+			if r := c.String("recipe"); r != "server" && !strings.HasSuffix(r, ".yaml") {
+				return usagef("--recipe takes a server recipe FILE.yaml, got %q (the built-in one is used without the flag)", r)
+			}
 			series, err := seriesOf(c)
 			if err != nil {
 				return err
@@ -84,7 +88,7 @@ func serverCommand() *cli.Command {
 				if n == "" {
 					file = c.String("target-file")
 				}
-				p, err := resolvePlanWith(n, file, "server", c.Bool("allow-floating"), series)
+				p, err := resolvePlanWith(n, file, c.String("recipe"), c.Bool("allow-floating"), series)
 				if err != nil {
 					var ue usageError
 					if errors.As(err, &ue) {

@@ -28,6 +28,13 @@ type BumpOptions struct {
 	Source, Commit string
 	// DropUpstream removes the patches that are already upstream at Commit from the series.
 	DropUpstream bool
+	// NewSeries, when set, is a series file of patches refreshed for Commit (the patches beside
+	// it): they replace the series' patches, and the series as it was, with the recipe as it
+	// was, is recorded in Record.
+	NewSeries string
+	// Record is where the old series goes with NewSeries; default the series' directory's
+	// subdirectory named by the recipe's old commit (patches/1425386fd).
+	Record string
 }
 
 // BumpResult is what Bump did.
@@ -36,6 +43,10 @@ type BumpResult struct {
 	Dropped []string
 	// Written are the files Bump rewrote, in the order it wrote them.
 	Written []string
+	// Removed are the patch files the new series no longer names (they are in Recorded).
+	Removed []string
+	// Recorded is the directory holding the old series, its patches and the old recipe.
+	Recorded string
 }
 
 // Bump moves the recipe to opts.Commit: its source commit, epoch and build number, and the
@@ -55,6 +66,13 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		return nil, fmt.Errorf("reading the patch series: %w; run llbuild in its repository or give --series", err)
 	}
 	seriesFS, seriesName := os.DirFS(filepath.Dir(opts.SeriesFile)), filepath.Base(opts.SeriesFile)
+	if opts.NewSeries != "" {
+		if same, err := sameFile(opts.NewSeries, opts.SeriesFile); err != nil {
+			return nil, fmt.Errorf("reading the new series: %w", err)
+		} else if !same {
+			return bumpToNewSeries(ctx, opts, oldRecipe, oldSeries)
+		}
+	}
 	_, series, err := patches.Refresh(seriesFS, seriesName, nil)
 	if err != nil {
 		return nil, err
@@ -64,26 +82,9 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		return nil, err
 	}
 	res := &BumpResult{Status: rep}
-	drop := map[string]bool{}
-	for _, p := range rep.Patches {
-		switch {
-		case p.State == patches.Upstream && opts.DropUpstream:
-			drop[p.Name] = true
-			res.Dropped = append(res.Dropped, p.Name)
-		case p.State == patches.Upstream:
-			return nil, fmt.Errorf("patch %s is already upstream at %s, so it would not apply: pass --drop-upstream to remove it from %s", p.Name, rep.Commit, opts.SeriesFile)
-		case !p.OK():
-			where := strings.Join(p.Hunks, ", hunk at ")
-			if p.State == patches.Depends {
-				return nil, fmt.Errorf("patch %s does not apply at %s (hunk at %s): it builds on %s, which no longer applies; refresh that one first; nothing was changed", p.Name, rep.Commit, where, p.DependsOn)
-			}
-			if where == "" {
-				where = p.Detail
-			} else {
-				where = "hunk at " + where
-			}
-			return nil, fmt.Errorf("patch %s does not apply at %s: %s; refresh it against that commit (git apply --3way, then git format-patch) or remove it from the series; nothing was changed", p.Name, rep.Commit, where)
-		}
+	drop, err := refuseUnapplied(opts, rep, res)
+	if err != nil {
+		return nil, err
 	}
 	newSeries, _, err := patches.Refresh(seriesFS, seriesName, drop)
 	if err != nil {
@@ -114,6 +115,33 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		res.Written = append(res.Written, opts.RecipeFile)
 	}
 	return res, nil
+}
+
+// refuseUnapplied says which patches to drop (upstream, with DropUpstream), and refuses when a
+// patch that stays does not apply at the report's commit.
+func refuseUnapplied(opts BumpOptions, rep *patches.Report, res *BumpResult) (map[string]bool, error) {
+	drop := map[string]bool{}
+	for _, p := range rep.Patches {
+		switch {
+		case p.State == patches.Upstream && opts.DropUpstream:
+			drop[p.Name] = true
+			res.Dropped = append(res.Dropped, p.Name)
+		case p.State == patches.Upstream:
+			return nil, fmt.Errorf("patch %s is already upstream at %s, so it would not apply: pass --drop-upstream to remove it from %s", p.Name, rep.Commit, opts.SeriesFile)
+		case !p.OK():
+			where := strings.Join(p.Hunks, ", hunk at ")
+			if p.State == patches.Depends {
+				return nil, fmt.Errorf("patch %s does not apply at %s (hunk at %s): it builds on %s, which no longer applies; refresh that one first; nothing was changed", p.Name, rep.Commit, where, p.DependsOn)
+			}
+			if where == "" {
+				where = p.Detail
+			} else {
+				where = "hunk at " + where
+			}
+			return nil, fmt.Errorf("patch %s does not apply at %s: %s; refresh it against that commit (git apply --3way, then git format-patch) or remove it from the series; nothing was changed", p.Name, rep.Commit, where)
+		}
+	}
+	return drop, nil
 }
 
 // overlay is an FS with one file's contents replaced, as fs.ReadFile (which Load uses) reads it.

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/gitfixture"
+	"github.com/llbuild/llbuild/patches"
 )
 
 // bumpTree is a recipe and a series of fixture patches in a directory of their own, as in
@@ -117,4 +120,112 @@ func TestBumpRefusesAndChangesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshot is every file under dir and its contents.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[rel] = read(t, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestBumpToARefreshedSeries: upstream rewrote the line 0002 changes, so the series no longer
+// applies; a refreshed 0002 in a series of its own moves the pin, replaces the patches, and
+// the old series with its recipe is recorded where it can still be built from.
+func TestBumpToARefreshedSeries(t *testing.T) {
+	r := gitfixture.New(t)
+	c := filepath.Join(r.Dir, "ggml/src/ggml-cpu/ggml-cpu.c")
+	os.WriteFile(c, []byte(strings.Replace(read(t, c), `"file: " __FILE__`, `"source: " __FILE__`, 1)), 0o644)
+	gitfixture.Git(t, r.Dir, r.NewTime+3600, "commit", "--quiet", "-am", "upstream renames the file line")
+	moved := gitfixture.Git(t, r.Dir, 0, "rev-parse", "HEAD")
+
+	recipe, series := bumpTree(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
+	old := snapshot(t, filepath.Dir(recipe))
+	stale := filepath.Join(t.TempDir(), "series")
+	os.WriteFile(stale, []byte(read(t, series)), 0o644)
+	for _, n := range []string{"0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch"} {
+		os.WriteFile(filepath.Join(filepath.Dir(stale), n), []byte(read(t, filepath.Join(filepath.Dir(series), n))), 0o644)
+	}
+	// the refreshed series: 0001 is upstream and left out, 0002 rewritten for the new line; its
+	// digest is stale, as a hand-made series' would be
+	fresh := filepath.Join(t.TempDir(), "series")
+	refreshed := strings.ReplaceAll(read(t, filepath.Join(filepath.Dir(series), "0002-ggml-cpu-build-info.patch")), `"file: " __FILE__`, `"source: " __FILE__`)
+	os.WriteFile(filepath.Join(filepath.Dir(fresh), "0002-ggml-cpu-build-info.patch"), []byte(refreshed), 0o644)
+	os.WriteFile(fresh, []byte("# refreshed for the new line\n0002-ggml-cpu-build-info.patch sha256:"+strings.Repeat("0", 64)+"\n"), 0o644)
+
+	for _, tt := range []struct {
+		name, newSeries, record, want string
+	}{
+		{"a new series that does not apply either", stale, "", "0002-ggml-cpu-build-info.patch does not apply"},
+		{"a record directory that exists", fresh, t.TempDir(), "already exists"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Bump(context.Background(), BumpOptions{RecipeFile: recipe, SeriesFile: series, Source: r.Dir, Commit: moved, DropUpstream: true, NewSeries: tt.newSeries, Record: tt.record})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Bump() = %v, want a refusal saying %q", err, tt.want)
+			}
+			if now := snapshot(t, filepath.Dir(recipe)); !reflect.DeepEqual(now, old) {
+				t.Errorf("Bump() refused but changed the tree: %d files before, %d after", len(old), len(now))
+			}
+		})
+	}
+
+	res, err := Bump(context.Background(), BumpOptions{RecipeFile: recipe, SeriesFile: series, Source: r.Dir, Commit: moved, DropUpstream: true, NewSeries: fresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Dir(series)
+	if want := filepath.Join(pdir, "1425386fd"); res.Recorded != want {
+		t.Errorf("recorded in %s, want %s (the recipe's old commit)", res.Recorded, want)
+	}
+	// the record is the old tree's series, patches and recipe, byte for byte
+	rec := snapshot(t, res.Recorded)
+	want := map[string]string{"series": old["patches/series"], "server.yaml": old["server.yaml"],
+		"0001-server-greeting.patch": old["patches/0001-server-greeting.patch"], "0002-ggml-cpu-build-info.patch": old["patches/0002-ggml-cpu-build-info.patch"]}
+	if !reflect.DeepEqual(rec, want) {
+		t.Errorf("the record holds %v, want the old series, its two patches and the old recipe", keys(rec))
+	}
+	if _, err := patches.Load(os.DirFS(res.Recorded), "series"); err != nil {
+		t.Errorf("the recorded series does not load: %v", err)
+	}
+	if got, err := Load(filepath.Join(res.Recorded, "server.yaml")); err != nil || got.Source.Commit != "1425386fd996511e1f3295e7366c38289a92a271" {
+		t.Errorf("the recorded recipe: %v, %v; want the old pin", got, err)
+	}
+	// the series is the refreshed one, with its digest, and 0001's file is gone
+	loaded, err := patches.Load(os.DirFS(pdir), "series")
+	if err != nil || len(loaded) != 1 || string(loaded[0].Data) != refreshed {
+		t.Fatalf("the new series: %v, %d patches; want the refreshed 0002 alone", err, len(loaded))
+	}
+	if !strings.HasPrefix(read(t, series), "# refreshed for the new line\n") {
+		t.Errorf("the new series' comments were not kept:\n%s", read(t, series))
+	}
+	if _, err := os.Stat(filepath.Join(pdir, "0001-server-greeting.patch")); !os.IsNotExist(err) || len(res.Removed) != 1 {
+		t.Errorf("0001's file: %v, removed %v; want it gone (it is recorded)", err, res.Removed)
+	}
+	if got, err := Parse(recipe, []byte(read(t, recipe))); err != nil || got.Source.Commit != moved {
+		t.Errorf("the recipe: %v, %v; want it at %s", got, err, moved)
+	}
+	if st, err := patches.Status(context.Background(), r.Dir, moved, loaded); err != nil || !st.OK() {
+		t.Errorf("the new series at the new pin: %+v, %v; want it to apply", st, err)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	sort.Strings(k)
+	return k
 }

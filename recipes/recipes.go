@@ -4,6 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -79,8 +80,16 @@ func yamlNames(dir string) []string {
 	return names
 }
 
-// Load returns the built-in recipe called name.
+// Load returns the built-in recipe called name, or, when name ends in .yaml, the recipe in that
+// file (one recorded by recipe bump --new-series, say).
 func Load(name string) (*Recipe, error) {
+	if strings.HasSuffix(name, ".yaml") {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("reading recipe file: %w", err)
+		}
+		return Parse(name, data)
+	}
 	data, err := builtin.ReadFile(name + ".yaml")
 	if err != nil {
 		return nil, fmt.Errorf("unknown recipe %q; known recipes: %s", name, strings.Join(Names(), ", "))
