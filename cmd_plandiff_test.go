@@ -28,6 +28,7 @@ func TestPlanDiffGroupsChangesAndChecksTheDriverCap(t *testing.T) {
 	}
 	// B moves the pin, drops a patch, and moves to a CUDA 13.3 image as upstream's did: the
 	// target's driver (CUDA 13.1) cannot start it.
+	pinned := p.Source.Commit
 	p.Source.Commit = strings.Repeat("b", 40)
 	removed := p.Patches[0].Name
 	p.Patches = p.Patches[1:]
@@ -43,7 +44,7 @@ func TestPlanDiffGroupsChangesAndChecksTheDriverCap(t *testing.T) {
 		t.Errorf("exit code = %d, stderr %q; want 1 and why B would not start", code, stderr)
 	}
 	for _, want := range []string{
-		"source commit:\n  commit: 1425386fd996511e1f3295e7366c38289a92a271 -> " + p.Source.Commit,
+		"source commit:\n  commit: " + pinned + " -> " + p.Source.Commit,
 		"patches:\n  removed " + removed,
 		"runtime env:\n  NVIDIA_REQUIRE_CUDA: cuda>=13.1 -> cuda>=13.3",
 		"A needs cuda>=13.1: holds",

@@ -4,9 +4,9 @@ package manifest
 
 // llamaOptions are llama-server's command-line options, with the environment variable
 // each answers to, read from:
-//   - llama.cpp common/arg.cpp (sha256 2e0daffd44346f5acdffbe0ff4e3fcc1acdbe8646f774fc3b45af95a3b8a25e6)
-//   - patches/0002-server-prompt-logprobs.patch (sha256 a94007d319519b92d764c979d7046fe47e4cc82841c190368a87251b074451a6)
-//   - patches/0007-server-prompt-logprobs-alone.patch (sha256 8fa16539469a9bb55a702da1c660ca8ec30b0e5cbec0282b9036d483e9b6d214)
+//   - llama.cpp common/arg.cpp (sha256 0978d69731fe7a68422716bd11651e16ac10b4f5fe77e99316257cf6d7ab932b)
+//   - patches/0002-server-prompt-logprobs.patch (sha256 e11c602edf6281ba9a8e62407b466fc8895c3017d824b3cccffb51548d4500c5)
+//   - patches/0007-server-prompt-logprobs-alone.patch (sha256 ffb9806f42e9340e981e0232eb8261aef0a22f14db230b92c4ee3304c989db18)
 var llamaOptions = []llamaOption{
 	{flags: []string{"--adaptive-decay"}, value: true},
 	{flags: []string{"--adaptive-target"}, value: true},
@@ -102,6 +102,8 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"--lora"}, value: true},
 	{flags: []string{"--lora-init-without-apply"}},
 	{flags: []string{"--lora-scaled"}, value: true},
+	{flags: []string{"--mcp-servers-config"}, value: true, env: "LLAMA_ARG_MCP_SERVERS_CONFIG"},
+	{flags: []string{"--mcp-servers-json"}, value: true, env: "LLAMA_ARG_MCP_SERVERS_JSON"},
 	{flags: []string{"--media-path"}, value: true},
 	{flags: []string{"--method"}, value: true},
 	{flags: []string{"--metrics"}, env: "LLAMA_ARG_ENDPOINT_METRICS"},
@@ -157,6 +159,7 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"--props"}, env: "LLAMA_ARG_ENDPOINT_PROPS"},
 	{flags: []string{"--reasoning-budget"}, value: true, env: "LLAMA_ARG_THINK_BUDGET"},
 	{flags: []string{"--reasoning-budget-message"}, value: true, env: "LLAMA_ARG_THINK_BUDGET_MESSAGE"},
+	{flags: []string{"--reasoning-effort"}, value: true, env: "LLAMA_ARG_REASONING_EFFORT"},
 	{flags: []string{"--reasoning-format"}, value: true, env: "LLAMA_ARG_THINK"},
 	{flags: []string{"--reasoning-preserve"}, neg: []string{"--no-reasoning-preserve"}, env: "LLAMA_ARG_REASONING_PRESERVE"},
 	{flags: []string{"--repack"}, neg: []string{"-nr", "--no-repack"}, env: "LLAMA_ARG_REPACK"},
@@ -237,12 +240,12 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"--tensor-filter"}, value: true},
 	{flags: []string{"--threads-http"}, value: true, env: "LLAMA_ARG_THREADS_HTTP"},
 	{flags: []string{"--tools"}, value: true, env: "LLAMA_ARG_TOOLS"},
+	{flags: []string{"--tools-runtime"}, value: true, env: "LLAMA_ARG_TOOLS_RUNTIME"},
 	{flags: []string{"--top-k"}, value: true, env: "LLAMA_ARG_TOP_K"},
 	{flags: []string{"--top-nsigma", "--top-n-sigma"}, value: true},
 	{flags: []string{"--top-p"}, value: true},
-	{flags: []string{"--tts-oute-default"}},
+	{flags: []string{"--tts-lang"}, value: true},
 	{flags: []string{"--tts-speaker-file"}, value: true},
-	{flags: []string{"--tts-use-guide-tokens"}},
 	{flags: []string{"--typical", "--typical-p"}, value: true},
 	{flags: []string{"--ui", "--webui"}, neg: []string{"--no-ui", "--no-webui"}, env: "LLAMA_ARG_UI"},
 	{flags: []string{"--ui-config", "--webui-config"}, value: true, env: "LLAMA_ARG_UI_CONFIG"},
@@ -300,9 +303,7 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"-h", "--help", "--usage"}},
 	{flags: []string{"-hf", "-hfr", "--hf-repo"}, value: true, env: "LLAMA_ARG_HF_REPO"},
 	{flags: []string{"-hff", "--hf-file"}, value: true, env: "LLAMA_ARG_HF_FILE"},
-	{flags: []string{"-hffv", "--hf-file-v"}, value: true, env: "LLAMA_ARG_HF_FILE_V"},
 	{flags: []string{"-hft", "--hf-token"}, value: true, env: "HF_TOKEN"},
-	{flags: []string{"-hfv", "-hfrv", "--hf-repo-v"}, value: true, env: "LLAMA_ARG_HF_REPO_V"},
 	{flags: []string{"-i", "--interactive"}},
 	{flags: []string{"-if", "--interactive-first"}},
 	{flags: []string{"-j", "--json-schema"}, value: true},
@@ -322,7 +323,6 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"-mm", "--mmproj"}, value: true, env: "LLAMA_ARG_MMPROJ"},
 	{flags: []string{"-mmu", "--mmproj-url"}, value: true, env: "LLAMA_ARG_MMPROJ_URL"},
 	{flags: []string{"-mu", "--model-url"}, value: true, env: "LLAMA_ARG_MODEL_URL"},
-	{flags: []string{"-mv", "--model-vocoder"}, value: true},
 	{flags: []string{"-n", "--predict", "--n-predict"}, value: true, env: "LLAMA_ARG_N_PREDICT"},
 	{flags: []string{"-ncmoe", "--n-cpu-moe"}, value: true, env: "LLAMA_ARG_N_CPU_MOE"},
 	{flags: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, value: true, env: "LLAMA_ARG_N_GPU_LAYERS"},

@@ -158,6 +158,10 @@ func (o overlay) ReadFile(name string) ([]byte, error) {
 	return fs.ReadFile(o.FS, name)
 }
 
+// buildComment is the comment above the build number that quotes it (llama-server --version
+// says b10106).
+var buildComment = regexp.MustCompile(`^(\s*#.*\bsays )b\d+`)
+
 // upstreamComment is the comment the built-in recipe keeps above its commit.
 var upstreamComment = regexp.MustCompile(`^(\s*)# upstream \S+ of \d{4}-\d{2}-\d{2}`)
 
@@ -208,6 +212,9 @@ func SetSource(file string, data []byte, commit string, epoch int64, count int) 
 		if err := set("buildNumber", strconv.Itoa(count)); err != nil {
 			return nil, err
 		}
+	}
+	if b := mapValue(source, "buildNumber"); b != nil && b.Line >= 2 {
+		lines[b.Line-2] = buildComment.ReplaceAllString(lines[b.Line-2], "${1}b"+strconv.Itoa(count))
 	}
 	if c := mapValue(source, "commit"); c.Line >= 2 {
 		if m := upstreamComment.FindStringSubmatch(lines[c.Line-2]); m != nil {

@@ -80,6 +80,9 @@ func TestBumpMovesThePinAndDropsUpstreamPatches(t *testing.T) {
 	if s := read(t, recipe); !strings.Contains(s, "  # upstream commit of 2023-11-15 (llbuild recipe bump)\n  commit: "+r.New) {
 		t.Errorf("the dated comment above the commit was not rewritten:\n%s", s)
 	}
+	if s := read(t, recipe); !strings.Contains(s, "llama-server --version says b2\n  buildNumber: 2\n") {
+		t.Errorf("the comment quoting the build number was not rewritten:\n%s", s)
+	}
 	body, _ := os.ReadFile(filepath.Join(filepath.Dir(series), "0002-ggml-cpu-build-info.patch"))
 	sum := sha256.Sum256(body)
 	want := "# the fixture series\n0002-ggml-cpu-build-info.patch sha256:" + hex.EncodeToString(sum[:]) + "\n"
@@ -186,7 +189,11 @@ func TestBumpToARefreshedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	pdir := filepath.Dir(series)
-	if want := filepath.Join(pdir, "1425386fd"); res.Recorded != want {
+	builtinRecipe, err := Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(pdir, builtinRecipe.Source.Commit[:9]); res.Recorded != want {
 		t.Errorf("recorded in %s, want %s (the recipe's old commit)", res.Recorded, want)
 	}
 	// the record is the old tree's series, patches and recipe, byte for byte
@@ -199,7 +206,7 @@ func TestBumpToARefreshedSeries(t *testing.T) {
 	if _, err := patches.Load(os.DirFS(res.Recorded), "series"); err != nil {
 		t.Errorf("the recorded series does not load: %v", err)
 	}
-	if got, err := Load(filepath.Join(res.Recorded, "server.yaml")); err != nil || got.Source.Commit != "1425386fd996511e1f3295e7366c38289a92a271" {
+	if got, err := Load(filepath.Join(res.Recorded, "server.yaml")); err != nil || got.Source.Commit != builtinRecipe.Source.Commit {
 		t.Errorf("the recorded recipe: %v, %v; want the old pin", got, err)
 	}
 	// the series is the refreshed one, with its digest, and 0001's file is gone

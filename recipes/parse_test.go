@@ -11,7 +11,11 @@ func TestParseReportsUnknownKeysWithTheOtherProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.Replace(string(data), "commit: 1425386fd996511e1f3295e7366c38289a92a271", "commit: 1425386fd\n  branch: master", 1)
+	r, err := Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "commit: "+r.Source.Commit, "commit: "+r.Source.Commit[:9]+"\n  branch: master", 1)
 	s += "colour: blue\n"
 	_, err = Parse("my.yaml", []byte(s))
 	for _, want := range []string{"my.yaml: line", "field branch not found", "field colour not found", "short commit id"} {
