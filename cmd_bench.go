@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // exitInterrupted is bench's exit status when it was stopped (Ctrl-C, SIGTERM) before every
@@ -98,12 +99,14 @@ func benchCommand() *cli.Command {
 			opts.Log = loggerOf(c)
 			opts.Progress = stderrOf(c)
 			var bundles []*bench.Bundle
+			var dirs []string
 			for _, name := range names {
 				dir, cleanup, err := bundleDir(c, name)
 				if err != nil {
 					return err
 				}
 				defer cleanup()
+				dirs = append(dirs, dir)
 				b, err := bench.OpenBundle(dir, name)
 				if err != nil {
 					return err
@@ -115,16 +118,23 @@ func benchCommand() *cli.Command {
 				return runErr
 			}
 			out := stdoutOf(c)
+			diffs := benchPlanDiffs(c, names, dirs)
 			if fs.Lookup("json").Value.String() == "true" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(res); err != nil {
+				if err := enc.Encode(struct {
+					*bench.Result
+					PlanDiffs []benchPlanDiff `json:"planDiffs,omitempty"`
+				}{res, diffs}); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintf(out, "records: %s\n\n", res.RecordsFile)
 				if err := res.WriteTable(out); err != nil {
 					return err
+				}
+				for _, d := range diffs {
+					fmt.Fprintf(out, "\nwhat differs between the builds of %s and %s (llbuild plan diff):\n%s", d.A, d.B, d.Text)
 				}
 			}
 			if runErr != nil {
@@ -145,6 +155,46 @@ func benchCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// benchPlanDiff is what differs between the plans of the first bundle and another, beside the
+// A/B verdict: the build change the ratio measures.
+type benchPlanDiff struct {
+	A      string           `json:"a"`
+	B      string           `json:"b"`
+	Groups []pipeline.Group `json:"groups"`
+	// Error says why the plans could not be compared.
+	Error string `json:"error,omitempty"`
+	Text  string `json:"-"`
+}
+
+// benchPlanDiffs compares the first bundle's plan with each other's; a bundle whose plan cannot
+// be read is said so in the text, and the bench's results stand.
+func benchPlanDiffs(c *cli.Context, names, dirs []string) []benchPlanDiff {
+	var out []benchPlanDiff
+	for i := 1; i < len(dirs); i++ {
+		d := benchPlanDiff{A: names[0], B: names[i]}
+		var sides [2]*planSide
+		var err error
+		for j, k := range []int{0, i} {
+			if sides[j], err = loadPlanSide(c.Context, dirs[k], "server"); err != nil {
+				break
+			}
+			sides[j].arg = names[k]
+		}
+		if err != nil {
+			d.Error = err.Error()
+			d.Text = "  cannot compare the plans: " + err.Error() + "\n"
+		} else {
+			diff := pipeline.DiffPlans(sides[0].plan, sides[1].plan, sides[0].partial || sides[1].partial)
+			d.Groups = nonNil(diff.Groups)
+			var b strings.Builder
+			_ = writePlanDiff(&b, sides, diff, nil)
+			d.Text = b.String()
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // benchOptions reads the protocol and scheduling flags, all problems together.

@@ -15,6 +15,7 @@ import (
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // benchRun runs llbuild bench in-process and returns its exit status, stdout and stderr.
@@ -287,9 +288,19 @@ func TestBenchABInterleavesRealBundles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	var res bench.Result
+	var res struct {
+		bench.Result
+		PlanDiffs []struct {
+			A, B, Error string
+			Groups      []pipeline.Group
+		}
+	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	// both bundles hold the same build: the plan diff beside the verdict says so
+	if d := res.PlanDiffs; len(d) != 1 || d[0].A != bs[0] || d[0].B != bs[1] || d[0].Error != "" || d[0].Groups == nil || len(d[0].Groups) != 0 {
+		t.Errorf("planDiffs = %+v, want one comparison of %s and %s with no differences", d, bs[0], bs[1])
 	}
 	if len(res.Runs) != 4 || len(res.Comparisons) != 1 {
 		t.Fatalf("%d runs, %d comparisons; want 4 and 1", len(res.Runs), len(res.Comparisons))

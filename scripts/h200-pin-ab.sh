@@ -1,0 +1,59 @@
+#!/bin/bash
+# h200-pin-ab.sh: did moving the pin make the H200 faster? Builds the old pin (the recorded
+# series and recipe, patches/<old>/) and the new one (the built-in recipe and series) for h200
+# with the host executor, and runs llbuild bench OLD NEW --mode full --rounds 3 on one model,
+# without a draft and with a draft-simple draft. For a GPU machine without Go or network.
+# Prepare a folder that git ignores (.carry/, in .git/info/exclude) here with
+#   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/randgguf ./internal/tools/randgguf
+#   cp ../shared/llama.cpp/llama.cpp-{OLD,NEW}.tar.xz .carry/
+# and run there, from the repository root: bash scripts/h200-pin-ab.sh .carry STAGE
+#   STAGE build-old | build-new   one build into /tmp/pins/{old,new} (about 4 min each with -j16),
+#                                 also packed into $OUT/{old,new}.txz.* to carry to a fresh machine
+#   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json)
+# (OLD_PIN defaults to the one directory under patches/ named by a commit.)
+set -uo pipefail
+D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
+OUT=${OUT:-/tmp/h200-pin-ab-out}; mkdir -p "$OUT" /tmp/pins
+export PATH=$PATH:/usr/local/cuda/bin
+old=${OLD_PIN:-$(basename "$(ls -d patches/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | head -1)")}
+new=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
+
+build() { # build NAME COMMIT LLBUILD-ARGS...
+	local name=$1 commit=$2 t0=$SECONDS dir
+	shift 2
+	for f in "$D"/"$name".txz.*; do
+		[ -e "$f" ] || break
+		mkdir -p /tmp/pins/"$name" && cat "$D"/"$name".txz.* | tar -xJ -C /tmp/pins/"$name" && echo "$name: carried" && return 0
+	done
+	rm -rf /tmp/src-"$name" && mkdir -p /tmp/src-"$name" && tar -xJf "$D"/llama.cpp-"$commit".tar.xz -C /tmp/src-"$name" || return 1
+	dir=$("$D"/llbuild server --executor host -t h200 --source /tmp/src-"$name" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
+		{ tail -40 "$OUT/build-$name.log"; return 1; }
+	echo "$name ($commit): built $dir in $((SECONDS - t0)) s"
+	tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
+}
+
+artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
+
+case $stage in
+build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
+build-new) build new "$new" ;;
+ab)
+	[ -f /tmp/m.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/m.gguf || exit 1
+	[ -f /tmp/d.gguf ] || "$D"/randgguf -shape draft -vocab 32000 -seed 2 -o /tmp/d.gguf || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	for pin in old new; do
+		a=$(artifacts $pin)
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/b-$pin --model /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/bd-$pin --model /tmp/m.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
+	done
+	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
+	for kind in b bd; do
+		t0=$SECONDS
+		"$D"/llbuild bench /tmp/$kind-old /tmp/$kind-new --mode full --rounds 3 --dir /tmp/runs-$kind >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
+		cat "$OUT/bench-$kind.txt"
+		tail -5 "$OUT/bench-$kind.log"
+		cp /tmp/runs-$kind/records.json "$OUT/records-$kind.json" 2>/dev/null || true
+	done ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
