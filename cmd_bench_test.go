@@ -118,6 +118,11 @@ func TestBenchScreenOfADraftBundle(t *testing.T) {
 	if row.DraftProposed == 0 || row.Acceptance == nil || *row.Acceptance < 0.5 {
 		t.Errorf("row 0 = %+v, want drafts proposed and most accepted (the draft is the model)", row)
 	}
+	// this llama-server (Debian sid's, newer than upstream #26389) counts drafts on /metrics:
+	// the bench reads them and they agree with the row's timings
+	if sc := rec.ServerCounters; sc == nil || !sc.Agree || sc.Drafted != float64(row.DraftProposed) || sc.Accepted != float64(row.DraftAccepted) || sc.Drafts <= 0 {
+		t.Errorf("serverCounters = %+v, want /metrics' counts, agreeing with row 0's %d drafted and %d accepted", sc, row.DraftProposed, row.DraftAccepted)
+	}
 	if !rec.Valid || !strings.Contains(rec.Identity.Label, "-tiny_draft-") || !strings.Contains(rec.Identity.Label, "-n4-") {
 		t.Errorf("run valid %v %v, label %s", rec.Valid, rec.Invalid, rec.Identity.Label)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -208,4 +209,61 @@ func (c *client) complete(ctx context.Context, req completionRequest) (*response
 	}
 	r.Text = text.String()
 	return r, nil
+}
+
+// specCounters are llama-server's speculative-decoding counters from GET /metrics (upstream
+// #26389, 34af94cd9 and later; /metrics needs --metrics or LLAMA_ARG_ENDPOINT_METRICS).
+type specCounters struct {
+	Drafted, Accepted, Drafts float64
+}
+
+// specMetrics reads the counters; ok is false when the server does not offer them (no
+// /metrics endpoint, or a build from before the counters).
+func (c *client) specMetrics(ctx context.Context) (m specCounters, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return m, false, err
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return m, false, fmt.Errorf("GET /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return m, false, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return m, false, fmt.Errorf("reading /metrics: %w", err)
+	}
+	return parseSpecMetrics(string(body))
+}
+
+// parseSpecMetrics reads the three spec-decode counters from Prometheus text.
+func parseSpecMetrics(text string) (m specCounters, ok bool, err error) {
+	want := map[string]*float64{
+		"llamacpp:spec_decode_num_draft_tokens_total":    &m.Drafted,
+		"llamacpp:spec_decode_num_accepted_tokens_total": &m.Accepted,
+		"llamacpp:spec_decode_num_drafts_total":          &m.Drafts,
+	}
+	found := 0
+	for _, line := range strings.Split(text, "\n") {
+		name, value, cut := strings.Cut(strings.TrimSpace(line), " ")
+		if !cut || strings.HasPrefix(name, "#") {
+			continue
+		}
+		if dst, wanted := want[name]; wanted {
+			v, perr := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if perr != nil {
+				return m, false, fmt.Errorf("/metrics: %s has value %q: %v", name, value, perr)
+			}
+			*dst = v
+			found++
+		}
+	}
+	return m, found == len(want), nil
 }

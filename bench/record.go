@@ -33,7 +33,10 @@ type Record struct {
 	Valid   bool     `json:"valid"`
 	Invalid []string `json:"invalid,omitempty"`
 	Rows    []Row    `json:"rows"`
-	Summary Summary  `json:"summary"`
+	// ServerCounters are llama-server's own speculative-decoding counters over the rows, where
+	// its /metrics offers them (34af94cd9 and later), beside the rows' timings.
+	ServerCounters *ServerCounters `json:"serverCounters,omitempty"`
+	Summary        Summary         `json:"summary"`
 	// Decision is what the campaign made of the run (Decide).
 	Decision string `json:"decision"`
 	// Dir is the run's directory.
@@ -122,6 +125,20 @@ type Row struct {
 	DraftProposed int      `json:"draftProposed"`
 	DraftAccepted int      `json:"draftAccepted"`
 	Acceptance    *float64 `json:"acceptance,omitempty"`
+}
+
+// ServerCounters cross-check the rows' draft figures: GET /metrics's
+// llamacpp:spec_decode_num_{draft_tokens,accepted_tokens,drafts}_total after the rows minus
+// before them, and the rows' timings summed (draft_n, draft_n_accepted). Agree says both count
+// the same drafted and accepted tokens; where they do not, one of the two is wrong (as upstream's
+// accepted count was on draft replay before #26320).
+type ServerCounters struct {
+	Drafted      float64 `json:"drafted"`
+	Accepted     float64 `json:"accepted"`
+	Drafts       float64 `json:"drafts"`
+	RowsDrafted  int     `json:"rowsDrafted"`
+	RowsAccepted int     `json:"rowsAccepted"`
+	Agree        bool    `json:"agree"`
 }
 
 // Summary is a run's headline figures.

@@ -55,9 +55,11 @@ func (p process) stop()                                            { p.p.Stop() 
 func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
 	l := b.Launch
 	p, err := shim.StartProcess(ctx, shim.Options{
-		ServerPath:   l.Path,
-		ServerArgs:   l.Args,
-		Env:          append(append(os.Environ(), l.Env...), env...),
+		ServerPath: l.Path,
+		ServerArgs: l.Args,
+		// /metrics on (it changes no computation), for the spec-decode counters; the bundle's
+		// own --metrics or environment wins
+		Env:          append(append(append(os.Environ(), "LLAMA_ARG_ENDPOINT_METRICS=1"), l.Env...), env...),
 		Dir:          l.Dir,
 		ServerOutput: log,
 		ReadyTimeout: o.ReadyTimeout,
@@ -349,6 +351,10 @@ func (o *Options) rowInput(ctx context.Context, c *client, ep shim.Endpoint) (an
 }
 
 func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) error {
+	before, counted, err := c.specMetrics(ctx)
+	if err != nil {
+		o.progress("%s: llama-server's /metrics: %v; its spec-decode counters are left out", rec.Identity.Label, err)
+	}
 	for i := 0; i < o.Protocol.Rows; i++ {
 		r, err := c.complete(ctx, completionRequest{Prompt: prompt, NPredict: o.Protocol.Generate, Temperature: 0, TopK: 1,
 			IgnoreEOS: true, CachePrompt: false})
@@ -359,6 +365,26 @@ func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) 
 		rec.Rows = append(rec.Rows, row)
 		o.progress("%s: row %d: %.2f tok/s decode (client %.2f), %d tokens, ttft %.1f ms", rec.Identity.Label, i,
 			row.DecodeTPS, row.ClientTPS, row.Generated, row.TTFTMS)
+	}
+	if counted {
+		// a slot adds its counts to the server's when it is released, right after its final
+		// answer: by now every row's are in
+		after, ok, err := c.specMetrics(ctx)
+		if err != nil || !ok {
+			o.progress("%s: llama-server's /metrics could not be read after the rows (%v); its spec-decode counters are left out", rec.Identity.Label, err)
+			return nil
+		}
+		sc := &ServerCounters{Drafted: after.Drafted - before.Drafted, Accepted: after.Accepted - before.Accepted, Drafts: after.Drafts - before.Drafts}
+		for _, r := range rec.Rows {
+			sc.RowsDrafted += r.DraftProposed
+			sc.RowsAccepted += r.DraftAccepted
+		}
+		sc.Agree = sc.Drafted == float64(sc.RowsDrafted) && sc.Accepted == float64(sc.RowsAccepted)
+		rec.ServerCounters = sc
+		if !sc.Agree {
+			o.progress("%s: llama-server's /metrics counted %.0f drafted and %.0f accepted tokens over the rows, their timings %d and %d: one of the two counts wrong",
+				rec.Identity.Label, sc.Drafted, sc.Accepted, sc.RowsDrafted, sc.RowsAccepted)
+		}
 	}
 	return nil
 }
