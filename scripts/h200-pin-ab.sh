@@ -15,7 +15,7 @@ set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
 OUT=${OUT:-/tmp/h200-pin-ab-out}; mkdir -p "$OUT" /tmp/pins
 export PATH=$PATH:/usr/local/cuda/bin
-old=${OLD_PIN:-$(basename "$(ls -d patches/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | head -1)")}
+old=${OLD_PIN:-$(find patches -mindepth 1 -maxdepth 1 -type d -name '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' -printf '%f\n' | sort | head -1)}
 new=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
 
 build() { # build NAME COMMIT LLBUILD-ARGS...
