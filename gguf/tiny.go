@@ -99,6 +99,11 @@ func TinyLlama(o TinyOptions) (*Builder, error) {
 		return nil, fmt.Errorf("tiny llama: n_embd %d, n_head %d, n_head_kv %d do not divide into even heads", o.Embd, o.Heads, o.HeadsKV)
 	}
 	tokens, scores, types := TinyVocab(o.Merges)
+	return llamaModel(o, tokens, scores, types), nil
+}
+
+// llamaModel is a random-weight llama model of o's shape with the given vocabulary.
+func llamaModel(o TinyOptions, tokens []string, scores []float32, types []int32) *Builder {
 	headDim := o.Embd / o.Heads
 	kvDim := headDim * o.HeadsKV
 	ft := uint32(1) // MOSTLY_F16
@@ -163,7 +168,7 @@ func TinyLlama(o TinyOptions) (*Builder, error) {
 	out := weights("output.weight", rng, []uint64{embd, vocab}, 0.5, o.F32)
 	damp(out, embd, types)
 	b.Add(out)
-	return b, nil
+	return b
 }
 
 // WriteTinyLlama writes TinyLlama(o) to w.

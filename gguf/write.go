@@ -2,11 +2,14 @@ package gguf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/llbuild/llbuild/internal/atomicfile"
 )
 
 // Tensor is a tensor to write: its info and its raw data in the tensor
@@ -43,6 +46,26 @@ func (b *Builder) Set(key string, v Value) {
 
 // Add appends a tensor.
 func (b *Builder) Add(t Tensor) { b.Tensors = append(b.Tensors, t) }
+
+// WriteFile writes the file to path whole: through a temporary file renamed into place.
+func (b *Builder) WriteFile(path string) error {
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// Replace puts t in place of the tensor of its name, or adds it.
+func (b *Builder) Replace(t Tensor) {
+	for i := range b.Tensors {
+		if b.Tensors[i].Name == t.Name {
+			b.Tensors[i] = t
+			return
+		}
+	}
+	b.Add(t)
+}
 
 func (b *Builder) alignment() (uint64, error) {
 	for _, kv := range b.KV {

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg_cmd in cmake:cmake ninja-build:ninja ccache:ccache binutils:objdump git:git g++:g++ nodejs:node npm:npm docker-registry:docker-registry apache2-utils:htpasswd shellcheck:shellcheck openssl:openssl python3:python3 python3-pip:pip3 mmdebstrap:mmdebstrap iproute2:ip apt-utils:apt-ftparchive gpg:gpg gpg-agent:gpg-agent; do
+for pkg_cmd in cmake:cmake ninja-build:ninja ccache:ccache binutils:objdump git:git g++:g++ nodejs:node npm:npm docker-registry:docker-registry apache2-utils:htpasswd shellcheck:shellcheck openssl:openssl python3:python3 python3-pip:pip3 mmdebstrap:mmdebstrap iproute2:ip apt-utils:apt-ftparchive gpg:gpg gpg-agent:gpg-agent bible-kjv:bible; do
 	pkg=${pkg_cmd%%:*} cmd=${pkg_cmd##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

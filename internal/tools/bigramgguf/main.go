@@ -1,0 +1,46 @@
+// Command bigramgguf writes a llama GGUF that carries a low-rank bigram model of a text
+// (gguf.BigramLlama): a target and a draft that agree the way a trained pair does.
+//
+//	bible -f Gen1:1-Mal4:6 | sed -E 's/^[^ ]+ //' > ot.txt   # Debian's bible-kjv: the King James Version
+//	go run ./internal/tools/bigramgguf -text ot.txt -shape target -o target.gguf
+//	go run ./internal/tools/bigramgguf -text ot.txt -shape draft -o draft.gguf
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/llbuild/llbuild/gguf"
+)
+
+func main() {
+	text := flag.String("text", "", "the text `FILE` to model")
+	out := flag.String("o", "", "output `FILE.gguf`")
+	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred) or 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost)")
+	flag.Parse()
+	if *text == "" || *out == "" {
+		fmt.Fprintln(os.Stderr, "usage: bigramgguf -text FILE -o FILE.gguf [-shape target|draft|1b]")
+		os.Exit(2)
+	}
+	o, ok := gguf.BigramShapes[*shape]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "bigramgguf: -shape %q: use target, draft or 1b\n", *shape)
+		os.Exit(2)
+	}
+	data, err := os.ReadFile(*text)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bigramgguf:", err)
+		os.Exit(1)
+	}
+	b, st, err := gguf.BigramLlama(string(data), o)
+	if err == nil {
+		err = b.WriteFile(*out)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bigramgguf:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "bigramgguf: %s: vocabulary %d, %d tokens of text, rank %d keeps %.1f%% of the bigram log-probabilities' variance\n",
+		*out, st.Vocab, st.Tokens, o.Rank, 100*st.Explained)
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/internal/kjvtext"
+	"github.com/llbuild/llbuild/internal/llamatest"
+)
+
+// bigramPair writes the bigram target and draft of the King James Version's Old Testament
+// (gguf.BigramShapes "target" and "draft") into dir.
+func bigramPair(t *testing.T, dir string) (target, draft, heldOut string) {
+	t.Helper()
+	train, heldOut := kjvtext.Files(t)
+	text, err := os.ReadFile(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, draft = filepath.Join(dir, "bigram-target.gguf"), filepath.Join(dir, "bigram-draft.gguf")
+	for f, shape := range map[string]string{target: "target", draft: "draft"} {
+		b, _, err := gguf.BigramLlama(string(text), gguf.BigramShapes[shape])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return target, draft, heldOut
+}
+
+// The bigram pair behaves like a trained target and draft on the series build: held-out text
+// scores like text (median prompt-token logprob between -8 and -1 nats, where the random
+// models give tens of nats below), and the bench's default screen (filled-long prompt, 512
+// tokens, 128 canaries) passes every canary with drafting, accepts at least 60% of the draft
+// tokens, and llama-server's /metrics counts the same drafts as the rows' timings.
+func TestBigramPairBehavesLikeAModel(t *testing.T) {
+	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
+	if server == "" {
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+	}
+	dir := t.TempDir()
+	target, draft, heldOut := bigramPair(t, dir)
+
+	// held-out text, scored in one prefill (patch 0002)
+	nt, err := os.ReadFile(heldOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := llamatest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, server, "-m", target, "--prompt-logprobs", "--port", fmt.Sprint(port), "-c", "4096", "-t", "2", "--parallel", "1")
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("llama-server did not come up:\n%s", log.String())
+		}
+	}
+	var lps []float64
+	for _, off := range []int{10000, 300000, 700000} {
+		body, _ := json.Marshal(map[string]any{"prompt": string(nt[off : off+3000]), "n_predict": 0, "prompt_logprobs": 0})
+		resp, err := http.Post(base+"/completion", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Probs []struct {
+				Logprob float64 `json:"logprob"`
+			} `json:"prompt_probabilities"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil || len(out.Probs) < 500 {
+			t.Fatalf("scoring held-out text: %v, %d positions\n%s", err, len(out.Probs), log.String())
+		}
+		for _, p := range out.Probs {
+			lps = append(lps, p.Logprob)
+		}
+	}
+	sort.Float64s(lps)
+	median := lps[len(lps)/2]
+	t.Logf("held-out text: %d positions, median prompt-token logprob %.2f nats", len(lps), median)
+	if median < -8 || median > -1 {
+		t.Errorf("median held-out logprob %.2f nats, want between -8 and -1", median)
+	}
+
+	// the bench's default screen with the draft
+	o := filepath.Join(dir, "bundle")
+	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", target, "--draft", draft,
+		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr.String())
+	}
+	runs := filepath.Join(dir, "runs")
+	code, so, se := benchRun(t, o, "--dir", runs)
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
+	}
+	rs := readRecords(t, runs)
+	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
+	if rec.Canary.Passed != 128 || rec.Canary.Reference != "no-draft" || rec.Canary.CheckDrafted == 0 {
+		t.Errorf("canaries %+v: want 128 passed against a no-draft reference, the checks drafting", rec.Canary)
+	}
+	a := rec.Summary.Acceptance
+	if a == nil || *a < 0.6 {
+		t.Errorf("acceptance %v, want at least 0.6", a)
+	} else {
+		t.Logf("acceptance %.3f, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+	}
+	if sc := rec.ServerCounters; sc == nil || !sc.Agree || sc.Drafted == 0 {
+		t.Errorf("serverCounters %+v: want /metrics' drafts, agreeing with the rows'", sc)
+	}
+}
