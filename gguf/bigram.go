@@ -190,7 +190,9 @@ func BigramLlama(text string, o BigramOptions) (*Builder, *BigramStats, error) {
 		zero(p+"attn_output.weight", uint64(n), uint64(n))
 		zero(p+"ffn_down.weight", uint64(m.FF), uint64(n))
 	}
-	b.Set("general.file_type", Uint32(0)) // ALL_F32 where it matters; the rest as o.F32 says
+	if !m.F32 {
+		b.Set("general.file_type", Uint32(1)) // MOSTLY_F16: the random blocks; the embedding and output stay F32
+	}
 	b.Set("llama.attention.layer_norm_rms_epsilon", Float32(1e-6))
 	return b, &BigramStats{Vocab: V, Tokens: len(seq), Explained: kept / norm2}, nil
 }

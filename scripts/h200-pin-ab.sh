@@ -10,6 +10,9 @@
 #   STAGE build-old | build-new   one build into /tmp/pins/{old,new} (about 4 min each with -j16),
 #                                 also packed into $OUT/{old,new}.txz.* to carry to a fresh machine
 #   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json)
+#   STAGE ab-bigram               the same with the bigram pair of the King James Version's Old
+#                                 Testament (.carry/old-testament.txt, bigramgguf in .carry): the
+#                                 1b-cost bigram target, and its draft (draft-simple)
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
@@ -37,9 +40,14 @@ artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
 case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
 build-new) build new "$new" ;;
-ab)
-	[ -f /tmp/m.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/m.gguf || exit 1
-	[ -f /tmp/d.gguf ] || "$D"/randgguf -shape draft -vocab 32000 -seed 2 -o /tmp/d.gguf || exit 1
+ab | ab-bigram)
+	if [ "$stage" = ab ]; then
+		[ -f /tmp/m.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/m.gguf || exit 1
+		[ -f /tmp/d.gguf ] || "$D"/randgguf -shape draft -vocab 32000 -seed 2 -o /tmp/d.gguf || exit 1
+	else
+		"$D"/bigramgguf -text "$D"/old-testament.txt -shape 1b -o /tmp/m.gguf || exit 1
+		"$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o /tmp/d.gguf || exit 1
+	fi
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	for pin in old new; do
 		a=$(artifacts $pin)
