@@ -140,4 +140,126 @@ func TestBigramPairBehavesLikeAModel(t *testing.T) {
 	if sc := rec.ServerCounters; sc == nil || !sc.Agree || sc.Drafted == 0 {
 		t.Errorf("serverCounters %+v: want /metrics' drafts, agreeing with the rows'", sc)
 	}
+
+	// a multiple-choice task from held-out verses, scored through llbuild serve with
+	// lm-evaluation-harness's loglikelihood request (echo, logprobs 1, max_tokens 0): the first
+	// half of a verse, then its second half or one of three shuffles of the same words; chance
+	// is 25%, a model that knows word order picks the verse
+	items := wordOrderItems(string(nt), 60)
+	correct := scoreThroughServe(t, o, items)
+	acc := float64(correct) / float64(len(items))
+	t.Logf("word-order multiple choice through serve: %d of %d (%.0f%%; chance 25%%)", correct, len(items), 100*acc)
+	if acc < 0.6 {
+		t.Errorf("word-order multiple choice: %.0f%% correct, want well above the 25%% of chance (at least 60%%)", 100*acc)
+	}
+}
+
+// mcItem is a context and its choices, choice 0 the right one.
+type mcItem struct {
+	context string
+	choices []string
+}
+
+// wordOrderItems makes n items from verses of text with at least 12 words: the verse's first
+// half, then its second half or three deterministic shuffles of that half's words.
+func wordOrderItems(text string, n int) []mcItem {
+	var items []mcItem
+	rng := uint64(42)
+	next := func(k int) int { rng = rng*6364136223846793005 + 1442695040888963407; return int((rng >> 33) % uint64(k)) }
+	for _, line := range strings.Split(text, "\n") {
+		w := strings.Fields(line)
+		if len(w) < 12 || len(items) == n {
+			continue
+		}
+		half := len(w) / 2
+		rest := w[half:]
+		it := mcItem{context: strings.Join(w[:half], " "), choices: []string{" " + strings.Join(rest, " ")}}
+		for len(it.choices) < 4 {
+			p := append([]string(nil), rest...)
+			for i := len(p) - 1; i > 0; i-- {
+				j := next(i + 1)
+				p[i], p[j] = p[j], p[i]
+			}
+			c := " " + strings.Join(p, " ")
+			dup := false
+			for _, x := range it.choices {
+				dup = dup || x == c
+			}
+			if !dup {
+				it.choices = append(it.choices, c)
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// scoreThroughServe serves the bundle and answers each item with the choice of the highest
+// summed continuation logprob, as lm-eval's acc does; it returns how many were right.
+func scoreThroughServe(t *testing.T, bundle string, items []mcItem) int {
+	t.Helper()
+	port, err := llamatest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + addr
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
+		}
+	}
+	correct := 0
+	for _, it := range items {
+		best, bestLP := -1, 0.0
+		for ci, c := range it.choices {
+			body, _ := json.Marshal(map[string]any{"prompt": it.context + c, "max_tokens": 0, "echo": true, "logprobs": 1, "temperature": 0})
+			resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Choices []struct {
+					Logprobs struct {
+						TokenLogprobs []*float64 `json:"token_logprobs"`
+						TextOffset    []int      `json:"text_offset"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || len(out.Choices) != 1 {
+				t.Fatalf("scoring %q: status %d, %v\n%s", it.context+c, resp.StatusCode, err, stderr.String())
+			}
+			lp, n := 0.0, 0
+			l := out.Choices[0].Logprobs
+			for i, off := range l.TextOffset {
+				if off >= len(it.context) && i < len(l.TokenLogprobs) && l.TokenLogprobs[i] != nil {
+					lp += *l.TokenLogprobs[i]
+					n++
+				}
+			}
+			if n == 0 {
+				t.Fatalf("no continuation tokens scored for %q", it.context+c)
+			}
+			if best < 0 || lp > bestLP {
+				best, bestLP = ci, lp
+			}
+		}
+		if best == 0 {
+			correct++
+		}
+	}
+	return correct
 }
