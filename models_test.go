@@ -165,7 +165,10 @@ type mcItem struct {
 func wordOrderItems(text string, n int) []mcItem {
 	var items []mcItem
 	rng := uint64(42)
-	next := func(k int) int { rng = rng*6364136223846793005 + 1442695040888963407; return int((rng >> 33) % uint64(k)) }
+	next := func(k int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(k))
+	}
 	for _, line := range strings.Split(text, "\n") {
 		w := strings.Fields(line)
 		if len(w) < 12 || len(items) == n {
@@ -206,7 +209,9 @@ func scoreThroughServe(t *testing.T, bundle string, items []mcItem) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
+	go func() {
+		done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr)
+	}()
 	defer func() { cancel(); <-done }()
 	base := "http://" + addr
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
