@@ -55,8 +55,9 @@ func TestCanaryMismatchRejectsTheRun(t *testing.T) {
 	if m == nil || m.Check != 0 || m.Position != 5 || m.Got != m.Want+1 || r.Canary.Reference != "no-draft" {
 		t.Fatalf("canary = %+v (mismatch %+v), want the first check to differ at token 5 against the no-draft reference", r.Canary, m)
 	}
-	if r.Valid || r.Decision != DecisionCanary || len(r.Rows) != 0 {
-		t.Errorf("run valid %v decision %q rows %d, want invalid, %q, no rows", r.Valid, r.Decision, len(r.Rows), DecisionCanary)
+	// the fake's flipped token was a near-tie (5e-4 nats): its own decision, still not valid
+	if r.Valid || r.Decision != DecisionNearTie || len(r.Rows) != 0 {
+		t.Errorf("run valid %v decision %q rows %d, want invalid, %q, no rows", r.Valid, r.Decision, len(r.Rows), DecisionNearTie)
 	}
 	if m.Margin == nil || *m.Margin < 4e-4 || *m.Margin > 6e-4 || !strings.Contains(m.explain(), "near-tie") {
 		t.Errorf("margin %v (%s), want 5e-4 nats explained as a near-tie", m.Margin, m.explain())
@@ -212,6 +213,8 @@ func TestDecide(t *testing.T) {
 		}), "invalid: cached tokens: row 0 (fresh) reused 5 prompt tokens"},
 		{rec(ModeFull, 150, func(r *Record) { r.Complete, r.Error = false, "interrupted" }), DecisionIncomplete},
 		{rec(ModeFull, 150, func(r *Record) { r.Canary.Mismatch = &Mismatch{} }), DecisionCanary},
+		{rec(ModeFull, 150, func(r *Record) { m := 0.004; r.Canary.Mismatch = &Mismatch{Margin: &m} }), DecisionNearTie},
+		{rec(ModeFull, 150, func(r *Record) { m := 0.5; r.Canary.Mismatch = &Mismatch{Margin: &m} }), DecisionCanary},
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Model.SHA256 = "sha256:other" }), DecisionPromoted}, // its own record
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Protocol = "short-g128" }), DecisionPromoted},
 		{rec(ModeFull, 101), DecisionPromoted},

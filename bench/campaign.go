@@ -23,6 +23,10 @@ const (
 	DecisionScreenOnly = "screen only"
 	DecisionBelow      = "rejected: below record"
 	DecisionCanary     = "rejected: canary mismatch"
+	// DecisionNearTie is a canary mismatch where the reference's top two tokens were within
+	// NearTieNats: numerical noise between batched verification and one-token decoding, not
+	// a broken speculation path. The run is still not valid.
+	DecisionNearTie    = "rejected: canary near-tie"
 	DecisionInvalid    = "invalid"
 	DecisionIncomplete = "incomplete"
 )
@@ -79,6 +83,9 @@ func (rs *Records) Decide(r *Record) (decision, reason string) {
 		reason = fmt.Sprintf("check %d (%q) differs at token %d: got %d, want %d", m.Check, m.Prompt, m.Position, m.Got, m.Want)
 		if why := m.explain(); why != "" {
 			reason += "; " + why
+		}
+		if m.NearTie() {
+			return DecisionNearTie, reason
 		}
 		return DecisionCanary, reason
 	case !r.Valid:

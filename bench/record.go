@@ -92,13 +92,22 @@ type Mismatch struct {
 }
 
 // explain says what a mismatch's margin suggests, or "" without one.
+// NearTieNats is the margin under which a canary mismatch is a near-tie: the reference's
+// top two tokens closer than this many nats. With the bigram pair (issue 29) no canary
+// mismatched at all (128 checks on CPU, 6 runs of 384 on the H200); with random-weight models
+// every drafting run on the H200 stopped at its seventh check.
+const NearTieNats = 0.01
+
+// NearTie reports whether the mismatch is a near-tie (see NearTieNats).
+func (m *Mismatch) NearTie() bool { return m.Margin != nil && *m.Margin < NearTieNats }
+
 func (m *Mismatch) explain() string {
 	switch {
 	case m.Margin == nil && m.WantLogprob != nil:
 		return "the drafted token was not among the reference's top alternatives: not a near-tie"
 	case m.Margin == nil:
 		return ""
-	case *m.Margin < 0.01:
+	case m.NearTie():
 		return fmt.Sprintf("a near-tie: the reference's top two differ by %.4g nats, and the batched verification of drafted tokens rounds differently from one-token decoding", *m.Margin)
 	}
 	return fmt.Sprintf("the reference preferred its token by %.4g nats: not a near-tie, look for a bug in speculative decoding", *m.Margin)
