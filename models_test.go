@@ -199,32 +199,14 @@ func wordOrderItems(text string, n int) []mcItem {
 
 // scoreThroughServe serves the bundle and answers each item with the choice of the highest
 // summed continuation logprob, as lm-eval's acc does; it returns how many were right.
-func scoreThroughServe(t *testing.T, bundle string, items []mcItem) int {
+func scoreThroughServe(t *testing.T, bundle string, items []mcItem) (correct int) {
 	t.Helper()
-	port, err := llamatest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr)
-	}()
-	defer func() { cancel(); <-done }()
-	base := "http://" + addr
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
-		}
-	}
+	serveOnce(t, bundle, func(base string) { correct = scoreItems(t, base, items) })
+	return correct
+}
+
+func scoreItems(t *testing.T, base string, items []mcItem) int {
+	t.Helper()
 	correct := 0
 	for _, it := range items {
 		best, bestLP := -1, 0.0
@@ -245,7 +227,7 @@ func scoreThroughServe(t *testing.T, bundle string, items []mcItem) int {
 			err = json.NewDecoder(resp.Body).Decode(&out)
 			resp.Body.Close()
 			if err != nil || resp.StatusCode != http.StatusOK || len(out.Choices) != 1 {
-				t.Fatalf("scoring %q: status %d, %v\n%s", it.context+c, resp.StatusCode, err, stderr.String())
+				t.Fatalf("scoring %q: status %d, %v", it.context+c, resp.StatusCode, err)
 			}
 			lp, n := 0.0, 0
 			l := out.Choices[0].Logprobs
@@ -267,4 +249,194 @@ func scoreThroughServe(t *testing.T, bundle string, items []mcItem) int {
 		}
 	}
 	return correct
+}
+
+// A Gemma 4 target with its MTP assistant, both written by the project's GGUF writer with
+// exactly what llama.cpp reads: the series build loads them with --spec-type draft-mtp;
+// llbuild bundle records the draft as gemma4's MTP assistant and runs it as draft-mtp; serve
+// answers; the bench's screen drafts with it and reports the acceptance. An assistant for
+// another hidden size or another architecture is refused by bundle, and llama-server refuses
+// the same pairs too (it aborts or crashes and never answers), so the check mirrors it.
+func TestGemma4WithItsMTPAssistant(t *testing.T) {
+	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
+	if server == "" {
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+	}
+	dir := t.TempDir()
+	write := func(name string) func(*gguf.Builder, error) string {
+		return func(b *gguf.Builder, err error) string {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(dir, name)
+			if err := b.WriteFile(f); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	o := gguf.TinyGemma4()
+	target := write("gemma4.gguf")(gguf.Gemma4Target(o))
+	assistant := write("gemma4-assistant.gguf")(gguf.Gemma4Assistant(o))
+	other := o
+	other.Embd = 48
+	wrongSize := write("gemma4-assistant-48.gguf")(gguf.Gemma4Assistant(other))
+	llama := filepath.Join(dir, "llama.gguf")
+	if err := gguf.WriteTinyLlamaFile(llama, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+
+	bundle := func(model, draft, out string) (int, string) {
+		args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", model, "--draft", draft,
+			"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", out, "--quiet", "--link"}
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+		return code, stderr.String()
+	}
+	o1 := filepath.Join(dir, "bundle")
+	if code, stderr := bundle(target, assistant, o1); code != 0 {
+		t.Fatalf("bundle of gemma4 and its assistant: exit %d\n%s", code, stderr)
+	}
+	m, err := os.ReadFile(filepath.Join(o1, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man struct {
+		Models struct {
+			Draft struct {
+				GGUF struct {
+					Architecture string `json:"architecture"`
+					DraftFor     string `json:"draft_for"`
+				} `json:"gguf"`
+			} `json:"draft"`
+		} `json:"models"`
+		Server struct {
+			Args []string `json:"args"`
+		} `json:"server"`
+	}
+	if err := json.Unmarshal(m, &man); err != nil {
+		t.Fatal(err)
+	}
+	if d := man.Models.Draft.GGUF; d.Architecture != "gemma4-assistant" || d.DraftFor != "gemma4" || !strings.Contains(strings.Join(man.Server.Args, " "), "--spec-type draft-mtp") {
+		t.Errorf("manifest: draft %+v, launch %v; want gemma4's MTP assistant run as draft-mtp", d, man.Server.Args)
+	}
+
+	serveOnce(t, o1, func(base string) {
+		body, _ := json.Marshal(map[string]any{"prompt": "the quick brown fox", "max_tokens": 8, "temperature": 0})
+		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 || out.Usage.CompletionTokens != 8 {
+			t.Errorf("serve of gemma4 with its assistant: status %d, %v, %+v", resp.StatusCode, err, out)
+		}
+	})
+
+	runs := filepath.Join(dir, "runs")
+	code, so, se := benchRun(t, o1, "--dir", runs, "--canaries", "16", "--prompt-tokens", "64", "--generate", "48")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
+	}
+	rs := readRecords(t, runs)
+	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
+	if !strings.Contains(rec.Identity.Label, "draft_mtp") || rec.Canary.Passed != 16 || rec.Canary.CheckDrafted == 0 ||
+		len(rec.Rows) != 1 || rec.Rows[0].DraftProposed == 0 || rec.Summary.Acceptance == nil {
+		t.Errorf("bench of the MTP bundle: label %s, canary %+v, rows %+v; want draft_mtp, 16 canaries passed with drafting, row 0 drafted with an acceptance", rec.Identity.Label, rec.Canary, rec.Rows)
+	} else {
+		t.Logf("MTP screen: %d drafted, acceptance %.3f (random weights), row 0 %.1f tok/s", rec.Rows[0].DraftProposed, *rec.Summary.Acceptance, rec.Summary.Row0TPS)
+	}
+
+	for _, tt := range []struct {
+		name, model, draft, want string
+	}{
+		{"an assistant for another hidden size", target, wrongSize, "hidden size of 48"},
+		{"an assistant for another architecture", llama, assistant, "an MTP draft for gemma4"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stderr := bundle(tt.model, tt.draft, filepath.Join(t.TempDir(), "b"))
+			if code == 0 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("bundle: exit %d, stderr %q; want a refusal saying %q", code, stderr, tt.want)
+			}
+			// llama-server with the same pair never serves
+			port, err := llamatest.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, server, "-m", tt.model, "--model-draft", tt.draft, "--spec-type", "draft-mtp", "--port", fmt.Sprint(port), "-c", "2048", "-t", "2")
+			var log bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &log, &log
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			for {
+				select {
+				case err := <-exited:
+					if err == nil {
+						t.Errorf("llama-server exited 0 with this pair:\n%s", log.String())
+					}
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port)); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						t.Fatalf("llama-server serves this pair, so bundle's refusal is stricter than llama-server:\n%s", log.String())
+					}
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("llama-server neither served nor exited within a minute:\n%s", log.String())
+				}
+			}
+		})
+	}
+}
+
+// serveOnce runs llbuild serve of bundle on a free loopback port while f runs.
+func serveOnce(t *testing.T, bundle string, f func(base string)) {
+	t.Helper()
+	port, err := llamatest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	base := "http://" + addr
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case c := <-done:
+			done <- c
+			t.Fatalf("serve exited %d before it was healthy:\n%s", c, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
+		}
+	}
+	f(base)
 }
