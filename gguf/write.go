@@ -2,14 +2,13 @@ package gguf
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/llbuild/llbuild/internal/atomicfile"
+	"os"
+	"path/filepath"
 )
 
 // Tensor is a tensor to write: its info and its raw data in the tensor
@@ -47,13 +46,31 @@ func (b *Builder) Set(key string, v Value) {
 // Add appends a tensor.
 func (b *Builder) Add(t Tensor) { b.Tensors = append(b.Tensors, t) }
 
-// WriteFile writes the file to path whole: through a temporary file renamed into place.
+// WriteFile writes the file to path whole: through a temporary file beside it, renamed into
+// place (mode 0644).
 func (b *Builder) WriteFile(path string) error {
-	var buf bytes.Buffer
-	if _, err := b.WriteTo(&buf); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".gguf-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriter(tmp)
+	if _, err := b.WriteTo(w); err != nil {
+		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // Replace puts t in place of the tensor of its name, or adds it.
