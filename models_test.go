@@ -440,3 +440,49 @@ func serveOnce(t *testing.T, bundle string, f func(base string)) {
 	}
 	f(base)
 }
+
+// The bigram pair in Gemma 4's shape (gguf.BigramGemma4: the target carries the Old
+// Testament's bigrams, its MTP assistant the same blurred): the bench's default screen drafts
+// with --spec-type draft-mtp, passes every canary, and accepts at least 60% of the drafts.
+func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
+	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
+	if server == "" {
+		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+	}
+	train, _ := kjvtext.Files(t)
+	text, err := os.ReadFile(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, ab, _, err := gguf.BigramGemma4(string(text), gguf.BigramGemma4Shape(), gguf.BigramShapes["draft"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	target, assistant := filepath.Join(dir, "gemma4.gguf"), filepath.Join(dir, "gemma4-assistant.gguf")
+	if err := tb.WriteFile(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.WriteFile(assistant); err != nil {
+		t.Fatal(err)
+	}
+	o := filepath.Join(dir, "bundle")
+	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", target, "--draft", assistant,
+		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr.String())
+	}
+	runs := filepath.Join(dir, "runs")
+	code, so, se := benchRun(t, o, "--dir", runs)
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
+	}
+	rs := readRecords(t, runs)
+	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
+	a := rec.Summary.Acceptance
+	if !strings.Contains(rec.Identity.Label, "draft_mtp") || rec.Canary.Passed != 128 || a == nil || *a < 0.6 {
+		t.Fatalf("bench: label %s, canary %+v, acceptance %v; want draft_mtp, 128 canaries passed, at least 60%% accepted", rec.Identity.Label, rec.Canary, a)
+	}
+	t.Logf("MTP acceptance %.3f, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+}

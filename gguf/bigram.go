@@ -44,24 +44,57 @@ type BigramStats struct {
 // model of its shape costs. The same text and options give the same bytes.
 func BigramLlama(text string, o BigramOptions) (*Builder, *BigramStats, error) {
 	m := o.Model.withDefaults()
+	if m.Embd%m.Heads != 0 || (m.Embd/m.Heads)%2 != 0 || m.Heads%m.HeadsKV != 0 {
+		return nil, nil, fmt.Errorf("bigram llama: n_embd %d, n_head %d, n_head_kv %d do not divide into even heads", m.Embd, m.Heads, m.HeadsKV)
+	}
+	bm, err := bigramMatrices(text, o, m.Embd)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := llamaModel(m, bm.tokens, bm.scores, bm.types)
+	n, V := uint64(m.Embd), uint64(len(bm.tokens))
+	zero := func(name string, in, outDim uint64) {
+		b.Replace(Tensor{Name: name, Type: TensorF32, Dims: []uint64{in, outDim}, Data: make([]byte, 4*in*outDim)})
+	}
+	b.Replace(Tensor{Name: "token_embd.weight", Type: TensorF32, Dims: []uint64{n, V}, Data: f32Slice(bm.embd)})
+	b.Replace(Tensor{Name: "output.weight", Type: TensorF32, Dims: []uint64{n, V}, Data: f32Slice(bm.out)})
+	for i := 0; i < m.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		zero(p+"attn_output.weight", n, n)
+		zero(p+"ffn_down.weight", uint64(m.FF), n)
+	}
+	if !m.F32 {
+		b.Set("general.file_type", Uint32(1)) // MOSTLY_F16: the random blocks; the embedding and output stay F32
+	}
+	b.Set("llama.attention.layer_norm_rms_epsilon", Float32(1e-6))
+	return b, &bm.stats, nil
+}
+
+// bigramModel is a bigram factorization of a text: the vocabulary, the embeddings (V×n,
+// squared norm n each) and the output rows (V×n) whose products are the logits.
+type bigramModel struct {
+	tokens    []string
+	scores    []float32
+	types     []int32
+	embd, out []float32
+	stats     BigramStats
+}
+
+// bigramMatrices factors text's bigrams for models of hidden size n.
+func bigramMatrices(text string, o BigramOptions, n int) (*bigramModel, error) {
+	m := o.Model.withDefaults()
 	if o.Smoothing == 0 {
 		o.Smoothing = 0.05
 	}
 	if o.Floor == 0 {
 		o.Floor = -9
 	}
-	if o.Rank < 1 || m.Embd < o.Rank+2 {
-		return nil, nil, fmt.Errorf("bigram llama: rank %d needs 1 <= rank <= n_embd-2 (n_embd %d)", o.Rank, m.Embd)
-	}
-	if m.Embd%m.Heads != 0 || (m.Embd/m.Heads)%2 != 0 || m.Heads%m.HeadsKV != 0 {
-		return nil, nil, fmt.Errorf("bigram llama: n_embd %d, n_head %d, n_head_kv %d do not divide into even heads", m.Embd, m.Heads, m.HeadsKV)
+	if o.Rank < 1 || n < o.Rank+2 {
+		return nil, fmt.Errorf("bigram model: rank %d needs 1 <= rank <= n_embd-2 (n_embd %d)", o.Rank, n)
 	}
 	tokens, scores, types, seq := CorpusVocab(text, m.Merges)
-	b := llamaModel(m, tokens, scores, types)
-	V, n, r := len(tokens), m.Embd, o.Rank
+	V, r := len(tokens), o.Rank
 
-	// L[t][s] = log P(s | t), smoothed; the row of a token never seen before another (a byte,
-	// a control token) and of BOS is the unigram distribution.
 	counts := make([]float64, V*V)
 	uni := make([]float64, V)
 	rowN := make([]float64, V)
@@ -179,22 +212,8 @@ func BigramLlama(text string, o BigramOptions) (*Builder, *BigramStats, error) {
 		}
 		out[t*n+r] = float32(bias[t] / kappa)
 	}
-	dims := []uint64{uint64(n), uint64(V)}
-	zero := func(name string, in, outDim uint64) {
-		b.Replace(Tensor{Name: name, Type: TensorF32, Dims: []uint64{in, outDim}, Data: make([]byte, 4*in*outDim)})
-	}
-	b.Replace(Tensor{Name: "token_embd.weight", Type: TensorF32, Dims: dims, Data: f32Slice(embd)})
-	b.Replace(Tensor{Name: "output.weight", Type: TensorF32, Dims: dims, Data: f32Slice(out)})
-	for i := 0; i < m.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
-		zero(p+"attn_output.weight", uint64(n), uint64(n))
-		zero(p+"ffn_down.weight", uint64(m.FF), uint64(n))
-	}
-	if !m.F32 {
-		b.Set("general.file_type", Uint32(1)) // MOSTLY_F16: the random blocks; the embedding and output stay F32
-	}
-	b.Set("llama.attention.layer_norm_rms_epsilon", Float32(1e-6))
-	return b, &BigramStats{Vocab: V, Tokens: len(seq), Explained: kept / norm2}, nil
+	return &bigramModel{tokens: tokens, scores: scores, types: types, embd: embd, out: out,
+		stats: BigramStats{Vocab: V, Tokens: len(seq), Explained: kept / norm2}}, nil
 }
 
 // topSubspace returns an orthonormal basis (V×r, row-major) of the r leading left singular

@@ -47,8 +47,11 @@ func (o Gemma4Options) withDefaults() Gemma4Options {
 }
 
 // gemma4Common sets what target and assistant share: tokenizer, attention shape, rope, window.
-func gemma4Common(b *Builder, arch, name string, o Gemma4Options, embd, layers, ff int) {
-	tokens, scores, types := TinyVocab(o.Merges)
+func gemma4Common(b *Builder, arch, name string, o Gemma4Options, embd, layers, ff int, v vocab) {
+	tokens, scores, types := v.tokens, v.scores, v.types
+	if tokens == nil {
+		tokens, scores, types = TinyVocab(o.Merges)
+	}
 	b.Set("general.architecture", String(arch))
 	b.Set("general.name", String(name))
 	b.Set("general.file_type", Uint32(0)) // ALL_F32
@@ -100,14 +103,26 @@ func (g gemma4Tensors) ones(name string, n int) {
 	g.b.Add(Tensor{Name: name, Type: TensorF32, Dims: []uint64{uint64(n)}, Data: f32Bytes(uint64(n), func() float64 { return 1 })})
 }
 
+// vocab is a tokenizer's tokens; empty means TinyVocab.
+type vocab struct {
+	tokens []string
+	scores []float32
+	types  []int32
+}
+
 // Gemma4Target builds the target.
-func Gemma4Target(o Gemma4Options) (*Builder, error) {
+func Gemma4Target(o Gemma4Options) (*Builder, error) { return gemma4Target(o, vocab{}) }
+
+// Gemma4Assistant builds the MTP assistant of Gemma4Target(o).
+func Gemma4Assistant(o Gemma4Options) (*Builder, error) { return gemma4Assistant(o, vocab{}) }
+
+func gemma4Target(o Gemma4Options, v vocab) (*Builder, error) {
 	o = o.withDefaults()
 	if o.Layers < 2 || o.Heads%o.HeadsKV != 0 || o.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("gemma4: %d layers (at least 2: the assistant shares the last sliding and full layers), %d heads, %d KV heads, head size %d", o.Layers, o.Heads, o.HeadsKV, o.HeadDim)
 	}
 	b := &Builder{Version: 3}
-	gemma4Common(b, "gemma4", "llbuild-tiny-gemma4", o, o.Embd, o.Layers, o.FF)
+	gemma4Common(b, "gemma4", "llbuild-tiny-gemma4", o, o.Embd, o.Layers, o.FF, v)
 	b.Set("gemma4.embedding_length_per_layer_input", Uint32(0))
 	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x67656d6d6134))} // "gemma4"
 	V := len(b.kvStrings("tokenizer.ggml.tokens"))
@@ -134,15 +149,14 @@ func Gemma4Target(o Gemma4Options) (*Builder, error) {
 	return b, nil
 }
 
-// Gemma4Assistant builds the MTP assistant of Gemma4Target(o).
-func Gemma4Assistant(o Gemma4Options) (*Builder, error) {
+func gemma4Assistant(o Gemma4Options, v vocab) (*Builder, error) {
 	o = o.withDefaults()
 	if o.AssistantEmbd == o.Embd {
 		return nil, fmt.Errorf("gemma4-assistant: its hidden size %d must differ from the target's (llama.cpp reads embedding_length_out as the target's)", o.AssistantEmbd)
 	}
 	b := &Builder{Version: 3}
 	const arch = "gemma4-assistant"
-	gemma4Common(b, arch, "llbuild-tiny-gemma4-assistant", o, o.AssistantEmbd, o.AssistantLayers, o.AssistantFF)
+	gemma4Common(b, arch, "llbuild-tiny-gemma4-assistant", o, o.AssistantEmbd, o.AssistantLayers, o.AssistantFF, v)
 	b.Set(arch+".embedding_length_out", Uint32(uint32(o.Embd)))
 	b.Set(arch+".nextn_predict_layers", Uint32(uint32(o.AssistantLayers)))
 	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x617373697374))} // "assist"
@@ -180,4 +194,90 @@ func (b *Builder) kvStrings(key string) []string {
 		}
 	}
 	return nil
+}
+
+// BigramGemma4Shape is the gemma4 shape the bigram pair uses: TinyGemma4 widened to 68 (rank
+// 64 and two), with BigramShapes' 1,000-merge vocabulary.
+func BigramGemma4Shape() Gemma4Options {
+	o := TinyGemma4()
+	o.Embd, o.Merges = 68, 1000
+	return o
+}
+
+// BigramGemma4 is a Gemma 4 target and MTP assistant that agree the way a trained pair does:
+// the target is BigramLlama's model of text in gemma4's shape (embedding and output carry the
+// rank-Rank bigram log-probabilities; attention and feed-forward outputs zero), and the
+// assistant, which sees the target's embedding of the last token and its hidden state,
+// passes the embedding through (pre_projection selects it; its blocks' outputs are zero) to
+// the target's output rows blurred by Noise: its guess of the token after next is the bigram
+// of the token it is given. o's Embd must be at least Rank+3 (the assistant's hidden size is
+// Rank+2, which must differ from the target's).
+func BigramGemma4(text string, o Gemma4Options, b BigramOptions) (target, assistant *Builder, st *BigramStats, err error) {
+	o = o.withDefaults()
+	r := b.Rank
+	o.AssistantEmbd = r + 2
+	if o.Embd < r+3 {
+		return nil, nil, nil, fmt.Errorf("bigram gemma4: n_embd %d, want at least rank+3 = %d", o.Embd, r+3)
+	}
+	b.Model.Merges = o.Merges
+	clean := b
+	clean.Noise = 0
+	bm, err := bigramMatrices(text, clean, o.Embd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	v := vocab{bm.tokens, bm.scores, bm.types}
+	if target, err = gemma4Target(o, v); err != nil {
+		return nil, nil, nil, err
+	}
+	E, V, Ea := uint64(o.Embd), uint64(len(bm.tokens)), uint64(o.AssistantEmbd)
+	zero := func(bl *Builder, name string, in, out uint64) {
+		bl.Replace(Tensor{Name: name, Type: TensorF32, Dims: []uint64{in, out}, Data: make([]byte, 4*in*out)})
+	}
+	q := uint64(o.HeadDim * o.Heads)
+	target.Replace(Tensor{Name: "token_embd.weight", Type: TensorF32, Dims: []uint64{E, V}, Data: f32Slice(bm.embd)})
+	target.Replace(Tensor{Name: "output.weight", Type: TensorF32, Dims: []uint64{E, V}, Data: f32Slice(bm.out)})
+	for i := 0; i < o.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		zero(target, p+"attn_output.weight", q, E)
+		zero(target, p+"ffn_down.weight", uint64(o.FF), E)
+	}
+
+	blurred, err := bigramMatrices(text, b, o.Embd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if assistant, err = gemma4Assistant(o, v); err != nil {
+		return nil, nil, nil, err
+	}
+	// the assistant's output is its token embedding (tied): the blurred output rows, whose
+	// entries past rank+1 are zero, cut to its width
+	out := make([]float32, V*Ea)
+	for t := uint64(0); t < V; t++ {
+		copy(out[t*Ea:(t+1)*Ea], blurred.out[t*E:t*E+Ea])
+	}
+	assistant.Replace(Tensor{Name: "token_embd.weight", Type: TensorF32, Dims: []uint64{Ea, V}, Data: f32Slice(out)})
+	// pre_projection [2E -> Ea]: the first Ea components of the target's (scaled) embedding
+	pre := make([]float32, 2*E*Ea)
+	for j := uint64(0); j < Ea; j++ {
+		pre[j*2*E+j] = 1
+	}
+	assistant.Replace(Tensor{Name: "nextn.pre_projection.weight", Type: TensorF32, Dims: []uint64{2 * E, Ea}, Data: f32Slice(pre)})
+	zero(assistant, "nextn.post_projection.weight", Ea, E)
+	// the embedding arrives scaled by sqrt(E) with squared norm E·E over Ea dimensions: the
+	// final norm's weight sqrt(E/Ea) gives back the embedding the output rows were made for
+	w := float32(math.Sqrt(float64(E) / float64(Ea)))
+	norm := make([]float32, Ea)
+	for i := range norm {
+		norm[i] = w
+	}
+	assistant.Replace(Tensor{Name: "output_norm.weight", Type: TensorF32, Dims: []uint64{Ea}, Data: f32Slice(norm)})
+	for i := 0; i < o.AssistantLayers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		zero(assistant, p+"attn_output.weight", q, Ea)
+		zero(assistant, p+"ffn_down.weight", uint64(o.AssistantFF), Ea)
+	}
+	target.Set("general.name", String("llbuild-bigram-gemma4"))
+	assistant.Set("general.name", String("llbuild-bigram-gemma4-assistant"))
+	return target, assistant, &bm.stats, nil
 }

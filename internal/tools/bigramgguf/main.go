@@ -4,6 +4,7 @@
 //	bible -f Gen1:1-Mal4:6 | sed -E 's/^[^ ]+ //' > ot.txt   # Debian's bible-kjv: the King James Version
 //	go run ./internal/tools/bigramgguf -text ot.txt -shape target -o target.gguf
 //	go run ./internal/tools/bigramgguf -text ot.txt -shape draft -o draft.gguf
+//	go run ./internal/tools/bigramgguf -text ot.txt -shape gemma4 -o gemma4.gguf -assistant gemma4-assistant.gguf
 package main
 
 import (
@@ -17,11 +18,32 @@ import (
 func main() {
 	text := flag.String("text", "", "the text `FILE` to model")
 	out := flag.String("o", "", "output `FILE.gguf`")
-	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred) or 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost)")
+	assistant := flag.String("assistant", "", "with -shape gemma4: write its MTP assistant to `FILE.gguf`")
+	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred), 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost) or gemma4 (a gemma4 target of 68 with its MTP assistant, -assistant)")
 	flag.Parse()
 	if *text == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: bigramgguf -text FILE -o FILE.gguf [-shape target|draft|1b]")
 		os.Exit(2)
+	}
+	if *shape == "gemma4" {
+		if *assistant == "" {
+			fmt.Fprintln(os.Stderr, "bigramgguf: -shape gemma4 writes a target and its MTP assistant: give -assistant FILE.gguf")
+			os.Exit(2)
+		}
+		data, err := os.ReadFile(*text)
+		if err == nil {
+			var t, a *gguf.Builder
+			if t, a, _, err = gguf.BigramGemma4(string(data), gguf.BigramGemma4Shape(), gguf.BigramShapes["draft"]); err == nil {
+				if err = t.WriteFile(*out); err == nil {
+					err = a.WriteFile(*assistant)
+				}
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bigramgguf:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	o, ok := gguf.BigramShapes[*shape]
 	if !ok {
