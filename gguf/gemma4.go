@@ -23,6 +23,8 @@ type Gemma4Options struct {
 	// Window is the sliding window, Context the context length.
 	Window, Context int
 	Merges          int
+	// F16 writes the blocks' matrices as F16 (MOSTLY_F16) instead of F32.
+	F16 bool
 }
 
 // TinyGemma4 is a four-layer target of 64 with a two-layer assistant of 32, sharing
@@ -55,6 +57,9 @@ func gemma4Common(b *Builder, arch, name string, o Gemma4Options, embd, layers, 
 	b.Set("general.architecture", String(arch))
 	b.Set("general.name", String(name))
 	b.Set("general.file_type", Uint32(0)) // ALL_F32
+	if o.F16 {
+		b.Set("general.file_type", Uint32(1)) // MOSTLY_F16
+	}
 	b.Set("general.alignment", Uint32(DefaultAlignment))
 	k := func(s string) string { return arch + "." + s }
 	b.Set(k("context_length"), Uint32(uint32(o.Context)))
@@ -89,14 +94,15 @@ func gemma4Common(b *Builder, arch, name string, o Gemma4Options, embd, layers, 
 	b.Set("tokenizer.chat_template", String(tinyChatTemplate))
 }
 
-// gemma4Tensors adds f32 tensors: random matrices and all-ones vectors.
+// gemma4Tensors adds tensors: random matrices (F32, or F16) and all-ones F32 vectors.
 type gemma4Tensors struct {
 	b   *Builder
 	rng *rand.Rand
+	f16 bool
 }
 
 func (g gemma4Tensors) matrix(name string, in, out int) {
-	g.b.Add(weights(name, g.rng, []uint64{uint64(in), uint64(out)}, 1/math.Sqrt(float64(in)), true))
+	g.b.Add(weights(name, g.rng, []uint64{uint64(in), uint64(out)}, 1/math.Sqrt(float64(in)), !g.f16))
 }
 
 func (g gemma4Tensors) ones(name string, n int) {
@@ -124,7 +130,7 @@ func gemma4Target(o Gemma4Options, v vocab) (*Builder, error) {
 	b := &Builder{Version: 3}
 	gemma4Common(b, "gemma4", "llbuild-tiny-gemma4", o, o.Embd, o.Layers, o.FF, v)
 	b.Set("gemma4.embedding_length_per_layer_input", Uint32(0))
-	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x67656d6d6134))} // "gemma4"
+	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x67656d6d6134)), o.F16} // "gemma4"
 	V := len(b.kvStrings("tokenizer.ggml.tokens"))
 	g.b.Add(weights("token_embd.weight", g.rng, []uint64{uint64(o.Embd), uint64(V)}, 1, true))
 	g.ones("output_norm.weight", o.Embd)
@@ -159,7 +165,7 @@ func gemma4Assistant(o Gemma4Options, v vocab) (*Builder, error) {
 	gemma4Common(b, arch, "llbuild-tiny-gemma4-assistant", o, o.AssistantEmbd, o.AssistantLayers, o.AssistantFF, v)
 	b.Set(arch+".embedding_length_out", Uint32(uint32(o.Embd)))
 	b.Set(arch+".nextn_predict_layers", Uint32(uint32(o.AssistantLayers)))
-	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x617373697374))} // "assist"
+	g := gemma4Tensors{b, rand.New(rand.NewPCG(o.Seed, 0x617373697374)), o.F16} // "assist"
 	V := len(b.kvStrings("tokenizer.ggml.tokens"))
 	E, q := o.AssistantEmbd, o.HeadDim*o.Heads
 	g.b.Add(weights("token_embd.weight", g.rng, []uint64{uint64(E), uint64(V)}, 1, true))
@@ -201,6 +207,15 @@ func (b *Builder) kvStrings(key string) []string {
 func BigramGemma4Shape() Gemma4Options {
 	o := TinyGemma4()
 	o.Embd, o.Merges = 68, 1000
+	return o
+}
+
+// BigramGemma4Shape1B is BigramGemma4Shape at a 0.8B model's cost: 16 layers of 2048
+// (16 heads of 128, 8 KV heads), F16 blocks; the assistant stays two layers of rank+2.
+func BigramGemma4Shape1B() Gemma4Options {
+	o := BigramGemma4Shape()
+	o.Embd, o.Layers, o.FF, o.Heads, o.HeadsKV, o.HeadDim, o.Window, o.F16 = 2048, 16, 5632, 16, 8, 128, 512, true
+	o.AssistantFF = 256
 	return o
 }
 

@@ -13,6 +13,10 @@
 #   STAGE ab-bigram               the same with the bigram pair of the King James Version's Old
 #                                 Testament (.carry/old-testament.txt, bigramgguf in .carry): the
 #                                 1b-cost bigram target, and its draft (draft-simple)
+#   STAGE ab-mtp                  the pins' A/B with an MTP draft: the bigram pair in Gemma 4's
+#                                 shape at a 0.8B model's cost (bigramgguf -shape gemma4-1b)
+#   STAGE drafts                  on the new pin, one gemma4 target three ways, interleaved: no
+#                                 draft, the llama bigram draft (draft-simple), its MTP assistant
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
@@ -63,5 +67,28 @@ ab | ab-bigram)
 		tail -5 "$OUT/bench-$kind.log"
 		cp /tmp/runs-$kind/records.json "$OUT/records-$kind.json" 2>/dev/null || true
 	done ;;
+ab-mtp | drafts)
+	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
+	[ -f /tmp/d.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o /tmp/d.gguf || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
+	if [ "$stage" = ab-mtp ]; then
+		for pin in old new; do
+			"$D"/llbuild bundle -t h200 --artifacts "$(artifacts $pin)" -o /tmp/bm-$pin --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+		done
+		set -- /tmp/bm-old /tmp/bm-new
+	else
+		a=$(artifacts new)
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/g-none --model /tmp/g.gguf "${common[@]}" >/dev/null || exit 1
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/g-simple --model /tmp/g.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/g-mtp --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+		set -- /tmp/g-none /tmp/g-simple /tmp/g-mtp
+	fi
+	t0=$SECONDS
+	"$D"/llbuild bench "$@" --mode full --rounds 3 --dir /tmp/runs-"$stage" >"$OUT/bench-$stage.txt" 2>"$OUT/bench-$stage.log"
+	echo "bench $stage: exit $?, $((SECONDS - t0)) s"
+	cat "$OUT/bench-$stage.txt"
+	tail -5 "$OUT/bench-$stage.log"
+	cp /tmp/runs-"$stage"/records.json "$OUT/records-$stage.json" 2>/dev/null || true ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -19,21 +19,25 @@ func main() {
 	text := flag.String("text", "", "the text `FILE` to model")
 	out := flag.String("o", "", "output `FILE.gguf`")
 	assistant := flag.String("assistant", "", "with -shape gemma4: write its MTP assistant to `FILE.gguf`")
-	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred), 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost) or gemma4 (a gemma4 target of 68 with its MTP assistant, -assistant)")
+	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred), 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost) gemma4 (a gemma4 target of 68 with its MTP assistant, -assistant) or gemma4-1b (the same at a 0.8B model's cost)")
 	flag.Parse()
 	if *text == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: bigramgguf -text FILE -o FILE.gguf [-shape target|draft|1b]")
 		os.Exit(2)
 	}
-	if *shape == "gemma4" {
+	if *shape == "gemma4" || *shape == "gemma4-1b" {
+		g := gguf.BigramGemma4Shape()
+		if *shape == "gemma4-1b" {
+			g = gguf.BigramGemma4Shape1B()
+		}
 		if *assistant == "" {
-			fmt.Fprintln(os.Stderr, "bigramgguf: -shape gemma4 writes a target and its MTP assistant: give -assistant FILE.gguf")
+			fmt.Fprintln(os.Stderr, "bigramgguf: -shape gemma4 and gemma4-1b write a target and its MTP assistant: give -assistant FILE.gguf")
 			os.Exit(2)
 		}
 		data, err := os.ReadFile(*text)
 		if err == nil {
 			var t, a *gguf.Builder
-			if t, a, _, err = gguf.BigramGemma4(string(data), gguf.BigramGemma4Shape(), gguf.BigramShapes["draft"]); err == nil {
+			if t, a, _, err = gguf.BigramGemma4(string(data), g, gguf.BigramShapes["draft"]); err == nil {
 				if err = t.WriteFile(*out); err == nil {
 					err = a.WriteFile(*assistant)
 				}
