@@ -625,7 +625,7 @@ func syclVerdicts(host targets.Host, bins []*Binary) []Verdict {
 			v := Verdict{Check: CheckSYCL, Subject: fmt.Sprintf("%s on Intel GPU %d", b.Path, i)}
 			want := g.SYCLDevice
 			if want == "" {
-				want = SYCLDeviceForPCI(g.PCIID)
+				want = targets.SYCLDeviceForPCI(g.PCIID)
 			}
 			switch {
 			case want == "":

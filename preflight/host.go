@@ -237,20 +237,6 @@ func ParseProcDriverVersion(s string) string {
 	return ""
 }
 
-// intelSYCLDevices maps Intel GPU PCI device IDs to the ocloc device names an
-// ahead-of-time SYCL build targets. Only IDs checked against public sources are listed.
-var intelSYCLDevices = map[string]string{
-	"8086:e223": "bmg-g31", // Arc Pro B70 / B65 (BMG-G31)
-	"8086:e20b": "bmg-g21", // Arc B580
-	"8086:e20c": "bmg-g21", // Arc B570
-	"8086:56a0": "acm-g10", // Arc A770
-	"8086:56a1": "acm-g10", // Arc A750
-	"8086:56a5": "acm-g11", // Arc A380
-}
-
-// SYCLDeviceForPCI returns the ocloc device name for an Intel GPU's PCI ID, or "".
-func SYCLDeviceForPCI(id string) string { return intelSYCLDevices[strings.ToLower(id)] }
-
 // IntelGPUsFromSysfs lists Intel display controllers under a sysfs PCI devices directory
 // (/sys/bus/pci/devices). A missing directory yields no GPUs.
 func IntelGPUsFromSysfs(dir string) ([]targets.GPU, error) {
@@ -283,5 +269,5 @@ func IntelGPUFromPCI(vendor, device, class string) (targets.GPU, bool) {
 		return targets.GPU{}, false
 	}
 	id := "8086:" + strings.TrimPrefix(device, "0x")
-	return targets.GPU{Vendor: targets.VendorIntel, PCIID: id, SYCLDevice: SYCLDeviceForPCI(id)}, true
+	return targets.GPU{Vendor: targets.VendorIntel, PCIID: id, SYCLDevice: targets.SYCLDeviceForPCI(id)}, true
 }

@@ -26,10 +26,20 @@ const (
 	oneAPIImage = "intel/deep-learning-essentials:2025.3.3-0-devel-ubuntu24.04"
 )
 
-// syclDevices maps Intel GPU PCI IDs to their SYCL ahead-of-time device names.
-var syclDevices = map[string]string{
-	"8086:e223": "bmg-g31", // Arc Pro B70
+// intelSYCLDevices maps Intel GPU PCI device IDs to the ocloc device names an ahead-of-time
+// SYCL build targets. Only IDs checked against public sources are listed. It is the one table:
+// detection (FromHost) and preflight's checks of a host both read it.
+var intelSYCLDevices = map[string]string{
+	"8086:e223": "bmg-g31", // Arc Pro B70 / B65 (BMG-G31)
+	"8086:e20b": "bmg-g21", // Arc B580
+	"8086:e20c": "bmg-g21", // Arc B570
+	"8086:56a0": "acm-g10", // Arc A770
+	"8086:56a1": "acm-g10", // Arc A750
+	"8086:56a5": "acm-g11", // Arc A380
 }
+
+// SYCLDeviceForPCI returns the ocloc device name for an Intel GPU's PCI ID ("8086:e223"), or "".
+func SYCLDeviceForPCI(id string) string { return intelSYCLDevices[strings.ToLower(id)] }
 
 // FromHost makes a target for a host as detected: CUDA for the first NVIDIA GPU (its
 // architecture only, the newest pinned CUDA image its driver runs), SYCL for a known Intel GPU,
@@ -67,7 +77,7 @@ func FromHost(name string, h Host) (*Target, []string) {
 		case g.Vendor == VendorIntel && t.Build.Backend == BackendCPU:
 			dev := g.SYCLDevice
 			if dev == "" {
-				dev = syclDevices[g.PCIID]
+				dev = SYCLDeviceForPCI(g.PCIID)
 			}
 			if dev == "" {
 				warnings = append(warnings, fmt.Sprintf("Intel GPU %s is not one llbuild knows the SYCL device name of: building for the CPU; set build.sycl.deviceArch to build for it", g.PCIID))

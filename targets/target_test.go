@@ -189,7 +189,10 @@ func TestFromHost(t *testing.T) {
 		{"580 driver gets CUDA 13.0.2", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "9.0"}}, Driver: Driver{Version: "580.159.04", CUDA: "13.0"}}, BackendCUDA, "13.0.2", "90", false},
 		{"610 driver still gets the newest pinned image", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "8.6"}}, Driver: Driver{CUDA: "13.3"}}, BackendCUDA, "13.1.1", "86", false},
 		{"CUDA 12 driver has no pinned image", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorNVIDIA, ComputeCapability: "8.6"}}, Driver: Driver{CUDA: "12.4"}}, BackendCUDA, "", "86", true},
-		{"B70 is a SYCL host", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorIntel, PCIID: "8086:e223"}}}, BackendSYCL, "", "", true},
+		{"B70 is a SYCL host", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorIntel, PCIID: "8086:e223"}}}, BackendSYCL, "", "bmg-g31", true},
+		// the one PCI table: detection knows what preflight knows (it used to build B580 hosts for the CPU)
+		{"B580 is a SYCL host", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorIntel, PCIID: "8086:E20B"}}}, BackendSYCL, "", "bmg-g21", true},
+		{"an unknown Intel GPU is CPU only, with a warning", Host{CPU: v3, GPUs: []GPU{{Vendor: VendorIntel, PCIID: "8086:7d67"}}}, BackendCPU, "", "", true},
 		{"no GPU is CPU only", Host{CPU: v3}, BackendCPU, "", "", false},
 	}
 	for _, tt := range tests {
@@ -197,6 +200,9 @@ func TestFromHost(t *testing.T) {
 			tg, warns := FromHost("box", tt.host)
 			if tg.Build.Backend != tt.wantBackend || (len(warns) > 0) != tt.wantWarn {
 				t.Fatalf("FromHost() backend %s warnings %v, want %s (warnings %v)", tg.Build.Backend, warns, tt.wantBackend, tt.wantWarn)
+			}
+			if tt.wantBackend == BackendSYCL && (tg.Build.SYCL == nil || tg.Build.SYCL.DeviceArch != tt.wantArch) {
+				t.Errorf("sycl = %+v, want device %s", tg.Build.SYCL, tt.wantArch)
 			}
 			if tt.wantBackend == BackendCUDA && (tg.Build.CUDA.Toolkit != tt.wantToolkit || tg.Build.CUDA.Architectures[0] != tt.wantArch) {
 				t.Errorf("cuda = %+v, want toolkit %s arch %s", tg.Build.CUDA, tt.wantToolkit, tt.wantArch)
