@@ -27,6 +27,7 @@ import (
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -681,11 +682,7 @@ func sourceDateEpoch(getenv func(string) string) (time.Time, error) {
 	if s == "" {
 		return time.Unix(0, 0).UTC(), nil
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > 1<<33 {
-		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q is not a non-negative integer number of seconds", s)
-	}
-	return time.Unix(n, 0).UTC(), nil
+	return pipeline.ParseSourceDateEpoch(s)
 }
 
 func sha256Hex(b []byte) string {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -395,7 +396,7 @@ func runtimePlan(t *targets.Target, p *Plan) RuntimePlan {
 		Labels: map[string]string{
 			"org.opencontainers.image.source":   p.Source.URL,
 			"org.opencontainers.image.revision": p.Source.Commit,
-			"org.opencontainers.image.created":  time.Unix(sourceEpoch(p), 0).UTC().Format(time.RFC3339),
+			"org.opencontainers.image.created":  sourceEpoch(p).Format(time.RFC3339),
 			"io.llbuild.target":                 t.Name,
 			"io.llbuild.recipe":                 p.Recipe,
 			"io.llbuild.llama-cpp.commit":       p.Source.Commit,
@@ -423,10 +424,24 @@ func runtimePlan(t *targets.Target, p *Plan) RuntimePlan {
 	return rt
 }
 
-func sourceEpoch(p *Plan) int64 {
-	n := int64(0)
-	fmt.Sscan(p.Env["SOURCE_DATE_EPOCH"], &n)
-	return n
+// ParseSourceDateEpoch reads a SOURCE_DATE_EPOCH value: decimal seconds since the Unix epoch,
+// without a sign or leading zeros, at most 2^33 (the year 2242). It is the one reader of the
+// variable: plans, images and bundles all take their time stamps through it.
+func ParseSourceDateEpoch(s string) (time.Time, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > 1<<33 || strconv.FormatInt(n, 10) != s {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q is not a non-negative integer number of seconds", s)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+// sourceEpoch is the plan's SOURCE_DATE_EPOCH, which Resolve set from the recipes' epochs.
+func sourceEpoch(p *Plan) time.Time {
+	t, err := ParseSourceDateEpoch(p.Env["SOURCE_DATE_EPOCH"])
+	if err != nil {
+		panic("pipeline: " + err.Error()) // Resolve writes it from an int64
+	}
+	return t
 }
 
 func patchList(ps []Patch) string {

@@ -240,3 +240,23 @@ func TestAptOfVersion1Plans(t *testing.T) {
 		t.Errorf("a version 1 plan's apt list reads as %q, want cmake git, unpinned", got)
 	}
 }
+
+func TestParseSourceDateEpoch(t *testing.T) {
+	for s, ok := range map[string]bool{"0": true, "1786972453": true, "8589934592": true, "8589934593": false, "-1": false, "+5": false, "05": false, "1e9": false, "": false, " 5": false} {
+		got, err := ParseSourceDateEpoch(s)
+		if (err == nil) != ok {
+			t.Errorf("ParseSourceDateEpoch(%q) = %v, %v; want ok %v", s, got, err, ok)
+		}
+		if ok && got.Unix() != mustInt(s) {
+			t.Errorf("ParseSourceDateEpoch(%q) = %v", s, got)
+		}
+	}
+}
+
+func mustInt(s string) int64 {
+	var n int64
+	for _, c := range s {
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

@@ -161,12 +161,11 @@ func Assemble(base v1.Image, a *artifacts.Artifacts) (v1.Image, error) {
 }
 
 func sourceDateEpoch(p *pipeline.Plan) (time.Time, error) {
-	s := p.Env["SOURCE_DATE_EPOCH"]
-	var n int64
-	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 || fmt.Sprint(n) != s {
-		return time.Time{}, fmt.Errorf("plan %s: SOURCE_DATE_EPOCH %q is not a non-negative integer", p.ShortHash(), s)
+	t, err := pipeline.ParseSourceDateEpoch(p.Env["SOURCE_DATE_EPOCH"])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("plan %s: %w", p.ShortHash(), err)
 	}
-	return time.Unix(n, 0).UTC(), nil
+	return t, nil
 }
 
 // mergeEnv overrides base's KEY=VALUE entries with env, keeping base's order and adding
