@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -15,8 +16,48 @@ import (
 	"github.com/llbuild/llbuild/pipeline"
 )
 
-// version is set at link time (-ldflags "-X main.version=...").
+// version is set at link time (-ldflags "-X main.version=..."); provenance and publish tags
+// record it. Without it, --version prints the module version and VCS revision Go recorded in
+// the binary (versionString).
 var version = "dev"
+
+// versionString is what --version prints: the link-time version, or the module's version
+// ("(devel)" for a build from a checkout) with the commit, its time and whether the tree had
+// changes, as debug.ReadBuildInfo has them.
+func versionString() string {
+	if version != "dev" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown (no build information in the binary)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, when, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		v += " " + rev[:min(12, len(rev))]
+		if when != "" {
+			v += " " + when
+		}
+		if modified == "true" {
+			v += " (with uncommitted changes)"
+		}
+	}
+	return v + " " + info.GoVersion
+}
 
 // Exit codes, documented in README.
 const (
@@ -58,7 +99,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	app := &cli.App{
 		Name:                 "llbuild",
 		Usage:                "build, bundle, check and serve host-matched llama.cpp",
-		Version:              version,
+		Version:              versionString(),
 		Reader:               stdin,
 		Writer:               stdout,
 		ErrWriter:            stderr,

@@ -172,6 +172,19 @@ func TestBundleIsDeterministicAndVerifies(t *testing.T) {
 			t.Errorf("stdout %q, want the manifest's sha256 and each path written:\n%s", stdout, want)
 		}
 		manifests = append(manifests, b)
+		if i == 0 {
+			// --json: the same in one object
+			jd := filepath.Join(t.TempDir(), "json")
+			code, js, stderr := runCLI(t, append(in.args("--draft", in.Draft, "-o", jd, "--ctx-size", "1024", "--batch-size", "1024", "--ubatch-size", "1024", "--threads", "8", "--poll", "100",
+				"--spec-draft-n-max", "7", "--spec-draft-n-min", "2", "--spec-draft-p-min", "0.12", "--spec-draft-threads", "32", "--env", "GGML_SYCL_ENABLE_VMM=0"), "--json")...)
+			var got struct {
+				ManifestSHA256, Dir, Target string
+				Files                       int
+			}
+			if err := json.Unmarshal([]byte(js), &got); code != 0 || err != nil || got.ManifestSHA256 != bytesHex(sum[:]) || got.Dir != jd || got.Files == 0 || got.Target == "" {
+				t.Errorf("bundle --json: exit %d, %v, %+v; want the manifest's sha256 %s, the directory, its files and target\n%s", code, err, got, bytesHex(sum[:]), stderr)
+			}
+		}
 		if code, stdout, stderr := runCLI(t, "verify", dir); code != 0 {
 			t.Errorf("verify %s: exit %d\n%s%s", dir, code, stdout, stderr)
 		}

@@ -36,7 +36,7 @@ var intKnobs = []struct {
 
 func bundleCommand() *cli.Command {
 	flags := []cli.Flag{
-		targetFlag, targetFileFlag,
+		targetFlag, targetFileFlag, jsonFlag,
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
 		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild server's output) built for the target"},
@@ -63,7 +63,8 @@ func bundleCommand() *cli.Command {
 			"GGUF facts, llama-server's exact arguments and environment, and the API the entrypoint\n" +
 			"(llbuild serve .) serves. Inputs are checked before anything is written; the bundle is\n" +
 			"assembled beside -o and renamed into place. The same inputs give the same manifest bytes.\n" +
-			"Prints the bundle's manifest sha256 on stdout.",
+			"stdout: the manifest's sha256 and the bundle's path (two columns, as sha256sum prints them),\n" +
+			"and a second line for the archive with --archive; --json prints one object instead.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -156,9 +157,21 @@ func bundleCommand() *cli.Command {
 					continue
 				}
 				loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
+				if c.Bool("json") {
+					continue
+				}
 				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where); err != nil {
 					return err
 				}
+			}
+			if c.Bool("json") {
+				return writeJSON(stdoutOf(c), struct {
+					ManifestSHA256 string `json:"manifestSha256"`
+					Dir            string `json:"dir"`
+					Archive        string `json:"archive,omitempty"`
+					Target         string `json:"target"`
+					Files          int    `json:"files"`
+				}{sha256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
 			}
 			return nil
 		},

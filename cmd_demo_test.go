@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,5 +46,11 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 	got, err := exec.Command(filepath.Join(dir, "llama-server")).CombinedOutput()
 	if err != nil || !strings.Contains(string(got), "fake llama-server (patched by llbuild)") {
 		t.Errorf("the demonstration's llama-server printed %q (%v), want the patched fixture's greeting", got, err)
+	}
+	// --json: the same build (cached in the work directory's artifacts) as one array entry
+	code, js, stderr := runCLI(t, append(args, "--json")...)
+	var rows []struct{ Target, PlanHash, Dir, Image, Error string }
+	if err := json.Unmarshal([]byte(js), &rows); code != exitOK || err != nil || len(rows) != 1 || rows[0].Dir != dir || rows[0].Target != "cpu-v3" || len(rows[0].PlanHash) != 64 || rows[0].Error != "" {
+		t.Errorf("server --json: exit %d, %v, %+v; want one row for cpu-v3 with the directory %s and its plan hash\n%s", code, err, rows, dir, stderr)
 	}
 }

@@ -43,11 +43,13 @@ LLBUILD_REGISTRY_USER and LLBUILD_REGISTRY_PASSWORD, used for the --registry hos
 appear in output or errors.
 
 stdout: one image digest per published target, in input order (--target names first, then
---target-file files). --digest-file gets "target<TAB>repo@digest" lines, written atomically.
+--target-file files); --json prints an array instead (target, tags, digest, ref, existing, moved
+tags, error). --digest-file gets "target<TAB>repo@digest" lines, written atomically.
 Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad tag template).`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
 			&cli.StringSliceFlag{Name: "target-file", Usage: "target `FILE` (repeatable), published after the --target names"},
+			jsonFlag,
 			&cli.StringFlag{Name: "registry", Usage: "repository `HOST[:PORT]/REPO` that receives the images, e.g. ghcr.io/OWNER/llama-server"},
 			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
 			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine) or host (this machine), for targets that need building"},
@@ -175,15 +177,36 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		return err
 	}
 	stdout := stdoutOf(c)
+	type published struct {
+		Target   string   `json:"target"`
+		Tags     []string `json:"tags"`
+		Digest   string   `json:"digest,omitempty"`
+		Ref      string   `json:"ref,omitempty"`
+		Existing bool     `json:"existing"`
+		Moved    []string `json:"moved"`
+		Error    string   `json:"error,omitempty"`
+	}
+	report := []published{}
 	for _, r := range results {
+		p := published{Target: r.Target, Tags: nonNil(r.Tags), Digest: r.Digest, Ref: r.Ref, Existing: r.Existing, Moved: nonNil(r.Moved)}
 		if r.Err != nil {
 			errs = append(errs, r.Err)
+			p.Error = r.Err.Error()
+			report = append(report, p)
 			continue
 		}
+		report = append(report, p)
 		if r.Existing {
 			log.Info("already published", "target", r.Target, "ref", r.Ref, "moved", strings.Join(r.Moved, ","))
 		}
-		fmt.Fprintln(stdout, r.Digest)
+		if !c.Bool("json") {
+			fmt.Fprintln(stdout, r.Digest)
+		}
+	}
+	if c.Bool("json") {
+		if err := writeJSON(stdout, report); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if f := c.String("digest-file"); f != "" {
 		if err := atomicfile.WriteFile(f, publish.DigestLines(results), 0o644); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,6 +144,25 @@ func TestPublishPushesTaggedImagesThatPreflightJudges(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "already published") {
 		t.Errorf("stderr does not say the targets were already published:\n%s", stderr)
+	}
+	// --json: one object per target, the same digests, each marked existing
+	code, js, stderr := runCLI(t, append(fx.args(repo), "--json")...)
+	var rows []struct {
+		Target, Digest, Ref string
+		Existing            bool
+		Tags                []string
+	}
+	if err := json.Unmarshal([]byte(js), &rows); code != exitOK || err != nil {
+		t.Fatalf("publish --json: exit %d, %v\n%s%s", code, err, js, stderr)
+	}
+	printed := strings.Fields(stdout)
+	if len(rows) != len(printed) {
+		t.Fatalf("publish --json: %d rows, want %d", len(rows), len(printed))
+	}
+	for i, r := range rows {
+		if r.Digest != printed[i] || !r.Existing || r.Ref != repo+"@"+r.Digest || len(r.Tags) == 0 {
+			t.Errorf("publish --json row %d = %+v, want digest %s, existing, ref and tags", i, r, printed[i])
+		}
 	}
 }
 

@@ -25,7 +25,8 @@ func serverCommand() *cli.Command {
 		Description: "Resolves each target's plan (see llbuild plan) and carries it out with the dagger executor\n" +
 			"(an engine runs the plan's devel image) or the host executor (this machine's compilers).\n" +
 			"Artifacts land in OUT/<target>/<plan hash>/ with artifacts.json and provenance.json.\n" +
-			"stdout: one line per target, the artifact directory, or the image digest with --image-out/--push.\n" +
+			"stdout: one line per target, the artifact directory, or the image digest with --image-out/--push;\n" +
+			"--json prints an array instead: target, plan hash, directory, image digest, error.\n" +
 			"Exit status: 0 all built, 1 a build failed, 2 usage.",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
@@ -42,6 +43,7 @@ func serverCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
 			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
 			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
+			jsonFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -141,21 +143,44 @@ func serverCommand() *cli.Command {
 				}
 			}
 			stdout := stdoutOf(c)
+			type built struct {
+				Target   string `json:"target"`
+				PlanHash string `json:"planHash"`
+				Dir      string `json:"dir,omitempty"`
+				Image    string `json:"image,omitempty"`
+				Error    string `json:"error,omitempty"`
+			}
+			var report []built
 			for _, r := range results {
+				b := built{Target: r.Plan.Target, PlanHash: r.Plan.Hash, Dir: r.Dir}
 				if r.Err != nil {
 					errs = append(errs, r.Err)
+					b.Error = r.Err.Error()
+					report = append(report, b)
 					continue
 				}
-				if !imaging {
-					fmt.Fprintln(stdout, r.Dir)
-					continue
+				if imaging {
+					digest, err := buildImage(c, r, runtimeBase)
+					if err != nil {
+						err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)
+						errs = append(errs, err)
+						b.Error = err.Error()
+					}
+					b.Image = digest
 				}
-				digest, err := buildImage(c, r, runtimeBase)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("target %s: image: %w", r.Plan.Target, err))
-					continue
+				report = append(report, b)
+				switch {
+				case c.Bool("json") || b.Error != "":
+				case imaging:
+					fmt.Fprintln(stdout, b.Image)
+				default:
+					fmt.Fprintln(stdout, b.Dir)
 				}
-				fmt.Fprintln(stdout, digest)
+			}
+			if c.Bool("json") {
+				if err := writeJSON(stdout, report); err != nil {
+					errs = append(errs, err)
+				}
 			}
 			return errors.Join(errs...)
 		},

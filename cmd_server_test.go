@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,14 @@ func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
 		t.Errorf("a failed build wrote %v", m)
+	}
+	// --json still says which target failed and why, on stdout, and exits 1
+	code, js, _ := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir(), "--json")
+	var rows []struct{ Target, Dir, Error string }
+	if err := json.Unmarshal([]byte(js), &rows); code != exitFailed || err != nil || len(rows) != 1 || rows[0].Target != "cpu-v3" || rows[0].Dir != "" ||
+		!strings.Contains(rows[0].Error, "0001-ggml-cuda-link-driver-interface.patch does not apply") {
+		t.Errorf("server --json of a failing build: exit %d, %v, %+v; want 1 and the target's error", code, err, rows)
 	}
 }
 

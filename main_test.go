@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -172,5 +174,26 @@ func TestPlanTextShowsTheRuntimeEnv(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// --version says which build this is (Go's build information), not "dev"; a link-time
+// version wins.
+func TestVersionSaysWhichBuild(t *testing.T) {
+	code, out, _ := runCLI(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "llbuild version ") || strings.TrimSpace(out) == "llbuild version dev" || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("--version: exit %d, %q; want the module version and %s", code, out, runtime.Version())
+	}
+	rev, rerr := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if rerr != nil {
+		return // not a git checkout: the binary carries no revision to check
+	}
+	bin := filepath.Join(t.TempDir(), "llbuild")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out2, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.Contains(string(out2), strings.TrimSpace(string(rev))) {
+		t.Errorf("--version of a build from the checkout: %q (%v); want the commit %s", out2, err, rev)
 	}
 }

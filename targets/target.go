@@ -512,7 +512,12 @@ func sortedKeys[V any](m map[string]V) []string {
 func Nearest(s string, candidates []string) string {
 	best, bestD := "", len(s)/2+2
 	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD || (strings.HasPrefix(c, s) && s != "") {
+		d := editDistance(s, c)
+		// a misspelt first part of a longer name ("olres" for olares-one) is near it too
+		if i := strings.Index(c, "-"); i > 0 {
+			d = min(d, editDistance(s, c[:i]))
+		}
+		if d < bestD || (strings.HasPrefix(c, s) && s != "") {
 			best, bestD = c, min(d, bestD)
 		}
 	}

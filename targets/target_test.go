@@ -248,3 +248,12 @@ func TestResolveHostTakesAHostOnlyFile(t *testing.T) {
 		t.Errorf("ResolveHost(cpu-v3) = %v", err)
 	}
 }
+
+func TestNearestName(t *testing.T) {
+	names := []string{"b70", "cpu-v3", "h200", "olares-one", "rtx3090"}
+	for in, want := range map[string]string{"olares": "olares-one", "olres": "olares-one", "rtx3909": "rtx3090", "cpu-v9": "cpu-v3", "h20": "h200", "zzzzzzzz": ""} {
+		if got := Nearest(in, names); got != want {
+			t.Errorf("Nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
