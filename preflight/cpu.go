@@ -87,9 +87,25 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 		v.Fix = "system libraries come from the host or image they run on; check llama.cpp's own files, which ship with the build"
 		return v
 	}
+	if missing == x86.LZCNT {
+		// lzcnt is F3 0F BD: a CPU without it ignores the prefix and runs bsr, which answers
+		// another question (the highest set bit's index, not the count of leading zeros; 0
+		// leaves the destination undefined). Nothing traps: the results are wrong.
+		v.Status = Fail
+		v.Reason = "uses LZCNT, which the CPU lacks: no SIGILL, the CPU runs those instructions as BSR, which returns a different result: the code would compute wrong results"
+		if c.IFuncResolvers > 0 || len(c.CPUIDChosen) > 0 {
+			v.Reason += " (outside the functions picked at run time by " + choosers(c) + ")"
+		}
+		v.Evidence = evidence(b, c.Examples, missing, 6)
+		v.Fix = "rebuild " + path.Base(b.Path) + " with -mno-lzcnt in its compile flags (CMAKE_C_FLAGS and CMAKE_CXX_FLAGS: a library ggml's GGML_<ISA> options do not reach, such as libmtmd, takes only those), or run it on a CPU with LZCNT (every x86-64-v3 CPU has it)"
+		return v
+	}
 	if missing != 0 {
 		v.Status = Fail
 		v.Reason = fmt.Sprintf("uses %s, which the CPU lacks: SIGILL (illegal instruction) when that code runs", featureList(missing))
+		if missing&x86.LZCNT != 0 {
+			v.Reason += "; its LZCNT instructions would not trap but run as BSR and compute wrong results"
+		}
 		if c.IFuncResolvers > 0 || len(c.CPUIDChosen) > 0 {
 			v.Reason += " (outside the functions picked at run time by " + choosers(c) + ")"
 		}
