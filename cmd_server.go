@@ -99,6 +99,9 @@ func serverCommand() *cli.Command {
 					errs = append(errs, err)
 					continue
 				}
+				if p.Recipe != "server" {
+					return usagef("--recipe %s is the %q recipe; llbuild server builds the server recipe (llbuild wheel builds the wheel)", c.String("recipe"), p.Recipe)
+				}
 				plans = append(plans, p)
 			}
 			if err := errors.Join(errs...); err != nil {

@@ -24,6 +24,9 @@ func TestServerRefusesBadUsage(t *testing.T) {
 		{"the default --out inside the source", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "."}, "is inside the source"},
 		{"an unknown target", []string{"server", "-t", "cpu-v9"}, "unknown target"},
 		{"no jobs", []string{"server", "-t", "cpu-v3", "--jobs", "0"}, "--jobs must be at least 1"},
+		{"a recipe that is not a file", []string{"server", "-t", "cpu-v3", "--recipe", "wheel"}, "takes a server recipe FILE.yaml"},
+		{"another kind of recipe file", []string{"server", "-t", "cpu-v3", "--recipe", "recipes/wheel.yaml"}, `is the "wheel" recipe`},
+		{"a recipe file that is not there", []string{"server", "-t", "cpu-v3", "--recipe", "nosuch.yaml"}, "reading recipe file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
