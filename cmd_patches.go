@@ -143,7 +143,7 @@ func writeStatus(w interface{ Write([]byte) (int, error) }, rep *patches.Report)
 // where names what the series was applied to: a commit, or a plain tree by its tree hash.
 func where(rep *patches.Report) string {
 	if rep.Commit == "" {
-		return "TREE " + rep.Tree[:min(12, len(rep.Tree))] + " (" + rep.Source + ", not a git repository)"
+		return "TREE " + rep.Tree[:min(len("sha256:")+12, len(rep.Tree))] + " (" + rep.Source + ", not a git repository)"
 	}
 	return rep.Commit[:min(12, len(rep.Commit))]
 }

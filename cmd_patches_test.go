@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/gitfixture"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // fixtureSeries writes a series of fixture patches into a directory of its own.
@@ -123,7 +124,7 @@ func TestPatchesStatusChecksAPlainTree(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if want := gitfixture.Git(t, r.Dir, 0, "rev-parse", r.New+"^{tree}"); rep["tree"] != want || rep["commit"] != "" || rep["commitTime"] != nil {
+	if want, err := pipeline.TreeHash(dir); err != nil || rep["tree"] != want || rep["commit"] != "" || rep["commitTime"] != nil {
 		t.Errorf("--json = %v, want tree %s, an empty commit and no commit time", rep, want)
 	}
 }

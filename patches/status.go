@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/srctree"
 )
 
 // State is where one patch of the series stands at a commit.
@@ -48,8 +50,9 @@ type Report struct {
 	Source string `json:"source"`
 	// Commit is the commit the series was applied to; empty for a plain tree.
 	Commit string `json:"commit"`
-	// Tree is the git tree hash of a plain source tree's files as indexed (what .gitignore
-	// files in it leave out is not there); empty for a repository.
+	// Tree is a plain source tree's content hash, as a build's provenance names it
+	// (srctree.Hash: every file but .git's, "sha256:…"); empty for a repository. The series is
+	// applied to the files as git add -A indexes them, honouring .gitignore files in the tree.
 	Tree string `json:"tree,omitempty"`
 	// CommitTime is the commit's committer time in Unix seconds; 0 for a plain tree.
 	CommitTime int64 `json:"commitTime,omitempty"`
@@ -151,11 +154,11 @@ func (g *indexGit) indexTree(ctx context.Context, repo string) (*Report, error) 
 	if out, err := g.run(ctx, "add", "--all", "--", "."); err != nil {
 		return nil, fmt.Errorf("indexing the files of %s: %s", repo, oneLine(out))
 	}
-	tree, err := g.run(ctx, "write-tree")
+	tree, err := srctree.Hash(repo)
 	if err != nil {
-		return nil, fmt.Errorf("indexing the files of %s: %s", repo, oneLine(tree))
+		return nil, err
 	}
-	return &Report{Source: repo, Tree: strings.TrimSpace(tree)}, nil
+	return &Report{Source: repo, Tree: tree}, nil
 }
 
 // applySeries applies series in order to the private index and fills in rep's results.
