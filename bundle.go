@@ -72,8 +72,14 @@ type bundleOutput struct {
 	Epoch time.Time
 	// Progress, if set, receives a progress line now and then (a terminal).
 	Progress io.Writer
-	Log      *slog.Logger
+	// PlainProgress, without Progress, logs how far copying and hashing got every
+	// plainProgressEvery, for a log that is not a terminal (a large model takes minutes).
+	PlainProgress bool
+	Log           *slog.Logger
 }
+
+// plainProgressEvery is how often PlainProgress logs.
+var plainProgressEvery = 30 * time.Second
 
 // bundleFile is one file to place in the bundle.
 type bundleFile struct {
@@ -539,6 +545,9 @@ func placeFiles(ctx context.Context, root string, files []bundleFile, out bundle
 	var done atomic.Int64
 	stopProgress := startProgress(out.Progress, total, &done)
 	defer stopProgress()
+	if out.Progress == nil && out.PlainProgress {
+		defer startPlainProgress(out.Log, total, &done, plainProgressEvery)()
+	}
 	for _, d := range []string{manifest.BinDir, manifest.LibDir, manifest.ModelsDir} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
 			return nil, err
@@ -659,6 +668,32 @@ func startProgress(w io.Writer, total int64, done *atomic.Int64) func() {
 				return
 			case <-t.C:
 				print()
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+// startPlainProgress logs how many of total bytes are done every interval until stopped.
+func startPlainProgress(log *slog.Logger, total int64, done *atomic.Int64, every time.Duration) func() {
+	if total == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				d, secs := done.Load(), time.Since(start).Seconds()
+				log.Info("bundling: copying and hashing", "done", fmt.Sprintf("%.0f of %.0f MB (%.0f%%)", float64(d)/1e6, float64(total)/1e6, 100*float64(d)/float64(total)),
+					"elapsed", time.Since(start).Round(time.Second).String(), "MB/s", fmt.Sprintf("%.0f", float64(d)/1e6/max(secs, 1e-9)))
 			}
 		}
 	}()

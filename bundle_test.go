@@ -930,3 +930,33 @@ func TestQuietKeepsOnlyResults(t *testing.T) {
 		t.Errorf("without --quiet the log has no info lines (the test shows nothing): %q", loud)
 	}
 }
+
+// Bundling a large model with a log that is not a terminal says now and then how far the
+// copying and hashing got (here every 2 ms instead of 30 s, so that a 51 MB model shows it).
+func TestBundleLogsProgressWhenNotATerminal(t *testing.T) {
+	in := newBundleInputs(t)
+	b, err := gguf.TinyLlama(gguf.DefaultTiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gguf.PadVocab(b, gguf.DefaultTiny(), 200000)
+	big := filepath.Join(in.Dir, "big.gguf")
+	if err := b.WriteFile(big); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { plainProgressEvery = d }(plainProgressEvery)
+	plainProgressEvery = 2 * time.Millisecond
+	args := []string{"bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", big, "-o", filepath.Join(t.TempDir(), "b")}
+	code, _, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "bundling: copying and hashing") || !strings.Contains(stderr, " MB (") {
+		t.Errorf("stderr has no progress lines:\n%s", stderr)
+	}
+	// --quiet keeps them out
+	args = append(args[:len(args)-1], filepath.Join(t.TempDir(), "c"), "--quiet")
+	if code, _, stderr := runCLI(t, args...); code != 0 || strings.Contains(stderr, "bundling: copying") {
+		t.Errorf("bundle --quiet: exit %d, progress in stderr:\n%s", code, stderr)
+	}
+}

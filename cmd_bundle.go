@@ -50,7 +50,7 @@ func bundleCommand() *cli.Command {
 		&cli.BoolFlag{Name: "scores-traffic-independent", Value: true, Usage: "prompt-token logprobs bit-identical whatever else the server runs (--prompt-logprobs-alone --no-kv-unified, a server with patch 0007); =false lets scoring share batches, a little faster under concurrent load"},
 		&cli.BoolFlag{Name: "link", Usage: "hard-link or reflink files instead of copying them where the filesystem allows (the inputs must then stay unchanged)"},
 		&cli.BoolFlag{Name: "force", Usage: "replace an existing output directory or archive"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress: neither the bar on a terminal nor the lines every 30 s otherwise"},
 	}
 	for _, k := range intKnobs {
 		flags = append(flags, &cli.IntFlag{Name: k.flag, Usage: k.usage, DefaultText: "left out: llama-server's own"})
@@ -132,6 +132,8 @@ func bundleCommand() *cli.Command {
 			}
 			if stderr := stderrOf(c); !c.Bool("quiet") && isTerminal(stderr) {
 				out.Progress = stderr
+			} else if !c.Bool("quiet") {
+				out.PlainProgress = true // a log line every 30 s where stderr is not a terminal
 			}
 			plan, err := planBundle(in)
 			if err != nil {
