@@ -82,15 +82,7 @@ func gemma4Common(b *Builder, arch, name string, o Gemma4Options, embd, layers, 
 	b.Set(k("rope.freq_base"), Float32(1e6))
 	b.Set(k("rope.freq_base_swa"), Float32(1e4))
 	b.Set(k("vocab_size"), Uint32(uint32(len(tokens))))
-	b.Set("tokenizer.ggml.model", String("llama"))
-	b.Set("tokenizer.ggml.tokens", Array(tokens))
-	b.Set("tokenizer.ggml.scores", Array(scores))
-	b.Set("tokenizer.ggml.token_type", Array(types))
-	b.Set("tokenizer.ggml.unknown_token_id", Uint32(0))
-	b.Set("tokenizer.ggml.bos_token_id", Uint32(1))
-	b.Set("tokenizer.ggml.eos_token_id", Uint32(2))
-	b.Set("tokenizer.ggml.add_bos_token", Bool(true))
-	b.Set("tokenizer.ggml.add_eos_token", Bool(false))
+	setTokenizer(b, tokens, scores, types)
 	b.Set("tokenizer.chat_template", String(tinyChatTemplate))
 }
 

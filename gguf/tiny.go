@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 )
 
 // TinyOptions describe a tiny random-weight llama model. Zero fields take
@@ -125,15 +123,7 @@ func llamaModel(o TinyOptions, tokens []string, scores []float32, types []int32)
 	b.Set("llama.rope.freq_base", Float32(10000))
 	b.Set("llama.attention.layer_norm_rms_epsilon", Float32(1e-5))
 	b.Set("llama.vocab_size", Uint32(uint32(len(tokens))))
-	b.Set("tokenizer.ggml.model", String("llama"))
-	b.Set("tokenizer.ggml.tokens", Array(tokens))
-	b.Set("tokenizer.ggml.scores", Array(scores))
-	b.Set("tokenizer.ggml.token_type", Array(types))
-	b.Set("tokenizer.ggml.unknown_token_id", Uint32(0))
-	b.Set("tokenizer.ggml.bos_token_id", Uint32(1))
-	b.Set("tokenizer.ggml.eos_token_id", Uint32(2))
-	b.Set("tokenizer.ggml.add_bos_token", Bool(true))
-	b.Set("tokenizer.ggml.add_eos_token", Bool(false))
+	setTokenizer(b, tokens, scores, types)
 	if !o.NoChatTemplate {
 		b.Set("tokenizer.chat_template", String(tinyChatTemplate))
 	}
@@ -327,90 +317,24 @@ The Quick Brown Fox said Hello World to The Server
 numbers like 1 2 3 42 100 and 2026 appear in text too
 `
 
+// setTokenizer writes a SentencePiece ("llama") tokenizer of TinyVocab's layout: <unk> 0,
+// BOS 1 (added), EOS 2.
+func setTokenizer(b *Builder, tokens []string, scores []float32, types []int32) {
+	b.Set("tokenizer.ggml.model", String("llama"))
+	b.Set("tokenizer.ggml.tokens", Array(tokens))
+	b.Set("tokenizer.ggml.scores", Array(scores))
+	b.Set("tokenizer.ggml.token_type", Array(types))
+	b.Set("tokenizer.ggml.unknown_token_id", Uint32(0))
+	b.Set("tokenizer.ggml.bos_token_id", Uint32(1))
+	b.Set("tokenizer.ggml.eos_token_id", Uint32(2))
+	b.Set("tokenizer.ggml.add_bos_token", Bool(true))
+	b.Set("tokenizer.ggml.add_eos_token", Bool(false))
+}
+
 // TinyVocab returns the tiny tokenizer's tokens, scores and token types
-// with the given number of merged pieces.
+// with the given number of merged pieces: CorpusVocab of the tiny corpus.
 func TinyVocab(merges int) (tokens []string, scores []float32, types []int32) {
-	add := func(tok string, score float32, typ int32) {
-		tokens = append(tokens, tok)
-		scores = append(scores, score)
-		types = append(types, typ)
-	}
-	add("<unk>", 0, tokenUnknown)
-	add("<s>", 0, tokenControl)
-	add("</s>", 0, tokenControl)
-	for i := 0; i < 256; i++ {
-		add(fmt.Sprintf("<0x%02X>", i), 0, tokenByte)
-	}
-
-	// Words as SentencePiece sees them: each preceded by ▁.
-	var words [][]string
-	charSet := map[string]bool{spaceMark: true}
-	for _, line := range strings.Split(tinyCorpus, "\n") {
-		for _, w := range strings.Fields(line) {
-			var syms []string
-			syms = append(syms, spaceMark)
-			for _, r := range w {
-				syms = append(syms, string(r))
-				charSet[string(r)] = true
-			}
-			words = append(words, syms)
-		}
-	}
-	chars := make([]string, 0, len(charSet))
-	for c := range charSet {
-		chars = append(chars, c)
-	}
-	sort.Strings(chars)
-	for i, c := range chars {
-		// Single characters never result from a merge, so their scores
-		// only need to rank below every merged piece.
-		add(c, float32(-1e6-float64(i)), tokenNormal)
-	}
-
-	seen := map[string]bool{}
-	for _, t := range tokens {
-		seen[t] = true
-	}
-	// Byte-pair merges: the most frequent adjacent pair first, ties broken
-	// by the pair's text so the result does not depend on map order.
-	// Earlier merges score higher, which is the order llama.cpp's SPM
-	// tokenizer applies them in.
-	for m := 0; m < merges; m++ {
-		counts := map[[2]string]int{}
-		for _, w := range words {
-			for i := 0; i+1 < len(w); i++ {
-				counts[[2]string{w[i], w[i+1]}]++
-			}
-		}
-		var best [2]string
-		bestN := 0
-		for p, n := range counts {
-			if seen[p[0]+p[1]] {
-				continue
-			}
-			if n > bestN || n == bestN && p[0]+"\x00"+p[1] < best[0]+"\x00"+best[1] {
-				best, bestN = p, n
-			}
-		}
-		if bestN == 0 {
-			break
-		}
-		merged := best[0] + best[1]
-		seen[merged] = true
-		add(merged, float32(-m), tokenNormal)
-		for wi, w := range words {
-			var out []string
-			for i := 0; i < len(w); i++ {
-				if i+1 < len(w) && w[i] == best[0] && w[i+1] == best[1] {
-					out = append(out, merged)
-					i++
-					continue
-				}
-				out = append(out, w[i])
-			}
-			words[wi] = out
-		}
-	}
+	tokens, scores, types, _ = CorpusVocab(tinyCorpus, merges)
 	return tokens, scores, types
 }
 
