@@ -73,23 +73,11 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 			return bumpToNewSeries(ctx, opts, oldRecipe, oldSeries)
 		}
 	}
-	_, series, err := patches.Refresh(seriesFS, seriesName, nil)
+	newSeries, _, res, err := seriesAt(ctx, opts, seriesFS, seriesName, "")
 	if err != nil {
 		return nil, err
 	}
-	rep, err := patches.Status(ctx, opts.Source, opts.Commit, series)
-	if err != nil {
-		return nil, err
-	}
-	res := &BumpResult{Status: rep}
-	drop, err := refuseUnapplied(opts, rep, res)
-	if err != nil {
-		return nil, err
-	}
-	newSeries, _, err := patches.Refresh(seriesFS, seriesName, drop)
-	if err != nil {
-		return nil, err
-	}
+	rep := res.Status
 	if _, err := patches.Load(overlay{seriesFS, seriesName, newSeries}, seriesName); err != nil {
 		return nil, fmt.Errorf("the rewritten series would not load: %w", err)
 	}
@@ -115,6 +103,31 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		res.Written = append(res.Written, opts.RecipeFile)
 	}
 	return res, nil
+}
+
+// seriesAt refreshes the digests of the series file name of fsys, applies it at opts.Commit
+// and refuses as refuseUnapplied does; it returns the series file's contents and its patches
+// without the ones dropped as upstream, and the result so far. label prefixes an error reading
+// the series.
+func seriesAt(ctx context.Context, opts BumpOptions, fsys fs.FS, name, label string) ([]byte, []patches.Patch, *BumpResult, error) {
+	_, series, err := patches.Refresh(fsys, name, nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s%w", label, err)
+	}
+	rep, err := patches.Status(ctx, opts.Source, opts.Commit, series)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res := &BumpResult{Status: rep}
+	drop, err := refuseUnapplied(opts, rep, res)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	data, series, err := patches.Refresh(fsys, name, drop)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return data, series, res, nil
 }
 
 // refuseUnapplied says which patches to drop (upstream, with DropUpstream), and refuses when a

@@ -26,25 +26,11 @@ func bumpToNewSeries(ctx context.Context, opts BumpOptions, oldRecipe, oldSeries
 	if err != nil {
 		return nil, fmt.Errorf("the series being replaced does not load, so it cannot be recorded: %w; fix it (llbuild recipe bump --commit %s refreshes its digests) first", err, old.Source.Commit)
 	}
-	newFS, newName := os.DirFS(filepath.Dir(opts.NewSeries)), filepath.Base(opts.NewSeries)
-	newSeries, series, err := patches.Refresh(newFS, newName, nil)
-	if err != nil {
-		return nil, fmt.Errorf("the new series: %w", err)
-	}
-	rep, err := patches.Status(ctx, opts.Source, opts.Commit, series)
+	newSeries, series, res, err := seriesAt(ctx, opts, os.DirFS(filepath.Dir(opts.NewSeries)), filepath.Base(opts.NewSeries), "the new series: ")
 	if err != nil {
 		return nil, err
 	}
-	res := &BumpResult{Status: rep}
-	drop, err := refuseUnapplied(opts, rep, res)
-	if err != nil {
-		return nil, err
-	}
-	if len(drop) > 0 {
-		if newSeries, series, err = patches.Refresh(newFS, newName, drop); err != nil {
-			return nil, err
-		}
-	}
+	rep := res.Status
 	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, rep.Count)
 	if err != nil {
 		return nil, err
