@@ -3,8 +3,6 @@ package patches
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 )
 
@@ -62,15 +60,11 @@ func class(s State) string {
 // change instead of all N, and it assumes that a state, once changed, stays so; where history
 // went back and forth it finds one of the changes. Like Status, it never writes the repository.
 func StatusRange(ctx context.Context, repo, from, to string, series []Patch) (*RangeReport, error) {
-	tmp, err := os.MkdirTemp("", "llbuild-status-")
+	g, tmp, cleanup, err := openIndexGit(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	g, err := newIndexGit(ctx, repo, tmp)
-	if err != nil {
-		return nil, err
-	}
+	defer cleanup()
 	if g.plain {
 		return nil, fmt.Errorf("source %s is a plain tree, not a git repository, so it has no history to search: give a checkout or mirror (git clone --mirror https://github.com/ggml-org/llama.cpp)%w", repo, ErrNoCommit)
 	}
@@ -150,17 +144,11 @@ func (p *prober) at(ctx context.Context, i int) (*Report, error) {
 	if r, ok := p.reports[i]; ok {
 		return r, nil
 	}
-	commit := p.path[i]
-	rep := &Report{Source: p.repo, Commit: commit}
-	if out, err := p.g.run(ctx, "show", "-s", "--format=%ct", commit); err != nil {
-		return nil, fmt.Errorf("reading the time of %s: %s", commit, oneLine(out))
-	} else if rep.CommitTime, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
-		return nil, fmt.Errorf("reading the time of %s: %w", commit, err)
+	rep, err := p.g.loadCommit(ctx, p.repo, p.path[i])
+	if err != nil {
+		return nil, err
 	}
-	if out, err := p.g.run(ctx, "read-tree", commit); err != nil {
-		return nil, fmt.Errorf("reading the tree of %s: %s", commit, oneLine(out))
-	}
-	rep, err := applySeries(ctx, p.g, p.tmp, rep, p.series)
+	rep, err = applySeries(ctx, p.g, p.tmp, rep, p.series)
 	if err != nil {
 		return nil, err
 	}

@@ -91,15 +91,11 @@ func (r *Report) Remaining() []string {
 // its files are indexed into a temporary repository and the series applied there, so the tree
 // is never written either.
 func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, error) {
-	tmp, err := os.MkdirTemp("", "llbuild-status-")
+	g, tmp, cleanup, err := openIndexGit(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	g, err := newIndexGit(ctx, repo, tmp)
-	if err != nil {
-		return nil, err
-	}
+	defer cleanup()
 	var rep *Report
 	if g.plain {
 		if commit != "" {
@@ -131,21 +127,43 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 	if err != nil {
 		return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another with --commit%w", repo, commit, ErrNoCommit)
 	}
-	rep := &Report{Source: repo, Commit: strings.TrimSpace(full)}
-	if out, err := g.run(ctx, "show", "-s", "--format=%ct", rep.Commit); err != nil {
-		return nil, fmt.Errorf("reading the time of %s: %s", rep.Commit, oneLine(out))
-	} else if rep.CommitTime, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
-		return nil, fmt.Errorf("reading the time of %s: %w", rep.Commit, err)
+	rep, err := g.loadCommit(ctx, repo, strings.TrimSpace(full))
+	if err != nil {
+		return nil, err
 	}
 	if out, _ := g.run(ctx, "rev-parse", "--is-shallow-repository"); strings.TrimSpace(out) == "false" {
 		if out, err := g.run(ctx, "rev-list", "--count", rep.Commit); err == nil {
 			rep.Count, _ = strconv.Atoi(strings.TrimSpace(out))
 		}
 	}
-	if out, err := g.run(ctx, "read-tree", rep.Commit); err != nil {
-		return nil, fmt.Errorf("reading the tree of %s: %s", rep.Commit, strings.TrimSpace(out))
+	return rep, nil
+}
+
+// loadCommit reads the full commit's time and loads its tree into the private index.
+func (g *indexGit) loadCommit(ctx context.Context, repo, commit string) (*Report, error) {
+	rep := &Report{Source: repo, Commit: commit}
+	if out, err := g.run(ctx, "show", "-s", "--format=%ct", commit); err != nil {
+		return nil, fmt.Errorf("reading the time of %s: %s", commit, oneLine(out))
+	} else if rep.CommitTime, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
+		return nil, fmt.Errorf("reading the time of %s: %w", commit, err)
+	}
+	if out, err := g.run(ctx, "read-tree", commit); err != nil {
+		return nil, fmt.Errorf("reading the tree of %s: %s", commit, strings.TrimSpace(out))
 	}
 	return rep, nil
+}
+
+// openIndexGit is newIndexGit in a temporary directory that cleanup removes.
+func openIndexGit(ctx context.Context, repo string) (g *indexGit, tmp string, cleanup func(), err error) {
+	if tmp, err = os.MkdirTemp("", "llbuild-status-"); err != nil {
+		return nil, "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	if g, err = newIndexGit(ctx, repo, tmp); err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return g, tmp, cleanup, nil
 }
 
 // indexTree adds a plain tree's files to the private index, as git add -A would in a
