@@ -115,11 +115,8 @@ func TestBigramPairBehavesLikeAModel(t *testing.T) {
 
 	// the bench's default screen with the draft
 	o := filepath.Join(dir, "bundle")
-	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", target, "--draft", draft,
-		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Fatalf("bundle: exit %d\n%s", code, stderr.String())
+	if code, stderr := bundleDraft(server, target, draft, o); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
 	}
 	runs := filepath.Join(dir, "runs")
 	code, so, se := benchRun(t, o, "--dir", runs)
@@ -287,13 +284,7 @@ func TestGemma4WithItsMTPAssistant(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bundle := func(model, draft, out string) (int, string) {
-		args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", model, "--draft", draft,
-			"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", out, "--quiet", "--link"}
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-		return code, stderr.String()
-	}
+	bundle := func(model, draft, out string) (int, string) { return bundleDraft(server, model, draft, out) }
 	o1 := filepath.Join(dir, "bundle")
 	if code, stderr := bundle(target, assistant, o1); code != 0 {
 		t.Fatalf("bundle of gemma4 and its assistant: exit %d\n%s", code, stderr)
@@ -405,6 +396,16 @@ func TestGemma4WithItsMTPAssistant(t *testing.T) {
 	}
 }
 
+// bundleDraft bundles model and draft with the artifacts of server (the series build) for
+// cpu-v3 into out, and returns bundle's exit status and stderr.
+func bundleDraft(server, model, draft, out string) (int, string) {
+	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", model, "--draft", draft,
+		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", out, "--quiet", "--link"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	return code, stderr.String()
+}
+
 // serveOnce runs llbuild serve of bundle on a free loopback port while f runs.
 func serveOnce(t *testing.T, bundle string, f func(base string)) {
 	t.Helper()
@@ -467,11 +468,8 @@ func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := filepath.Join(dir, "bundle")
-	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", target, "--draft", assistant,
-		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Fatalf("bundle: exit %d\n%s", code, stderr.String())
+	if code, stderr := bundleDraft(server, target, assistant, o); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
 	}
 	runs := filepath.Join(dir, "runs")
 	code, so, se := benchRun(t, o, "--dir", runs)
