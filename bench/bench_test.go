@@ -62,9 +62,28 @@ func TestCanaryMismatchRejectsTheRun(t *testing.T) {
 	if m.Margin == nil || *m.Margin < 4e-4 || *m.Margin > 6e-4 || !strings.Contains(m.explain(), "near-tie") {
 		t.Errorf("margin %v (%s), want 5e-4 nats explained as a near-tie", m.Margin, m.explain())
 	}
+	// the checks went on after the first: all four differed, each a near-tie
+	if c := r.Canary; c.Checks != 4 || c.Mismatched != 4 || c.NearTies != 4 || c.Passed != 0 {
+		t.Errorf("canary = %+v, want 4 checks, 4 mismatched, 4 near-ties", c)
+	}
 	rs, _ := ReadRecords(dir)
-	if e := rs.Runs[0]; !strings.Contains(e.Reason, "differs at token 5") || !strings.Contains(e.Reason, "near-tie") {
-		t.Errorf("records.json reason %q, want the position and the near-tie", e.Reason)
+	if e := rs.Runs[0]; !strings.Contains(e.Reason, "differs at token 5") || !strings.Contains(e.Reason, "4 of 4 checks differ, every one a near-tie") {
+		t.Errorf("records.json reason %q, want the position and every check a near-tie", e.Reason)
+	}
+	// one far mismatch among near-ties makes the run a broken speculation path, and the
+	// reason names that check, not the first
+	far := &fakeLlama{flipAt: 5, farFor: canaryPrompts[1]}
+	res, err = Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: far.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Runs[0]; r.Decision != DecisionCanary || r.Canary.Mismatched != 4 || r.Canary.NearTies != 3 ||
+		r.Canary.Worst == nil || r.Canary.Worst.Check != 1 || r.Canary.Mismatch.Check != 0 {
+		t.Errorf("decision %q canary %+v, want %q with 4 mismatched, 3 near-ties, worst check 1", r.Decision, r.Canary, DecisionCanary)
+	}
+	rs, _ = ReadRecords(res.Dir)
+	if e := rs.Runs[0]; !strings.Contains(e.Reason, "check 1") || !strings.Contains(e.Reason, "not a near-tie") || !strings.Contains(e.Reason, "3 near-ties") {
+		t.Errorf("records.json reason %q, want check 1, not a near-tie, 3 near-ties", e.Reason)
 	}
 	// the same fake without the flipped token passes: the check is what failed it
 	ok := &fakeLlama{flipAt: -1}

@@ -79,11 +79,12 @@ func (rs *Records) Decide(r *Record) (decision, reason string) {
 	case !r.Complete:
 		return DecisionIncomplete, r.Error
 	case r.Canary.Mismatch != nil:
-		m := r.Canary.Mismatch
+		m := r.Canary.worst()
 		reason = fmt.Sprintf("check %d (%q) differs at token %d: got %d, want %d", m.Check, m.Prompt, m.Position, m.Got, m.Want)
 		if why := m.explain(); why != "" {
 			reason += "; " + why
 		}
+		reason += "; " + r.Canary.summary()
 		if m.NearTie() {
 			return DecisionNearTie, reason
 		}

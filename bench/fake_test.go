@@ -26,7 +26,10 @@ type fakeLlama struct {
 	// the series but whose patch 0004 does not work.
 	draftsAlways bool
 	nctx         int // a slot's context, 0 for plenty
-	requests     atomic.Int64
+	// farFor is a prompt whose flipped token the reference preferred by 2.3 nats: not a
+	// near-tie (the other prompts' flips are).
+	farFor   string
+	requests atomic.Int64
 }
 
 func (f *fakeLlama) handler() http.Handler {
@@ -68,7 +71,7 @@ func (f *fakeLlama) handler() http.Handler {
 			if req.NProbs > 0 {
 				// the reference's top two: the flipped token is a near-tie (5e-4 nats behind)
 				second := -3.0
-				if i == f.flipAt {
+				if i == f.flipAt && req.Prompt != f.farFor {
 					second = -0.6935
 				}
 				probs = fmt.Sprintf(",\"completion_probabilities\":[{\"id\":%d,\"logprob\":-0.693,\"top_logprobs\":[{\"id\":%d,\"logprob\":-0.693},{\"id\":%d,\"logprob\":%g}]}]", tok, tok, tok+1, second)

@@ -67,12 +67,69 @@ type Canary struct {
 	// ReferenceDrafted and CheckDrafted are the draft tokens llama-server proposed for the
 	// references and for the checks: a "no-draft" reference must have none, and checks of a
 	// drafting server that proposed none would not have tested speculation.
-	ReferenceDrafted int       `json:"referenceDrafted"`
-	CheckDrafted     int       `json:"checkDrafted"`
-	Mismatch         *Mismatch `json:"mismatch,omitempty"`
+	ReferenceDrafted int `json:"referenceDrafted"`
+	CheckDrafted     int `json:"checkDrafted"`
+	// Mismatch is the first check that differed. The checks go on after it (a failed run
+	// measures no rows, so they cost little), so that Mismatched counts every check that
+	// differed, NearTies those of them that were near-ties, and Worst is the one least like a
+	// near-tie: a run whose every mismatch is a near-tie shows numerical noise, one far
+	// mismatch a broken speculation path.
+	Mismatch   *Mismatch `json:"mismatch,omitempty"`
+	Mismatched int       `json:"mismatched,omitempty"`
+	NearTies   int       `json:"nearTies,omitempty"`
+	Worst      *Mismatch `json:"worst,omitempty"`
 }
 
-// Mismatch is the first canary output that differed from its reference.
+// worst is the mismatch that decides the run: Worst, or the first for records written
+// before the checks went on after it.
+func (c *Canary) worst() *Mismatch {
+	if c.Worst != nil {
+		return c.Worst
+	}
+	return c.Mismatch
+}
+
+// add records a check that differed.
+func (c *Canary) add(m *Mismatch) {
+	c.Mismatched++
+	if m.NearTie() {
+		c.NearTies++
+	}
+	if c.Mismatch == nil {
+		c.Mismatch = m
+	}
+	if c.Worst == nil || m.worseThan(c.Worst) {
+		c.Worst = m
+	}
+}
+
+// summary says how many checks differed and what kind of mismatch they were.
+func (c *Canary) summary() string {
+	n := max(c.Mismatched, 1) // records written before the checks went on after the first
+	s := fmt.Sprintf("%d of %d checks differ", n, c.Checks)
+	switch {
+	case c.Mismatched == 0:
+	case c.NearTies == c.Mismatched:
+		s += ", every one a near-tie"
+	default:
+		s += fmt.Sprintf(", %d near-ties", c.NearTies)
+	}
+	return s
+}
+
+// worseThan says m is less like a near-tie than o: a token outside the reference's top
+// alternatives (no margin) is the worst, then the larger margin.
+func (m *Mismatch) worseThan(o *Mismatch) bool {
+	switch {
+	case m.Margin == nil:
+		return o.Margin != nil
+	case o.Margin == nil:
+		return false
+	}
+	return *m.Margin > *o.Margin
+}
+
+// Mismatch is a canary output that differed from its reference.
 type Mismatch struct {
 	Check    int    `json:"check"`
 	Prompt   string `json:"prompt"`

@@ -141,7 +141,7 @@ func validity(b *Bundle, r *Record) (bool, []string) {
 		why = append(why, "incomplete")
 	}
 	if r.Canary.Mismatch != nil {
-		why = append(why, fmt.Sprintf("canary mismatch at check %d", r.Canary.Mismatch.Check))
+		why = append(why, fmt.Sprintf("canary mismatch at check %d (%s)", r.Canary.Mismatch.Check, r.Canary.summary()))
 	}
 	for _, row := range r.Rows {
 		if row.CachedTokens > 0 {
@@ -197,19 +197,24 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if err := o.canaries(ctx, c, ep, rec); err != nil {
 		return fmt.Errorf("canaries: %w", err)
 	}
-	if rec.Canary.Mismatch != nil {
-		m := rec.Canary.Mismatch
-		o.progress("%s: canary %d failed at token %d: got %d %q, want %d %q", rec.Identity.Label, m.Check, m.Position, m.Got, m.GotText, m.Want, m.WantText)
-		if why := m.explain(); why != "" {
-			o.progress("%s: canary %d: %s", rec.Identity.Label, m.Check, why)
+	if can := &rec.Canary; can.Mismatch != nil {
+		for _, m := range []*Mismatch{can.Mismatch, can.Worst} {
+			if m == can.Worst && m == can.Mismatch {
+				break
+			}
+			o.progress("%s: canary %d failed at token %d: got %d %q, want %d %q", rec.Identity.Label, m.Check, m.Position, m.Got, m.GotText, m.Want, m.WantText)
+			if why := m.explain(); why != "" {
+				o.progress("%s: canary %d: %s", rec.Identity.Label, m.Check, why)
+			}
 		}
+		o.progress("%s: %s", rec.Identity.Label, can.summary())
 		return nil // the figures would not count: no rows
 	}
 	return o.rows(ctx, c, rec, prompt)
 }
 
 // canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
-// a reference. A mismatch ends them and is recorded.
+// a reference. Every mismatch is counted (see Canary); the run then measures no rows.
 func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec *Record) error {
 	n := o.Protocol.Canaries
 	can := &rec.Canary
@@ -255,14 +260,19 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 		can.CheckDrafted += got.Timings.DraftN
 		can.Checks++
 		if m := firstDifference(refs[k].Tokens, got.Tokens); m >= 0 {
-			can.Mismatch = &Mismatch{Check: i, Prompt: prompt, Position: m, Want: at(refs[k].Tokens, m), Got: at(got.Tokens, m),
+			mm := &Mismatch{Check: i, Prompt: prompt, Position: m, Want: at(refs[k].Tokens, m), Got: at(got.Tokens, m),
 				WantText: refs[k].Text, GotText: got.Text}
-			margin(can.Mismatch, refs[k])
-			return nil
+			margin(mm, refs[k])
+			can.add(mm)
+		} else {
+			can.Passed++
 		}
-		can.Passed++
 		if (i+1)%64 == 0 || i+1 == n {
-			o.progress("%s: canaries %d/%d", rec.Identity.Label, i+1, n)
+			if can.Mismatched > 0 {
+				o.progress("%s: canaries %d/%d, %d differ (%d near-ties)", rec.Identity.Label, i+1, n, can.Mismatched, can.NearTies)
+			} else {
+				o.progress("%s: canaries %d/%d", rec.Identity.Label, i+1, n)
+			}
 		}
 	}
 	return nil
