@@ -17,6 +17,10 @@
 #                                 shape at a 0.8B model's cost (bigramgguf -shape gemma4-1b)
 #   STAGE drafts                  on the new pin, one gemma4 target three ways, interleaved: no
 #                                 draft, the llama bigram draft (draft-simple), its MTP assistant
+#   STAGE nearties                on the new pin, how often drafted canaries differ, and how many
+#                                 of them are near-ties, where they occur: the random 0.8B llama
+#                                 with itself and with a random draft, 384 checks each
+# Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
@@ -89,6 +93,20 @@ ab-mtp | drafts)
 	echo "bench $stage: exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-$stage.txt"
 	tail -5 "$OUT/bench-$stage.log"
-	cp /tmp/runs-"$stage"/records.json "$OUT/records-$stage.json" 2>/dev/null || true ;;
+	cp /tmp/runs-"$stage"/records.json "$OUT/records-$stage.json" 2>/dev/null || true
+	tar -C /tmp -czf "$OUT/runs-$stage.tgz" --exclude=server.log runs-"$stage" ;;
+nearties)
+	[ -f /tmp/m.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/m.gguf || exit 1
+	[ -f /tmp/d.gguf.rand ] || "$D"/randgguf -shape draft -vocab 32000 -seed 2 -o /tmp/d.gguf.rand || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	a=$(artifacts new)
+	"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/n-self --model /tmp/m.gguf --draft /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
+	"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/n-rand --model /tmp/m.gguf --draft /tmp/d.gguf.rand "${common[@]}" >/dev/null || exit 1
+	t0=$SECONDS
+	"$D"/llbuild bench /tmp/n-self /tmp/n-rand --mode screen --canaries 384 --rounds 1 --dir /tmp/runs-nearties >"$OUT/bench-nearties.txt" 2>"$OUT/bench-nearties.log"
+	echo "bench nearties: exit $?, $((SECONDS - t0)) s"
+	cat "$OUT/bench-nearties.txt"
+	grep -E 'differ|near-tie|failed at' "$OUT/bench-nearties.log" | tail -12
+	tar -C /tmp -czf "$OUT/runs-nearties.tgz" --exclude=server.log runs-nearties ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
