@@ -26,6 +26,9 @@ set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
 OUT=${OUT:-/tmp/h200-pin-ab-out}; mkdir -p "$OUT" /tmp/pins
 export PATH=$PATH:/usr/local/cuda/bin
+for f in "$D"/llbuild.xz "$D"/bigramgguf.xz "$D"/randgguf.xz "$D"/old-testament.txt.xz; do # carried compressed
+	[ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dk "$f" && chmod +x "${f%.xz}"
+done
 old=${OLD_PIN:-$(find patches -mindepth 1 -maxdepth 1 -type d -name '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' -printf '%f\n' | sort | head -1)}
 new=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
 
@@ -40,7 +43,7 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 	dir=$("$D"/llbuild server --executor host -t h200 --source /tmp/src-"$name" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
 		{ tail -40 "$OUT/build-$name.log"; return 1; }
 	echo "$name ($commit): built $dir in $((SECONDS - t0)) s"
-	tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
+	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
 }
 
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
@@ -100,10 +103,11 @@ nearties)
 	[ -f /tmp/d.gguf.rand ] || "$D"/randgguf -shape draft -vocab 32000 -seed 2 -o /tmp/d.gguf.rand || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	a=$(artifacts new)
-	"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/n-self --model /tmp/m.gguf --draft /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
+	ln -f /tmp/m.gguf /tmp/m-self.gguf # the bundle names its files after their sources
+	"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/n-self --model /tmp/m.gguf --draft /tmp/m-self.gguf "${common[@]}" >/dev/null || exit 1
 	"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/n-rand --model /tmp/m.gguf --draft /tmp/d.gguf.rand "${common[@]}" >/dev/null || exit 1
 	t0=$SECONDS
-	"$D"/llbuild bench /tmp/n-self /tmp/n-rand --mode screen --canaries 384 --rounds 1 --dir /tmp/runs-nearties >"$OUT/bench-nearties.txt" 2>"$OUT/bench-nearties.log"
+	"$D"/llbuild bench /tmp/n-self /tmp/n-rand --mode screen --canaries "${CANARIES:-384}" --rounds 1 --dir /tmp/runs-nearties >"$OUT/bench-nearties.txt" 2>"$OUT/bench-nearties.log"
 	echo "bench nearties: exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-nearties.txt"
 	grep -E 'differ|near-tie|failed at' "$OUT/bench-nearties.log" | tail -12
