@@ -20,6 +20,9 @@
 #   STAGE nearties                on the new pin, how often drafted canaries differ, and how many
 #                                 of them are near-ties, where they occur: the random 0.8B llama
 #                                 with itself and with a random draft, 384 checks each
+#   STAGE series-cost PIN         what the series costs in decode speed on PIN (old or new): the
+#                                 pin built with 0001 alone against its series build, with the
+#                                 gemma4 bigram target's MTP assistant (needs build-PIN first)
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
@@ -112,5 +115,21 @@ nearties)
 	cat "$OUT/bench-nearties.txt"
 	grep -E 'differ|near-tie|failed at' "$OUT/bench-nearties.log" | tail -12
 	tar -C /tmp -czf "$OUT/runs-nearties.tgz" --exclude=server.log runs-nearties ;;
+series-cost)
+	pin=${3:?series-cost old|new}; commit=$old args=(--recipe "patches/$old/server.yaml" --series "patches/$old/series")
+	[ "$pin" = new ] && commit=$new args=()
+	s=/tmp/series-0001-$pin && mkdir -p $s && first=$(grep -m1 -E '^0001-[^ ]+\.patch ' "${args[3]:-patches/series}") &&
+		cp "$(dirname "${args[3]:-patches/series}")/${first%% *}" $s/ && echo "$first" >$s/series || exit 1
+	[ -d /tmp/pins/"$pin"1 ] || NOPACK=1 build "$pin"1 "$commit" "${args[@]:0:2}" --series $s/series || exit 1
+	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	for p in "$pin" "$pin"1; do
+		"$D"/llbuild bundle -t h200 --artifacts "$(artifacts $p)" -o /tmp/sc-$p --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+	done
+	t0=$SECONDS
+	"$D"/llbuild bench /tmp/sc-"$pin" /tmp/sc-"$pin"1 --mode full --rounds 3 --dir /tmp/runs-sc-"$pin" >"$OUT/bench-sc-$pin.txt" 2>"$OUT/bench-sc-$pin.log"
+	echo "bench series-cost $pin: exit $?, $((SECONDS - t0)) s"
+	grep -v '^  io.llbuild.patches' "$OUT/bench-sc-$pin.txt" | head -40
+	tar -C /tmp -czf "$OUT/runs-sc-$pin.tgz" --exclude=server.log runs-sc-"$pin" ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
