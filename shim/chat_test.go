@@ -206,3 +206,44 @@ func TestChatOnOutputThatIsNotUTF8WithoutTheSeriesSaysWhy(t *testing.T) {
 		t.Errorf("no bias on <0x96> broke a stream after content was sent: the test checks nothing")
 	}
 }
+
+// A chat request whose meaning lives in llama-server's chat-output parser (tool calls,
+// structured output, reasoning, content that is not text) keeps going to llama-server's chat
+// endpoint; any other the shim generates itself.
+func TestChatNeedingTheParserGoesToLlamaServer(t *testing.T) {
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name string
+		body string
+		own  bool
+	}{
+		{"plain", `{` + hi + `,"max_tokens":3,"logprobs":true,"top_logprobs":2,"stream":true}`, true},
+		{"text content parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, true},
+		{"a conversation with a tool result", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[]},{"role":"tool","content":"3"}]}`, true},
+		{"tools", `{` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, false},
+		{"tool_choice", `{` + hi + `,"tool_choice":"auto"}`, false},
+		{"parallel_tool_calls", `{` + hi + `,"parallel_tool_calls":true}`, false},
+		{"response_format", `{` + hi + `,"response_format":{"type":"json_object"}}`, false},
+		{"reasoning_format", `{` + hi + `,"reasoning_format":"deepseek"}`, false},
+		{"chat_template_kwargs", `{` + hi + `,"chat_template_kwargs":{"enable_thinking":true}}`, false},
+		{"an image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]}`, false},
+	} {
+		r, err := parseChatRequest([]byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if own := r.Gen != nil; own != tc.own {
+			t.Errorf("%s: served by the shim %v, want %v", tc.name, own, tc.own)
+		}
+	}
+	for src, want := range map[string]bool{
+		"{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}": false,
+		"{{ '<think>' }}{{ message.content }}":                                                       true,
+		"{% if message.reasoning_content %}":                                                         true,
+		"<|start|>assistant<|channel|>final":                                                         true,
+	} {
+		if got := reasoningTemplate(src); got != want {
+			t.Errorf("reasoningTemplate(%q) = %v, want %v", src, got, want)
+		}
+	}
+}
