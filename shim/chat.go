@@ -5,15 +5,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
+	"strings"
+	"time"
 )
 
-// handleChat validates a chat completion and passes it to llama-server's
-// own chat endpoint, which applies the model's template. The shim fixes
-// what differs from OpenAI's contract: llama-server returns no logprobs
-// at all for top_logprobs 0 and twenty alternatives when top_logprobs is
-// left out, so the shim asks for at least one and trims to what the
-// client asked for; and the model is named as the shim names it.
+// handleChat validates a chat completion and serves it. A request that needs
+// no chat-output parser (serveChat says which) the shim generates itself;
+// any other it passes to llama-server's own chat endpoint, which applies
+// the model's template and parses the output (tool calls, structured output,
+// reasoning). There the shim fixes what differs from OpenAI's contract:
+// llama-server returns no logprobs at all for top_logprobs 0 and twenty
+// alternatives when top_logprobs is left out, so the shim asks for at least
+// one and trims to what the client asked for; and the model is named as the
+// shim names it.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -39,6 +45,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+	}
+	if req.Gen != nil && !reasoningTemplate(u.info.ChatTemplate) {
+		s.serveChat(w, r, u, req.Gen, req.Fields["messages"])
+		return
 	}
 	// a conversation's next turn repeats its messages: their JSON finds the slot that holds them
 	key := []byte(req.Fields["messages"])
@@ -162,4 +172,225 @@ func fixChat(data []byte, model string, trim int, usageNull bool) ([]byte, error
 		}
 	}
 	return json.Marshal(m)
+}
+
+// reasoningTemplate says whether a chat template writes reasoning (thinking) that
+// llama-server's chat-output parser moves out of the content into reasoning_content: such a
+// model's chats keep going through llama-server's chat endpoint.
+func reasoningTemplate(src string) bool {
+	s := strings.ToLower(src)
+	return strings.Contains(s, "think") || strings.Contains(s, "reasoning") || strings.Contains(s, "<|channel|>")
+}
+
+// serveChat serves a chat request that needs no chat-output parser (no parserFields, only
+// text content, a template without reasoning) through the completions path: llama-server's
+// /apply-template renders the messages with the model's template exactly as its chat endpoint
+// does, and the text is generated as a /v1/completions text prompt, which llama-server
+// tokenizes as it tokenizes a chat's (special tokens parsed, BOS as the model wants).
+//
+// llama-server's chat endpoint runs the template's parser on every partial result and, on
+// every build, fails on output that is not valid UTF-8 (a byte-fallback model's lone
+// continuation byte): "does not match the expected peg-native format". The completions path
+// does not on builds with the series (patch 0003); on others it fails as /v1/completions does,
+// naming the cause. As in /v1/completions, bytes that are not valid UTF-8 reach the content as
+// U+FFFD (a JSON string is UTF-8), and the logprobs' "bytes" carry them exactly.
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, u *upstream, g *completionRequest, messages json.RawMessage) {
+	var rendered struct {
+		Prompt *string `json:"prompt"`
+	}
+	if err := u.postJSON(r.Context(), "/apply-template", map[string]json.RawMessage{"messages": messages}, &rendered); err != nil {
+		s.requestFailed(r, err)
+		writeError(w, err)
+		return
+	}
+	if rendered.Prompt == nil {
+		writeError(w, upstreamError("llama-server's /apply-template answered no prompt"))
+		return
+	}
+	g.Prompts = []prompt{{Text: *rendered.Prompt, IsText: true}}
+	j := &job{s: s, u: u, req: g, p: g.Prompts[0]}
+	head := chatResponse{ID: s.newID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: s.modelName(u), SystemFingerprint: u.info.BuildInfo}
+	if !g.Stream {
+		c, err := j.run(r.Context())
+		if err != nil {
+			s.requestFailed(r, err)
+			writeError(w, err)
+			return
+		}
+		choice := chatChoice{Message: &chatMessage{Role: "assistant", Content: c.Text}, FinishReason: c.FinishReason}
+		if g.Logprobs >= 0 {
+			if choice.Logprobs, err = chatLogprobsOf(u.vocab, c.rows, g.Logprobs); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		resp := head
+		resp.Choices = []chatChoice{choice}
+		resp.Usage, _ = json.Marshal(j.usage)
+		data, err := json.Marshal(resp)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeBody(w, http.StatusOK, data)
+		return
+	}
+	head.Object = "chat.completion.chunk"
+	out := &sse{w: w}
+	out.f, _ = w.(http.Flusher)
+	send := func(c chatChoice) error {
+		ch := head
+		ch.Choices = []chatChoice{c}
+		if g.IncludeUsage {
+			// with stream_options.include_usage every chunk carries usage, null until the last
+			ch.Usage = json.RawMessage("null")
+		}
+		return out.send(ch)
+	}
+	// the role first, as OpenAI sends it, once there is something to follow it: an error
+	// before that still gets its own status
+	emit := func(c completionChoice) error {
+		if !out.started {
+			empty := ""
+			if err := send(chatChoice{Delta: &chatDelta{Role: "assistant", Content: &empty}}); err != nil {
+				return err
+			}
+		}
+		if c.Text != "" || len(c.rows) > 0 {
+			text := c.Text
+			choice := chatChoice{Delta: &chatDelta{Content: &text}}
+			if g.Logprobs >= 0 {
+				var err error
+				if choice.Logprobs, err = chatLogprobsOf(u.vocab, c.rows, g.Logprobs); err != nil {
+					return err
+				}
+			}
+			if err := send(choice); err != nil {
+				return err
+			}
+		}
+		if c.FinishReason != nil {
+			return send(chatChoice{Delta: &chatDelta{}, FinishReason: c.FinishReason})
+		}
+		return nil
+	}
+	if err := j.stream(r.Context(), emit); err != nil {
+		s.requestFailed(r, err)
+		if !out.started {
+			writeError(w, err)
+			return
+		}
+		// the error as an event, then the end of the stream, as /v1/completions ends it
+		out.send(asAPIError(err).body())
+		w.Write([]byte("data: [DONE]\n\n"))
+		if out.f != nil {
+			out.f.Flush()
+		}
+		return
+	}
+	if g.IncludeUsage {
+		last := head
+		last.Choices = []chatChoice{}
+		last.Usage, _ = json.Marshal(j.usage)
+		if err := out.send(last); err != nil {
+			return
+		}
+	}
+	out.start()
+	w.Write([]byte("data: [DONE]\n\n"))
+	if out.f != nil {
+		out.f.Flush()
+	}
+}
+
+// chatResponse is a chat completion, or one chunk of a streamed one.
+type chatResponse struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
+	Choices           []chatChoice `json:"choices"`
+	// Usage is left out of chunks unless stream_options.include_usage asks for it.
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatMessage  `json:"message,omitempty"`
+	Delta        *chatDelta    `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chatLogprobs is a chat choice's logprobs: one entry per generated token.
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+}
+
+// chatTokenLogprob is OpenAI's entry, with llama-server's id beside it.
+type chatTokenLogprob struct {
+	ID          int              `json:"id"`
+	Token       string           `json:"token"`
+	Bytes       []int            `json:"bytes"`
+	Logprob     jsonFloat        `json:"logprob"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	ID      int       `json:"id"`
+	Token   string    `json:"token"`
+	Bytes   []int     `json:"bytes"`
+	Logprob jsonFloat `json:"logprob"`
+}
+
+// jsonFloat is written as a float even when integral (-21.0), as the completions' logprobs are.
+type jsonFloat float64
+
+func (f jsonFloat) MarshalJSON() ([]byte, error) { return appendJSONFloat(nil, float64(f)), nil }
+
+// chatLogprobsOf writes generated rows in the chat format, with top alternatives each: a
+// token is named as in the legacy logprobs ("bytes:\xNN" for a piece that is not valid UTF-8)
+// and its bytes are its piece's, exactly.
+func chatLogprobsOf(v *vocab, rows []rowEntry, top int) (*chatLogprobs, error) {
+	out := &chatLogprobs{Content: make([]chatTokenLogprob, 0, len(rows))}
+	pieceBytes := func(id int) []int {
+		b := make([]int, 0, 8)
+		if v.valid(id) {
+			for _, c := range v.pieces[id] {
+				b = append(b, int(c))
+			}
+		}
+		return b
+	}
+	for i, r := range rows {
+		if r.Row == nil {
+			continue
+		}
+		if math.IsNaN(r.Row.Logprob) {
+			return nil, nanError(i, r.ID, false)
+		}
+		e := chatTokenLogprob{ID: r.ID, Token: v.tokenString(r.ID), Bytes: pieceBytes(r.ID), Logprob: jsonFloat(clampLogprob(r.Row.Logprob)), TopLogprobs: make([]chatTopLogprob, 0, top)}
+		for k, a := range r.Row.Top {
+			if k >= top {
+				break
+			}
+			if math.IsNaN(a.Logprob) {
+				return nil, nanError(i, a.ID, true)
+			}
+			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{ID: a.ID, Token: v.tokenString(a.ID), Bytes: pieceBytes(a.ID), Logprob: jsonFloat(clampLogprob(a.Logprob))})
+		}
+		out.Content = append(out.Content, e)
+	}
+	return out, nil
 }

@@ -40,6 +40,9 @@ type completionChoice struct {
 	Index        int             `json:"index"`
 	Logprobs     *legacyLogprobs `json:"logprobs"`
 	FinishReason *string         `json:"finish_reason"`
+	// rows are the rows Logprobs was rendered from, for chat, which writes
+	// them in its own format.
+	rows []rowEntry
 }
 
 type completionResponse struct {
@@ -473,7 +476,7 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 		if err != nil {
 			return ch, err
 		}
-		ch.Logprobs = lp
+		ch.Logprobs, ch.rows = lp, rows
 	}
 	return ch, nil
 }

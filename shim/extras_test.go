@@ -72,6 +72,10 @@ func TestSamplingExtrasReachLlamaServer(t *testing.T) {
 	if got := string(c.Fields["repeat_penalty"]); got != "1.25" || c.Fields.has("repetition_penalty") {
 		t.Errorf("chat fields: repeat_penalty %q, repetition_penalty still there: %v; want llama-server's name", got, c.Fields.has("repetition_penalty"))
 	}
+	// the chat the shim serves itself generates through the completions path
+	if c.Gen == nil || c.Gen.RepeatPenalty == nil || *c.Gen.RepeatPenalty != 1.25 || !c.Gen.IgnoreEOS {
+		t.Errorf("chat's completion request %+v, want repeat_penalty 1.25 and ignore_eos", c.Gen)
+	}
 }
 
 // With the end-of-sequence token forced by logit_bias, a completion stops at once; with

@@ -588,7 +588,16 @@ type chatRequest struct {
 	Logprobs     bool
 	TopLogprobs  int
 	IncludeUsage bool
+	// Gen is the request as the completions path runs it, its prompt still to be rendered
+	// from the messages; nil when the request needs llama-server's chat-output parser
+	// (parserFields, or content parts that are not text).
+	Gen *completionRequest
 }
+
+// parserFields are the chat fields whose meaning lives in llama-server's chat-output
+// parser (tool calls, structured output, reasoning): a request with one of them goes to
+// llama-server's chat endpoint.
+var parserFields = []string{"tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning_format", "chat_template_kwargs"}
 
 func parseChatRequest(body []byte) (*chatRequest, error) {
 	f, err := decodeObject(body)
@@ -599,9 +608,10 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if err := f.checkKnown(chatFields); err != nil {
 		return nil, err
 	}
-	if _, _, _, _, rp, err := f.samplingExtras(); err != nil {
+	g := &completionRequest{MaxTokens: -1, Logprobs: -1}
+	if g.IgnoreEOS, g.TopK, g.MinP, g.TypicalP, g.RepeatPenalty, err = f.samplingExtras(); err != nil {
 		return nil, err
-	} else if rp != nil {
+	} else if rp := g.RepeatPenalty; rp != nil {
 		// llama-server's name for it
 		delete(f, "repetition_penalty")
 		f["repeat_penalty"] = f.rawFloat(*rp)
@@ -617,6 +627,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
 		return nil, badRequest("messages", `"messages" must be a non-empty array of message objects`)
 	}
+	plain := true // no content part but text
 	for i, m := range msgs {
 		mf, err := decodeObject(m)
 		if err != nil {
@@ -637,6 +648,16 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		if c, ok := mf["content"]; ok {
 			if t := bytes.TrimSpace(c); len(t) == 0 || (t[0] != '"' && t[0] != '[') {
 				return nil, badRequest("messages", `"messages"[%d].content must be a string or an array of content parts`, i)
+			} else if t[0] == '[' {
+				var parts []struct {
+					Type string `json:"type"`
+				}
+				if json.Unmarshal(t, &parts) != nil {
+					plain = false
+				}
+				for _, p := range parts {
+					plain = plain && p.Type == "text"
+				}
 			}
 		}
 	}
@@ -651,23 +672,29 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		}
 		r.TopLogprobs = int(v)
 	}
+	// max_completion_tokens is OpenAI's newer name; it wins where both are given
 	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
-		if _, _, err := f.integer(name, 0, maxMaxTokens); err != nil {
+		if v, ok, err := f.integer(name, 0, maxMaxTokens); err != nil {
 			return nil, err
+		} else if ok {
+			g.MaxTokens = int(v)
 		}
 	}
 	for _, p := range []struct {
 		name   string
 		lo, hi float64
-	}{{"temperature", 0, 2}, {"top_p", 0, 1}, {"presence_penalty", -2, 2}, {"frequency_penalty", -2, 2}} {
-		if _, err := f.float(p.name, p.lo, p.hi); err != nil {
+		to     **float64
+	}{{"temperature", 0, 2, &g.Temperature}, {"top_p", 0, 1, &g.TopP}, {"presence_penalty", -2, 2, &g.PresencePenalty}, {"frequency_penalty", -2, 2, &g.FrequencyPenalty}} {
+		if *p.to, err = f.float(p.name, p.lo, p.hi); err != nil {
 			return nil, err
 		}
 	}
-	if _, _, err := f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
+	if v, ok, err := f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
+	} else if ok {
+		g.Seed = &v
 	}
-	if _, err := parseStop(f); err != nil {
+	if g.Stop, err = parseStop(f); err != nil {
 		return nil, err
 	}
 	if err := checkN(f); err != nil {
@@ -681,6 +708,16 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	}
 	if r.LogitBias, err = parseLogitBias(f); err != nil {
 		return nil, err
+	}
+	for _, name := range parserFields {
+		plain = plain && !f.has(name)
+	}
+	if plain {
+		g.Model, g.LogitBias, g.Stream, g.IncludeUsage = r.Model, r.LogitBias, r.Stream, r.IncludeUsage
+		if r.Logprobs {
+			g.Logprobs = r.TopLogprobs
+		}
+		r.Gen = g
 	}
 	return r, nil
 }

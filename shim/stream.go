@@ -162,6 +162,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 			if c.Logprobs, err = render(v, ro, rows, lp, j.req.TokenIDs); err != nil {
 				return err
 			}
+			c.rows = rows
 		}
 		if c.Text == "" && c.FinishReason == nil && (c.Logprobs == nil || len(c.Logprobs.Tokens) == 0) {
 			return nil
