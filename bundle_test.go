@@ -14,13 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 )
@@ -717,22 +717,13 @@ func TestBundleArchiveInsideOutputIsRefused(t *testing.T) {
 	}
 }
 
-func TestProgressLine(t *testing.T) {
-	var buf bytes.Buffer
-	var done atomic.Int64
-	stop := startProgress(&buf, 1000, &done)
-	done.Store(500)
-	stop()
-	if got := buf.String(); !strings.Contains(got, "50.0%") || !strings.HasSuffix(got, "\n") {
-		t.Errorf("progress = %q, want 50.0%% and a final newline", got)
+func TestBundleProgressLine(t *testing.T) {
+	r := bundleProgress(500e6, 1000e6, 10*time.Second)
+	if want := "bundling [###############...............]  50.0% 500/1000 MB 50 MB/s"; r.Line != want {
+		t.Errorf("bundleProgress().Line = %q, want %q", r.Line, want)
 	}
-	if isTerminal(&buf) {
-		t.Error("isTerminal(buffer) = true")
-	}
-	buf.Reset()
-	startProgress(nil, 1000, &done)()
-	if buf.Len() != 0 {
-		t.Error("progress without a terminal printed")
+	if progress.TermOf(&bytes.Buffer{}) != nil {
+		t.Error("progress.TermOf(buffer) is a terminal")
 	}
 }
 

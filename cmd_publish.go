@@ -293,7 +293,7 @@ func publishExecutor(c *cli.Context, bases map[string]string) (pipeline.Executor
 	}
 	b := pipeline.Builder{Version: version, Executor: c.String("executor")}
 	if c.String("executor") == pipeline.ExecutorHost {
-		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c)})
+		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c), Progress: termOf(c)})
 	}
 	return newDaggerExecutor(c, series, b, bases)
 }

@@ -131,7 +131,7 @@ func serverCommand() *cli.Command {
 			}
 			var ex pipeline.Executor
 			if c.String("executor") == pipeline.ExecutorHost {
-				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
+				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log, Progress: termOf(c)})
 			} else { // dagger: checkExecutorFlags allows no other
 				ex, err = newDaggerExecutor(c, series, builder, bases)
 			}
@@ -220,6 +220,7 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 		Builder:   b,
 		Logger:    loggerOf(c),
 		LogOutput: engineLogOf(c),
+		Progress:  termOf(c),
 	})
 	if err != nil {
 		return nil, err
