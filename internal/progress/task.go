@@ -128,7 +128,7 @@ func Bytes(n int64) string {
 	if n >= 1e9 {
 		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 	}
-	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }
 
 // Elapsed writes d to the second.
