@@ -170,6 +170,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Remote:     ropts,
 		Jobs:       c.Int("jobs"),
 		Logger:     log,
+		Progress:   termOf(c),
 	}, func(ctx context.Context, need []*pipeline.Plan) []publish.Built {
 		return publishImages(c, need, out, bases, ropts)
 	})
