@@ -437,26 +437,21 @@ func WriteOCI(dst string, img v1.Image, ref string, opts ...WriteOption) error {
 	if ref != "" {
 		anns["org.opencontainers.image.ref.name"] = ref
 	}
-	size, err := blobsSize(img)
-	if err != nil {
-		return err
-	}
-	// The layers go first through an image that counts them; AppendImage then finds them
-	// written and adds the manifest, config and index entry.
+	var size int64
 	appendImage := func(p layout.Path) error {
-		o.progress.begin(PhaseLayout, size)
 		if o.progress != nil {
+			// The blobs go first through an image whose layers count their bytes;
+			// AppendImage then finds them written and adds the index entry.
+			var err error
+			if size, err = blobsSize(img); err != nil {
+				return err
+			}
+			o.progress.begin(PhaseLayout, size)
 			if err := p.WriteImage(countedImage{img, o.progress}); err != nil {
 				return err
 			}
 		}
-		if err := p.AppendImage(img, layout.WithAnnotations(anns)); err != nil {
-			return err
-		}
-		if o.progress != nil {
-			o.progress.done.Store(size)
-		}
-		return nil
+		return p.AppendImage(img, layout.WithAnnotations(anns))
 	}
 	if fi, err := os.Stat(dst); strings.HasSuffix(dst, "/") || (err == nil && fi.IsDir()) {
 		p, err := layout.Write(dst, empty.Index)
