@@ -44,8 +44,8 @@ var (
 // Write scans b for ninja steps; it never fails.
 func (p *NinjaProgress) Write(b []byte) (int, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	data := append(p.partial, b...)
+	stepped := false
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -55,6 +55,7 @@ func (p *NinjaProgress) Write(b []byte) (int, error) {
 			p.done, _ = strconv.Atoi(string(m[1]))
 			p.total, _ = strconv.Atoi(string(m[2]))
 			p.name = stepName(string(ansiCode.ReplaceAll(m[3], nil)))
+			stepped = true
 		}
 		data = data[i+1:]
 	}
@@ -62,6 +63,11 @@ func (p *NinjaProgress) Write(b []byte) (int, error) {
 		data = data[len(data)-4096:]
 	}
 	p.partial = append(p.partial[:0], data...)
+	task := p.task
+	p.mu.Unlock()
+	if stepped && task != nil {
+		task.Changed() // a terminal's line follows every step; log lines keep their pace
+	}
 	return len(b), nil
 }
 
@@ -83,17 +89,28 @@ func stepName(desc string) string {
 
 // Start begins the reports.
 func (p *NinjaProgress) Start() {
-	p.task = p.rep.Start(p.state)
+	t := p.rep.Start(p.state)
+	p.mu.Lock()
+	p.task = t
+	p.mu.Unlock()
 }
 
 // Report reports the build's progress now, as the ticker does.
-func (p *NinjaProgress) Report() { p.task.Report() }
+func (p *NinjaProgress) Report() {
+	p.mu.Lock()
+	t := p.task
+	p.mu.Unlock()
+	t.Report()
+}
 
 // Stop ends the reports with a last one.
 func (p *NinjaProgress) Stop() {
-	if p.task != nil {
-		p.task.Stop()
-		p.task = nil
+	p.mu.Lock()
+	t := p.task
+	p.task = nil
+	p.mu.Unlock()
+	if t != nil {
+		t.Stop()
 	}
 }
 

@@ -100,6 +100,14 @@ func (r Reporter) Start(state func(elapsed time.Duration) (rep Report, ok bool))
 // Report reports the task now: it redraws the task's part of the status line, or logs.
 func (t *Task) Report() { t.report(false) }
 
+// Changed says the task's state moved on: a terminal's line shows it at once; log lines keep
+// their pace.
+func (t *Task) Changed() {
+	if t.part != nil {
+		t.report(false)
+	}
+}
+
 func (t *Task) report(last bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
