@@ -254,7 +254,7 @@ func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, er
 	if f := c.String("image-out"); f != "" {
 		log.Info("exporting image", "to", f)
 		var pr image.Progress
-		task := rep.Start(pr.State("to", f))
+		task := rep.Start(pr.ExportState("to", f))
 		err := image.WriteOCI(f, img, "llama-server:"+p.Target, image.Counting(&pr))
 		task.Stop()
 		if err != nil {
@@ -264,7 +264,7 @@ func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, er
 	if refs := c.StringSlice("push"); len(refs) > 0 {
 		log.Info("pushing image", "to", strings.Join(refs, ","))
 		var pr image.Progress
-		task := rep.Start(pr.State("to", strings.Join(refs, ",")))
+		task := rep.Start(pr.PushState("to", strings.Join(refs, ",")))
 		err := image.PushCounting(c.Context, img, refs, &pr)
 		task.Stop()
 		if err != nil {

@@ -312,7 +312,7 @@ func push(ctx context.Context, opts Options, p *pipeline.Plan, img v1.Image, tag
 	}
 	// A CUDA image's upload takes minutes: it reports its bytes as it goes.
 	var pr image.Progress
-	task := progress.Reporter{Term: opts.Progress, Log: opts.Logger.With("target", p.Target)}.Start(pr.State("to", opts.Repository.String()))
+	task := progress.Reporter{Term: opts.Progress, Log: opts.Logger.With("target", p.Target)}.Start(pr.PushState("to", opts.Repository.String()))
 	err = image.PushCounting(ctx, img, refs, &pr, opts.Remote...)
 	task.Stop()
 	if err != nil {

@@ -55,23 +55,28 @@ func (p *Progress) finish(size int64) {
 	p.finished.Store(true)
 }
 
-// State describes the export p counts for a progress.Reporter: its part of a terminal's
-// status line, its log lines ("exporting image" or "pushing image" with the phase, bytes
-// and time, and attrs, such as where to), and once finished its size and time ("exported
-// image", "pushed image").
-func (p *Progress) State(attrs ...any) func(time.Duration) (progress.Report, bool) {
+// ExportState describes WriteOCI's export that p counts, for a progress.Reporter: its part
+// of a terminal's status line and its log lines ("exporting image" with the phase, bytes,
+// time and attrs, such as where to), and once written its size and time ("exported image").
+func (p *Progress) ExportState(attrs ...any) func(time.Duration) (progress.Report, bool) {
+	return p.state("exporting image", "exported image", true, attrs)
+}
+
+// PushState is ExportState for PushCounting ("pushing image", "pushed image").
+func (p *Progress) PushState(attrs ...any) func(time.Duration) (progress.Report, bool) {
+	return p.state("pushing image", "pushed image", false, attrs)
+}
+
+func (p *Progress) state(verb, past string, phases bool, attrs []any) func(time.Duration) (progress.Report, bool) {
+	with := func(more ...any) []any { return append(attrs[:len(attrs):len(attrs)], more...) }
 	return func(elapsed time.Duration) (progress.Report, bool) {
 		phase, done, total := p.Load()
-		verb, past := "exporting image", "exported image"
-		if phase == PhasePush {
-			verb, past = "pushing image", "pushed image"
-		}
 		if p.finished.Load() {
-			return progress.Report{Msg: past, Attrs: append(attrs[:len(attrs):len(attrs)], "size", progress.Bytes(done), "took", progress.Elapsed(elapsed))}, true
+			return progress.Report{Msg: past, Attrs: with("size", progress.Bytes(done), "took", progress.Elapsed(elapsed))}, true
 		}
 		written := progress.Bytes(done)
 		line := verb + ": "
-		if phase != "" {
+		if phases && phase != "" {
 			line += phase + " "
 		}
 		line += written
@@ -79,11 +84,13 @@ func (p *Progress) State(attrs ...any) func(time.Duration) (progress.Report, boo
 			written += " of " + progress.Bytes(total)
 			line += fmt.Sprintf("/%s %3.0f%%", progress.Bytes(total), 100*float64(done)/float64(total))
 		}
-		return progress.Report{
-			Line:  line + " " + progress.Elapsed(elapsed),
-			Msg:   verb,
-			Attrs: append(attrs[:len(attrs):len(attrs)], "phase", phase, "written", written, "elapsed", progress.Elapsed(elapsed)),
-		}, true
+		rep := progress.Report{Line: line + " " + progress.Elapsed(elapsed), Msg: verb}
+		if phases {
+			rep.Attrs = with("phase", phase, "written", written, "elapsed", progress.Elapsed(elapsed))
+		} else {
+			rep.Attrs = with("sent", written, "elapsed", progress.Elapsed(elapsed))
+		}
+		return rep, true
 	}
 }
 

@@ -107,7 +107,7 @@ func TestWriteOCICountsTheBytesWritten(t *testing.T) {
 	rep := progress.Reporter{Term: term, Log: logger, Tick: make(chan time.Time), Now: func() time.Time { return now }}
 	archive := filepath.Join(t.TempDir(), "image.tar")
 	var pr Progress
-	task := rep.Start(pr.State("to", "image.tar"))
+	task := rep.Start(pr.ExportState("to", "image.tar"))
 	errc := make(chan error, 1)
 	go func() { errc <- WriteOCI(archive, g, "llama-server:cpu-v3", Counting(&pr)) }()
 	<-g.reached
@@ -148,7 +148,7 @@ func TestWriteOCILogsProgressWithoutATerminal(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: noTime}))
 	now := time.Unix(0, 0)
 	var pr Progress
-	task := progress.Reporter{Log: logger, Tick: make(chan time.Time), Now: func() time.Time { return now }}.Start(pr.State("to", "layout/"))
+	task := progress.Reporter{Log: logger, Tick: make(chan time.Time), Now: func() time.Time { return now }}.Start(pr.ExportState("to", "layout/"))
 	task.Report() // not begun: no bytes yet
 	dir := t.TempDir() + "/"
 	if err := WriteOCI(dir, img, "", Counting(&pr)); err != nil {
@@ -178,7 +178,7 @@ func TestPushCountingCountsTheUpload(t *testing.T) {
 	if phase, done, total := pr.Load(); phase != PhasePush || done == 0 || done != total || done > size {
 		t.Errorf("Load() = %q, %d, %d; want %q and all of the upload done, at most the image's %d bytes", phase, done, total, PhasePush, size)
 	}
-	if rep, _ := pr.State()(time.Second); rep.Msg != "pushed image" {
+	if rep, _ := pr.PushState()(time.Second); rep.Msg != "pushed image" {
 		t.Errorf("the last report says %q, want pushed image", rep.Msg)
 	}
 }
