@@ -124,7 +124,7 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		Commands:             commands(),
 		ExitErrHandler:       func(*cli.Context, error) {},
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "quiet", Usage: "log only warnings and errors, and not the Dagger engine's progress (results still go to stdout)"},
+			&cli.BoolFlag{Name: "quiet", Usage: "log only warnings and errors: no progress (neither the line on a terminal nor the lines every 30 s) and not the Dagger engine's log (results still go to stdout)"},
 			&cli.BoolFlag{Name: "verbose", Usage: "log debug messages too (the Dagger build's definition steps among them)"},
 		},
 		Before: func(c *cli.Context) error {
