@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -84,14 +85,30 @@ const (
 	keyStdin
 	keyLogger
 	keyQuiet
+	keyTerm
 )
+
+// plainProgressEvery is how often long work logs how far it got where stderr is not a
+// terminal (tests shorten it).
+var plainProgressEvery = progress.PlainEvery
 
 // run is main without the process: tests call it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runTerm(ctx, args, stdin, stdout, stderr, progress.TermOf(stderr))
+}
+
+// runTerm is run with stderr's status line term, nil where stderr is not a terminal: then
+// long work logs a line now and then instead. Everything written to stderr goes through
+// term, so that no log line lands inside the status line.
+func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, term *progress.Term) int {
+	if term != nil {
+		stderr = term
+	}
 	level := new(slog.LevelVar) // --quiet: warnings and errors only; --verbose: debug too
 	quiet := new(bool)
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx = context.WithValue(ctx, keyQuiet, quiet)
+	ctx = context.WithValue(ctx, keyTerm, term)
 	ctx = context.WithValue(ctx, keyStdout, stdout)
 	ctx = context.WithValue(ctx, keyStderr, stderr)
 	ctx = context.WithValue(ctx, keyStdin, stdin)
@@ -107,7 +124,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Commands:             commands(),
 		ExitErrHandler:       func(*cli.Context, error) {},
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "quiet", Usage: "log only warnings and errors, and not the Dagger engine's progress (results still go to stdout)"},
+			&cli.BoolFlag{Name: "quiet", Usage: "log only warnings and errors: no progress (neither the line on a terminal nor the lines every 30 s) and not the Dagger engine's log (results still go to stdout)"},
 			&cli.BoolFlag{Name: "verbose", Usage: "log debug messages too (the Dagger build's definition steps among them)"},
 		},
 		Before: func(c *cli.Context) error {
@@ -163,10 +180,25 @@ func stdoutOf(c *cli.Context) io.Writer { return c.Context.Value(keyStdout).(io.
 // engineLogOf is where the Dagger engine's own progress log goes: stderr, or nowhere with the
 // global --quiet.
 func engineLogOf(c *cli.Context) io.Writer {
-	if q, _ := c.Context.Value(keyQuiet).(*bool); q != nil && *q {
+	if quietOf(c) {
 		return nil
 	}
 	return stderrOf(c)
+}
+
+func quietOf(c *cli.Context) bool {
+	q, _ := c.Context.Value(keyQuiet).(*bool)
+	return q != nil && *q
+}
+
+// termOf is stderr's status line for long work's progress: nil where stderr is not a
+// terminal, and with --quiet.
+func termOf(c *cli.Context) *progress.Term {
+	if quietOf(c) || c.Bool("quiet") {
+		return nil
+	}
+	t, _ := c.Context.Value(keyTerm).(*progress.Term)
+	return t
 }
 func stderrOf(c *cli.Context) io.Writer { return c.Context.Value(keyStderr).(io.Writer) }
 func loggerOf(c *cli.Context) *slog.Logger {

@@ -25,6 +25,7 @@ import (
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
@@ -70,16 +71,11 @@ type bundleOutput struct {
 	Link bool
 	// Epoch is the mtime of every archive entry.
 	Epoch time.Time
-	// Progress, if set, receives a progress line now and then (a terminal).
-	Progress io.Writer
-	// PlainProgress, without Progress, logs how far copying and hashing got every
-	// plainProgressEvery, for a log that is not a terminal (a large model takes minutes).
-	PlainProgress bool
-	Log           *slog.Logger
+	// Progress, if set, reports how far copying and hashing got (a large model takes
+	// minutes): on its Term's status line, or as a log line every Every.
+	Progress *progress.Reporter
+	Log      *slog.Logger
 }
-
-// plainProgressEvery is how often PlainProgress logs.
-var plainProgressEvery = 30 * time.Second
 
 // bundleFile is one file to place in the bundle.
 type bundleFile struct {
@@ -543,10 +539,10 @@ func placeFiles(ctx context.Context, root string, files []bundleFile, out bundle
 		}
 	}
 	var done atomic.Int64
-	stopProgress := startProgress(out.Progress, total, &done)
-	defer stopProgress()
-	if out.Progress == nil && out.PlainProgress {
-		defer startPlainProgress(out.Log, total, &done, plainProgressEvery)()
+	if out.Progress != nil && total > 0 {
+		defer out.Progress.Start(func(elapsed time.Duration) (progress.Report, bool) {
+			return bundleProgress(done.Load(), total, elapsed), true
+		}).Stop()
 	}
 	for _, d := range []string{manifest.BinDir, manifest.LibDir, manifest.ModelsDir} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
@@ -635,79 +631,19 @@ func placeFile(ctx context.Context, root string, f bundleFile, link bool, done *
 	return mf, how, nil
 }
 
-// startProgress prints a progress line to w twice a second until stopped.
-func startProgress(w io.Writer, total int64, done *atomic.Int64) func() {
-	if w == nil || total == 0 {
-		return func() {}
+// bundleProgress says how many of total bytes are copied and hashed after elapsed.
+func bundleProgress(done, total int64, elapsed time.Duration) progress.Report {
+	frac := float64(done) / float64(total)
+	rate := float64(done) / 1e6 / max(elapsed.Seconds(), 1e-9)
+	const width = 30
+	filled := min(max(int(width*frac), 0), width)
+	return progress.Report{
+		Line: fmt.Sprintf("bundling [%s%s] %5.1f%% %.0f/%.0f MB %.0f MB/s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+			100*frac, float64(done)/1e6, float64(total)/1e6, rate),
+		Msg: "bundling: copying and hashing",
+		Attrs: []any{"done", fmt.Sprintf("%.0f of %.0f MB (%.0f%%)", float64(done)/1e6, float64(total)/1e6, 100*frac),
+			"elapsed", progress.Elapsed(elapsed), "MB/s", fmt.Sprintf("%.0f", rate)},
 	}
-	stop := make(chan struct{})
-	finished := make(chan struct{})
-	start := time.Now()
-	print := func() {
-		d := done.Load()
-		secs := time.Since(start).Seconds()
-		rate := 0.0
-		if secs > 0 {
-			rate = float64(d) / secs / 1e6
-		}
-		const width = 30
-		filled := int(float64(width) * float64(d) / float64(total))
-		filled = min(max(filled, 0), width)
-		fmt.Fprintf(w, "\rbundling [%s%s] %5.1f%% %.0f/%.0f MB %.0f MB/s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-			100*float64(d)/float64(total), float64(d)/1e6, float64(total)/1e6, rate)
-	}
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				print()
-				fmt.Fprintln(w)
-				return
-			case <-t.C:
-				print()
-			}
-		}
-	}()
-	return func() { close(stop); <-finished }
-}
-
-// startPlainProgress logs how many of total bytes are done every interval until stopped.
-func startPlainProgress(log *slog.Logger, total int64, done *atomic.Int64, every time.Duration) func() {
-	if total == 0 {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	finished := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				d, secs := done.Load(), time.Since(start).Seconds()
-				log.Info("bundling: copying and hashing", "done", fmt.Sprintf("%.0f of %.0f MB (%.0f%%)", float64(d)/1e6, float64(total)/1e6, 100*float64(d)/float64(total)),
-					"elapsed", time.Since(start).Round(time.Second).String(), "MB/s", fmt.Sprintf("%.0f", float64(d)/1e6/max(secs, 1e-9)))
-			}
-		}
-	}()
-	return func() { close(stop); <-finished }
-}
-
-// isTerminal says whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible

@@ -14,13 +14,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/internal/progress"
+	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 )
@@ -717,22 +718,13 @@ func TestBundleArchiveInsideOutputIsRefused(t *testing.T) {
 	}
 }
 
-func TestProgressLine(t *testing.T) {
-	var buf bytes.Buffer
-	var done atomic.Int64
-	stop := startProgress(&buf, 1000, &done)
-	done.Store(500)
-	stop()
-	if got := buf.String(); !strings.Contains(got, "50.0%") || !strings.HasSuffix(got, "\n") {
-		t.Errorf("progress = %q, want 50.0%% and a final newline", got)
+func TestBundleProgressLine(t *testing.T) {
+	r := bundleProgress(500e6, 1000e6, 10*time.Second)
+	if want := "bundling [###############...............]  50.0% 500/1000 MB 50 MB/s"; r.Line != want {
+		t.Errorf("bundleProgress().Line = %q, want %q", r.Line, want)
 	}
-	if isTerminal(&buf) {
-		t.Error("isTerminal(buffer) = true")
-	}
-	buf.Reset()
-	startProgress(nil, 1000, &done)()
-	if buf.Len() != 0 {
-		t.Error("progress without a terminal printed")
+	if progress.TermOf(&bytes.Buffer{}) != nil {
+		t.Error("progress.TermOf(buffer) is a terminal")
 	}
 }
 
@@ -928,6 +920,43 @@ func TestQuietKeepsOnlyResults(t *testing.T) {
 	_, _, loud := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "-o", dir+"2")
 	if !strings.Contains(loud, "level=INFO") {
 		t.Errorf("without --quiet the log has no info lines (the test shows nothing): %q", loud)
+	}
+}
+
+// On a terminal (runTerm given one: stderr here is a buffer standing in for it) bundling
+// draws one line in place, and every log line lands on a line of its own above it; the last
+// state stays as a log line. With --quiet there is no line at all.
+func TestBundleDrawsOneLineOnATerminal(t *testing.T) {
+	in := newBundleInputs(t)
+	args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "-o", filepath.Join(t.TempDir(), "b")}
+	var stdout, stderr bytes.Buffer
+	if code := runTerm(context.Background(), args, strings.NewReader(""), &stdout, &stderr, progress.NewTerm(&stderr, 200)); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "\rbundling [") {
+		t.Errorf("stderr has no progress line drawn in place: %q", stderr.String())
+	}
+	lines := progresstest.Screen(stderr.String())
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasPrefix(l, "time=") || strings.Contains(l, "bundling [") {
+			t.Errorf("screen line %q is not a log line of its own", l)
+		}
+	}
+	if last := lines[len(lines)-1]; last != "" {
+		t.Errorf("the progress line is left on the screen: %q", last)
+	}
+	if !strings.Contains(stderr.String(), `msg="bundling: copying and hashing" done=`) || !strings.Contains(stderr.String(), "(100%)") {
+		t.Errorf("no last log line of the copying and hashing:\n%s", strings.Join(lines, "\n"))
+	}
+	// bundle's --quiet and the global one
+	for _, quiet := range [][]string{append(args[:len(args)-1:len(args)-1], t.TempDir()+"/c", "--quiet"), append([]string{"llbuild", "--quiet"}, args[1:len(args)-1]...)} {
+		if quiet[1] == "--quiet" {
+			quiet = append(quiet, t.TempDir()+"/d")
+		}
+		stderr.Reset()
+		if code := runTerm(context.Background(), quiet, strings.NewReader(""), &stdout, &stderr, progress.NewTerm(&stderr, 200)); code != 0 || strings.Contains(stderr.String(), "\r") {
+			t.Errorf("%q on a terminal: exit %d, stderr %q", quiet, code, stderr.String())
+		}
 	}
 }
 

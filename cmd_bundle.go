@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 )
@@ -130,10 +131,8 @@ func bundleCommand() *cli.Command {
 			if out.Epoch, err = sourceDateEpoch(os.Getenv); err != nil {
 				return usageError{err}
 			}
-			if stderr := stderrOf(c); !c.Bool("quiet") && isTerminal(stderr) {
-				out.Progress = stderr
-			} else if !c.Bool("quiet") {
-				out.PlainProgress = true // a log line every 30 s where stderr is not a terminal
+			if !c.Bool("quiet") {
+				out.Progress = &progress.Reporter{Term: termOf(c), Log: out.Log, Every: plainProgressEvery}
 			}
 			plan, err := planBundle(in)
 			if err != nil {

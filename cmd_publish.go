@@ -170,6 +170,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Remote:     ropts,
 		Jobs:       c.Int("jobs"),
 		Logger:     log,
+		Progress:   termOf(c),
 	}, func(ctx context.Context, need []*pipeline.Plan) []publish.Built {
 		return publishImages(c, need, out, bases, ropts)
 	})
@@ -293,7 +294,7 @@ func publishExecutor(c *cli.Context, bases map[string]string) (pipeline.Executor
 	}
 	b := pipeline.Builder{Version: version, Executor: c.String("executor")}
 	if c.String("executor") == pipeline.ExecutorHost {
-		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c)})
+		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c), Progress: termOf(c)})
 	}
 	return newDaggerExecutor(c, series, b, bases)
 }

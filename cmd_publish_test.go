@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/llbuild/llbuild/internal/imagetest"
+	"github.com/llbuild/llbuild/internal/progress"
+	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/publish"
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -341,5 +345,35 @@ func TestPublishRedactsCredentialsARegistryEchoes(t *testing.T) {
 	basic := base64.StdEncoding.EncodeToString([]byte("bot:echoed-Secret-9"))
 	if strings.Contains(stderr, "echoed-Secret-9") || strings.Contains(stderr, basic) {
 		t.Errorf("stderr leaks the credentials:\n%s", stderr)
+	}
+}
+
+// Publishing on a terminal (runTerm with a status line over a buffer standing in for it):
+// each push is drawn in place while it runs and ends with a log line of its size and time;
+// every log line is a line of its own.
+func TestPublishOnATerminalDrawsEachPushInPlace(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	reg := publishtest.Memory(t, nil)
+	fx := newPublishFixture(t)
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"llbuild"}, fx.args(reg.Host+"/llbuild/llama-server")...)
+	if code := runTerm(context.Background(), args, strings.NewReader(""), &stdout, &stderr, progress.NewTerm(&stderr, 200)); code != exitOK {
+		t.Fatalf("publish: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "\rpushing image: ") {
+		t.Errorf("no push drawn in place: %q", stderr.String())
+	}
+	lines := progresstest.Screen(stderr.String())
+	pushed := 0
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasPrefix(l, "time=") || strings.Contains(l, "pushing image: ") {
+			t.Errorf("screen line %q is not a log line of its own", l)
+		}
+		if strings.Contains(l, `msg="pushed image" target=`) && strings.Contains(l, " size=") && strings.Contains(l, " took=") {
+			pushed++
+		}
+	}
+	if pushed != len(fx.plans) || lines[len(lines)-1] != "" {
+		t.Errorf("%d pushed-image log lines and %q left at the bottom, want %d and nothing\n%s", pushed, lines[len(lines)-1], len(fx.plans), strings.Join(lines, "\n"))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/daggerexec"
@@ -131,7 +132,7 @@ func serverCommand() *cli.Command {
 			}
 			var ex pipeline.Executor
 			if c.String("executor") == pipeline.ExecutorHost {
-				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log})
+				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log, Progress: termOf(c)})
 			} else { // dagger: checkExecutorFlags allows no other
 				ex, err = newDaggerExecutor(c, series, builder, bases)
 			}
@@ -220,6 +221,7 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 		Builder:   b,
 		Logger:    loggerOf(c),
 		LogOutput: engineLogOf(c),
+		Progress:  termOf(c),
 	})
 	if err != nil {
 		return nil, err
@@ -246,13 +248,28 @@ func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, er
 	if err != nil {
 		return "", err
 	}
+	// Writing and pushing take minutes for a CUDA image: both report their bytes as they go.
+	log := loggerOf(c).With("target", p.Target)
+	rep := progress.Reporter{Term: termOf(c), Log: log, Every: plainProgressEvery}
 	if f := c.String("image-out"); f != "" {
-		if err := image.WriteOCI(f, img, "llama-server:"+p.Target); err != nil {
+		log.Info("exporting image", "to", f)
+		var pr image.Progress
+		task := rep.Start(pr.ExportState("to", f))
+		err := image.WriteOCI(f, img, "llama-server:"+p.Target, image.Counting(&pr))
+		task.Stop()
+		if err != nil {
 			return "", fmt.Errorf("writing %s: %w", f, err)
 		}
 	}
-	if err := image.Push(c.Context, img, c.StringSlice("push")); err != nil {
-		return "", err
+	if refs := c.StringSlice("push"); len(refs) > 0 {
+		log.Info("pushing image", "to", strings.Join(refs, ","))
+		var pr image.Progress
+		task := rep.Start(pr.PushState("to", strings.Join(refs, ",")))
+		err := image.PushCounting(c.Context, img, refs, &pr)
+		task.Stop()
+		if err != nil {
+			return "", err
+		}
 	}
 	return digest.String(), nil
 }

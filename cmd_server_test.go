@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/imagetest"
+	"github.com/llbuild/llbuild/internal/progress"
+	"github.com/llbuild/llbuild/internal/progress/progresstest"
+	"github.com/llbuild/llbuild/publish/publishtest"
 )
 
 func TestServerRefusesBadUsage(t *testing.T) {
@@ -104,5 +110,51 @@ func TestServerChecksTheRuntimeBaseBeforeBuilding(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
 		t.Errorf("a refused build wrote %v", m)
+	}
+}
+
+// server --image-out, with the demonstration's fixture build (a target like cpu-v3 whose
+// runtime base is the test base), reports the export: on a terminal drawn in place, else as
+// log lines, both starting with the destination and ending with the archive's size and time.
+func TestServerReportsTheImageExport(t *testing.T) {
+	needDemoTools(t)
+	base := imagetest.BaseImage(t)
+	file := publishtest.TargetFile(t, t.TempDir(), publishtest.Target(t, "cpu-v3", base, nil))
+	layout := imagetest.WriteLayout(t, base)
+	for _, terminal := range []bool{true, false} {
+		img := filepath.Join(t.TempDir(), "img.tar")
+		args := []string{"llbuild", "server", "--target-file", file, "--executor", "host", "--source", filepath.Join("pipeline", "testdata", "fakellama"),
+			"--series", filepath.Join("pipeline", "testdata", "patches", "demo.series"), "--out", t.TempDir(), "--work-dir", t.TempDir(),
+			"--base", "runtime=oci-layout:" + layout, "--image-out", img}
+		var stdout, stderr bytes.Buffer
+		var term *progress.Term
+		if terminal {
+			term = progress.NewTerm(&stderr, 200)
+		}
+		if code := runTerm(context.Background(), args, strings.NewReader(""), &stdout, &stderr, term); code != exitOK {
+			t.Fatalf("terminal %v: exit %d\n%s", terminal, code, stderr.String())
+		}
+		fi, err := os.Stat(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := stderr.String()
+		for _, want := range []string{`msg="exporting image" target=cpu-v3 to=` + img + "\n",
+			`msg="exported image" target=cpu-v3 to=` + img + ` size="` + progress.Bytes(fi.Size()) + `" took=`} {
+			if !strings.Contains(log, want) {
+				t.Errorf("terminal %v: stderr has no %q:\n%s", terminal, want, log)
+			}
+		}
+		if drawn := strings.Contains(log, "\rexporting image: "); drawn != terminal {
+			t.Errorf("terminal %v: export line drawn in place: %v", terminal, drawn)
+		}
+		if terminal {
+			lines := progresstest.Screen(log)
+			for _, l := range lines[:len(lines)-1] {
+				if !strings.HasPrefix(l, "time=") {
+					t.Errorf("screen line %q is not a log line of its own", l)
+				}
+			}
+		}
 	}
 }

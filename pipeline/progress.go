@@ -2,51 +2,60 @@ package pipeline
 
 import (
 	"bytes"
-	"log/slog"
+	"fmt"
+	"path"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/progress"
 )
 
-// NinjaProgress follows a build's output for ninja's "[n/N]" lines and logs the last one with
-// the elapsed time every so often while the build runs, and once when it stops: a cold
-// llama.cpp build is otherwise silent for many minutes. It reads the output as written, a
-// host build's or the Dagger engine's progress log (whose lines carry a prefix and colour
-// codes before the step).
+// NinjaProgress follows a build's output for ninja's "[n/N] description" lines and reports
+// the last one with the elapsed time while the build runs, and once when it stops: a cold
+// llama.cpp build is otherwise silent for many minutes. On a terminal it is the build's part
+// of the status line; elsewhere a log line every 30 s. It reads the output as written, a host
+// build's or the Dagger engine's progress log (whose lines carry a prefix and colour codes
+// before the step).
 type NinjaProgress struct {
-	log   *slog.Logger
-	every time.Duration
+	rep   progress.Reporter
+	label string
 
-	mu      sync.Mutex
-	step    string
-	partial []byte
-	start   time.Time
-	done    chan struct{}
-	stopped chan struct{}
+	mu          sync.Mutex
+	done, total int
+	name        string
+	partial     []byte
+	task        *progress.Task
 }
 
-// NewNinjaProgress returns a follower that logs to log every every (30 s when 0).
-func NewNinjaProgress(log *slog.Logger, every time.Duration) *NinjaProgress {
-	if every <= 0 {
-		every = 30 * time.Second
-	}
-	return &NinjaProgress{log: log, every: every}
+// NewNinjaProgress returns a follower of the build of label (a target) that reports as r
+// says.
+func NewNinjaProgress(r progress.Reporter, label string) *NinjaProgress {
+	return &NinjaProgress{rep: r, label: label}
 }
 
-var ninjaStep = regexp.MustCompile(`(?:^|[| ])\[(\d+)/(\d+)\] `)
+var (
+	ninjaStep = regexp.MustCompile(`(?:^|[| ])\[(\d+)/(\d+)\] (.*)`)
+	ansiCode  = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+)
 
 // Write scans b for ninja steps; it never fails.
 func (p *NinjaProgress) Write(b []byte) (int, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	data := append(p.partial, b...)
+	stepped := false
 	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			break
 		}
 		if m := ninjaStep.FindSubmatch(data[:i]); m != nil {
-			p.step = string(m[1]) + "/" + string(m[2])
+			p.done, _ = strconv.Atoi(string(m[1]))
+			p.total, _ = strconv.Atoi(string(m[2]))
+			p.name = stepName(string(ansiCode.ReplaceAll(m[3], nil)))
+			stepped = true
 		}
 		data = data[i+1:]
 	}
@@ -54,45 +63,71 @@ func (p *NinjaProgress) Write(b []byte) (int, error) {
 		data = data[len(data)-4096:]
 	}
 	p.partial = append(p.partial[:0], data...)
+	task := p.task
+	p.mu.Unlock()
+	if stepped && task != nil {
+		task.Changed() // a terminal's line follows every step; log lines keep their pace
+	}
 	return len(b), nil
 }
 
-// Start begins the periodic reports.
+// stepName shortens a ninja step's description to what it works on: "Building CXX object
+// ggml/src/CMakeFiles/ggml-base.dir/ggml.cpp.o" is ggml.cpp, "Linking CXX executable
+// bin/llama-server" is llama-server; a description without a path stays whole.
+func stepName(desc string) string {
+	desc = strings.TrimSpace(desc)
+	f := strings.Fields(desc)
+	if len(f) == 0 {
+		return ""
+	}
+	last := f[len(f)-1]
+	if !strings.ContainsAny(last, "/.") {
+		return desc
+	}
+	return strings.TrimSuffix(path.Base(last), ".o")
+}
+
+// Start begins the reports.
 func (p *NinjaProgress) Start() {
+	t := p.rep.Start(p.state)
 	p.mu.Lock()
-	p.start, p.done, p.stopped = time.Now(), make(chan struct{}), make(chan struct{})
+	p.task = t
 	p.mu.Unlock()
-	go func() {
-		defer close(p.stopped)
-		t := time.NewTicker(p.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				p.report()
-			case <-p.done:
-				p.report()
-				return
-			}
-		}
-	}()
+}
+
+// Report reports the build's progress now, as the ticker does.
+func (p *NinjaProgress) Report() {
+	p.mu.Lock()
+	t := p.task
+	p.mu.Unlock()
+	t.Report()
 }
 
 // Stop ends the reports with a last one.
 func (p *NinjaProgress) Stop() {
-	if p.done == nil {
-		return
+	p.mu.Lock()
+	t := p.task
+	p.task = nil
+	p.mu.Unlock()
+	if t != nil {
+		t.Stop()
 	}
-	close(p.done)
-	<-p.stopped
-	p.done = nil
 }
 
-func (p *NinjaProgress) report() {
+func (p *NinjaProgress) state(elapsed time.Duration) (progress.Report, bool) {
 	p.mu.Lock()
-	step := p.step
-	p.mu.Unlock()
-	if step != "" && p.log != nil {
-		p.log.Info("building", "step", step, "elapsed", time.Since(p.start).Round(time.Second))
+	defer p.mu.Unlock()
+	if p.total == 0 {
+		return progress.Report{}, false
 	}
+	step := fmt.Sprintf("%d/%d", p.done, p.total)
+	line := "building "
+	if p.label != "" {
+		line += p.label + " "
+	}
+	line += fmt.Sprintf("[%s] %3.0f%% %s", step, 100*float64(p.done)/float64(p.total), progress.Elapsed(elapsed))
+	if p.name != "" {
+		line += " " + p.name
+	}
+	return progress.Report{Line: line, Msg: "building", Attrs: []any{"step", step, "elapsed", elapsed.Round(time.Second)}}, true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 )
@@ -30,6 +31,9 @@ type Options struct {
 	// Jobs bounds how many targets talk to the registry at once (at least 1).
 	Jobs   int
 	Logger *slog.Logger
+	// Progress is stderr's status line where it is a terminal: each push's bytes are drawn
+	// there instead of logged every 30 s.
+	Progress *progress.Term
 }
 
 // ImageFunc makes the runtime images of plans that are not yet published, one result per
@@ -306,7 +310,12 @@ func push(ctx context.Context, opts Options, p *pipeline.Plan, img v1.Image, tag
 	for _, t := range append(append([]string(nil), tags[1:]...), tags[0]) {
 		refs = append(refs, opts.Repository.Tag(t).String())
 	}
-	if err := image.Push(ctx, img, refs, opts.Remote...); err != nil {
+	// A CUDA image's upload takes minutes: it reports its bytes as it goes.
+	var pr image.Progress
+	task := progress.Reporter{Term: opts.Progress, Log: opts.Logger.With("target", p.Target)}.Start(pr.PushState("to", opts.Repository.String()))
+	err = image.PushCounting(ctx, img, refs, &pr, opts.Remote...)
+	task.Stop()
+	if err != nil {
 		return "", fmt.Errorf("%w%s", err, authHint(err))
 	}
 	return d.String(), nil

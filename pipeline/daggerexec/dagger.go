@@ -21,6 +21,7 @@ import (
 	"dagger.io/dagger/engineconn"
 
 	"github.com/llbuild/llbuild/internal/ocitar"
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -55,6 +56,9 @@ type Options struct {
 	// ninja's last step with its elapsed time every ProgressEvery (0: 30 s).
 	LogOutput     io.Writer
 	ProgressEvery time.Duration
+	// Progress is stderr's status line where it is a terminal: the builds' progress is drawn
+	// there instead of logged every ProgressEvery.
+	Progress *progress.Term
 
 	// conn replaces the engine connection (tests: a recording fake).
 	conn engineconn.EngineConn
@@ -85,8 +89,8 @@ func (t *engineLogTee) Write(b []byte) (int, error) {
 }
 
 // follow reports a build's ninja progress from the engine's log until the returned stop.
-func (e *Executor) follow(log *slog.Logger) (stop func()) {
-	p := pipeline.NewNinjaProgress(log, e.opts.ProgressEvery)
+func (e *Executor) follow(log *slog.Logger, target string) (stop func()) {
+	p := pipeline.NewNinjaProgress(progress.Reporter{Term: e.opts.Progress, Log: log, Every: e.opts.ProgressEvery}, target)
 	e.followMu.Lock()
 	if e.following == nil {
 		e.following = map[*pipeline.NinjaProgress]bool{}
@@ -391,7 +395,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
 	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
-	defer e.follow(log)()
+	defer e.follow(log, p.Target)()
 	if err := pipeline.RunSteps(ctx, logged(log, steps()), s); err != nil {
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
 	}

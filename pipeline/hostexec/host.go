@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"time"
@@ -34,8 +35,11 @@ type Options struct {
 	Builder pipeline.Builder
 	Logger  *slog.Logger
 	// ProgressEvery is how often a running build logs ninja's progress ([n/N]) with its
-	// elapsed time; 0 means 30 s (pipeline.NewNinjaProgress's default).
+	// elapsed time; 0 means 30 s (progress.PlainEvery).
 	ProgressEvery time.Duration
+	// Progress is stderr's status line where it is a terminal: the build's progress is drawn
+	// there instead of logged every ProgressEvery.
+	Progress *progress.Term
 }
 
 // Executor builds plans natively.
@@ -368,7 +372,7 @@ func build(ctx context.Context, s *state) error {
 		args = append([]string{"bash", "-c", `. "$0" >/dev/null && exec "$@"`, s.plan.EnvScript}, args...)
 	}
 	c := s.cmd(s.root, "build", args...)
-	c.progress = pipeline.NewNinjaProgress(s.logger, s.opts.ProgressEvery)
+	c.progress = pipeline.NewNinjaProgress(progress.Reporter{Term: s.opts.Progress, Log: s.logger, Every: s.opts.ProgressEvery}, s.plan.Target)
 	return c.run(ctx)
 }
 

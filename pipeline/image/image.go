@@ -417,20 +417,52 @@ func (l *memLayer) Compressed() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(l.b)), nil
 }
 
+// WriteOption is an option of WriteOCI.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct{ progress *Progress }
+
+// Counting has WriteOCI count its bytes in p.
+func Counting(p *Progress) WriteOption { return func(o *writeOptions) { o.progress = p } }
+
 // WriteOCI writes img to dst: an OCI layout when dst ends in a slash or is an existing
 // directory, otherwise an OCI archive (a tar of an OCI layout, as skopeo's oci-archive: and
 // docker load read). The archive is written to a temporary file and renamed into place.
-func WriteOCI(dst string, img v1.Image, ref string) error {
+func WriteOCI(dst string, img v1.Image, ref string, opts ...WriteOption) error {
+	var o writeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	anns := map[string]string{}
 	if ref != "" {
 		anns["org.opencontainers.image.ref.name"] = ref
+	}
+	var size int64
+	appendImage := func(p layout.Path) error {
+		if o.progress != nil {
+			// The blobs go first through an image whose layers count their bytes;
+			// AppendImage then finds them written and adds the index entry.
+			var err error
+			if size, err = blobsSize(img); err != nil {
+				return err
+			}
+			o.progress.begin(PhaseLayout, size)
+			if err := p.WriteImage(countedImage{img, o.progress}); err != nil {
+				return err
+			}
+		}
+		return p.AppendImage(img, layout.WithAnnotations(anns))
 	}
 	if fi, err := os.Stat(dst); strings.HasSuffix(dst, "/") || (err == nil && fi.IsDir()) {
 		p, err := layout.Write(dst, empty.Index)
 		if err != nil {
 			return err
 		}
-		return p.AppendImage(img, layout.WithAnnotations(anns))
+		if err := appendImage(p); err != nil {
+			return err
+		}
+		o.progress.finish(size)
+		return nil
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".llbuild-oci-")
 	if err != nil {
@@ -441,7 +473,7 @@ func WriteOCI(dst string, img v1.Image, ref string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(anns)); err != nil {
+	if err := appendImage(p); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(dst), ".llbuild-oci-*.tar")
@@ -449,7 +481,7 @@ func WriteOCI(dst string, img v1.Image, ref string) error {
 		return err
 	}
 	defer os.Remove(f.Name())
-	if err := tarDir(tmp, f); err != nil {
+	if err := tarDir(tmp, f, o.progress); err != nil {
 		f.Close()
 		return err
 	}
@@ -461,27 +493,45 @@ func WriteOCI(dst string, img v1.Image, ref string) error {
 		f.Close()
 		return err
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), dst)
+	if err := os.Rename(f.Name(), dst); err != nil {
+		return err
+	}
+	o.progress.finish(fi.Size())
+	return nil
 }
 
-// tarDir writes dir as a deterministic tar: sorted, epoch zero times, uid/gid 0.
-func tarDir(dir string, w io.Writer) error {
+// tarDir writes dir as a deterministic tar: sorted, epoch zero times, uid/gid 0. progress,
+// if set, counts the tar's bytes, of about the files' total.
+func tarDir(dir string, w io.Writer, progress *Progress) error {
 	var names []string
+	var total int64
 	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || p == dir {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
 		names = append(names, filepath.ToSlash(rel))
+		if fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
+	if progress != nil {
+		progress.begin(PhaseArchive, total)
+		w = countingWriter{w, progress}
+	}
 	tw := tar.NewWriter(w)
 	for _, n := range names {
 		p := filepath.Join(dir, filepath.FromSlash(n))
@@ -516,15 +566,44 @@ func tarDir(dir string, w io.Writer) error {
 
 // Push writes img to every ref; the blobs go up once and later refs only add tags.
 func Push(ctx context.Context, img v1.Image, refs []string, opts ...remote.Option) error {
+	return PushCounting(ctx, img, refs, nil, opts...)
+}
+
+// PushCounting is Push counting the bytes uploaded to each ref in p (nil: Push).
+func PushCounting(ctx context.Context, img v1.Image, refs []string, p *Progress, opts ...remote.Option) error {
 	opts = pushOptions(ctx, opts)
 	for _, r := range refs {
 		ref, err := name.ParseReference(r)
 		if err != nil {
 			return fmt.Errorf("--push %q: %w", redact(r), err)
 		}
-		if err := remote.Write(ref, img, opts...); err != nil {
+		o := opts
+		var counted chan struct{}
+		if p != nil {
+			// The registry client closes updates when the write ends: one channel per ref.
+			updates, c := make(chan v1.Update, 16), make(chan struct{})
+			p.begin(PhasePush, 0)
+			go func() {
+				defer close(c)
+				for u := range updates {
+					p.total.Store(u.Total)
+					p.done.Store(u.Complete)
+				}
+			}()
+			o, counted = append(o[:len(o):len(o)], remote.WithProgress(updates)), c
+		}
+		if err := remote.Write(ref, img, o...); err != nil {
+			// not waiting for counted: the client does not close updates when it refuses
+			// its options
 			return fmt.Errorf("pushing %s: %w", redact(r), err)
 		}
+		if counted != nil {
+			<-counted
+		}
+	}
+	if p != nil {
+		_, done, _ := p.Load()
+		p.finish(done)
 	}
 	return nil
 }
