@@ -118,13 +118,13 @@ nearties)
 series-cost)
 	pin=${3:?series-cost old|new}; commit=$old args=(--recipe "patches/$old/server.yaml" --series "patches/$old/series")
 	[ "$pin" = new ] && commit=$new args=()
-	s=/tmp/series-0001-$pin && mkdir -p $s && first=$(grep -m1 -E '^0001-[^ ]+\.patch ' "${args[3]:-patches/series}") &&
-		cp "$(dirname "${args[3]:-patches/series}")/${first%% *}" $s/ && echo "$first" >$s/series || exit 1
-	[ -d /tmp/pins/"$pin"1 ] || NOPACK=1 build "$pin"1 "$commit" "${args[@]:0:2}" --series $s/series || exit 1
+	s=/tmp/series-0001-$pin && mkdir -p "$s" && first=$(grep -m1 -E '^0001-[^ ]+\.patch ' "${args[3]:-patches/series}") &&
+		cp "$(dirname "${args[3]:-patches/series}")/${first%% *}" "$s"/ && echo "$first" >"$s"/series || exit 1
+	[ -d /tmp/pins/"$pin"1 ] || NOPACK=1 build "$pin"1 "$commit" "${args[@]:0:2}" --series "$s"/series || exit 1
 	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	for p in "$pin" "$pin"1; do
-		"$D"/llbuild bundle -t h200 --artifacts "$(artifacts $p)" -o /tmp/sc-$p --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+		"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$p")" -o /tmp/sc-"$p" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
 	done
 	t0=$SECONDS
 	"$D"/llbuild bench /tmp/sc-"$pin" /tmp/sc-"$pin"1 --mode full --rounds 3 --dir /tmp/runs-sc-"$pin" >"$OUT/bench-sc-$pin.txt" 2>"$OUT/bench-sc-$pin.log"
