@@ -38,7 +38,7 @@ func bundleCommand() *cli.Command {
 		targetFlag, targetFileFlag, jsonFlag,
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
-		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild server's output) built for the target"},
+		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
 		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
 		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
@@ -85,7 +85,7 @@ func bundleCommand() *cli.Command {
 				return usagef("no model given: use --model FILE.gguf")
 			}
 			if in.Artifacts == "" {
-				return usagef("no server given: use --artifacts DIR (the output of llbuild server for this target)")
+				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target)")
 			}
 			for _, kv := range c.StringSlice("env") {
 				k, v, ok := strings.Cut(kv, "=")

@@ -68,7 +68,7 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"a value the flag refuses", []string{"server", "--jobs", "many"}, `invalid value "many" for flag --jobs`},
+		{"a value the flag refuses", []string{"build", "--jobs", "many"}, `invalid value "many" for flag --jobs`},
 		{"a value the flag refuses, after the arguments", []string{"bench", dir, "--canaries", "y"}, `invalid value "y" for flag --canaries`},
 		{"a bool flag given a value it refuses", []string{"verify", dir, "--json=maybe"}, `invalid boolean value "maybe" for --json`},
 		{"a flag without its value after the arguments", []string{"serve", dir, "--addr"}, "flag needs an argument: --addr"},
