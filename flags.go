@@ -3,20 +3,23 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 )
 
-// flagsFirst, given an app after its Setup, returns llbuild's command line (args[0] the program) with each command's flags
-// moved before its positional arguments, so that flags may follow them (llbuild verify ARCHIVE
-// --json) although urfave/cli stops parsing flags at the first argument. It reads the command
-// path as urfave does (global flags, a command, its subcommands) and each command's declared
-// flags, so it knows which flags take a value; `--` ends the flags. It checks what urfave would
-// otherwise report with the standard flag package's one-dash names, and reports it as help
-// writes the flags (--target; a one-letter flag keeps its dash): an unknown flag, a flag
-// without its value, a value the flag refuses, a required flag missing. A flag after the
-// arguments may not repeat a one-value flag given before: which one was meant is not clear.
+// flagsFirst returns the command line (args[0] the program) with each command's flags moved
+// before its positional arguments, so that flags may follow them (llbuild verify ARCHIVE --json)
+// although urfave/cli stops reading flags at the first argument; `--` ends the flags. It walks
+// the command path as urfave dispatches it and knows from each command's declared flags which
+// take a value. app must have had its Setup, which adds --help and --version.
+//
+// The mistakes urfave would report with the standard flag package's one-dash names it reports
+// as usage errors, naming flags as help does (--target; a one-letter flag keeps its one dash):
+// an unknown flag, a flag without its value, a value the flag refuses, a required flag left
+// out. A one-value flag after the arguments may not repeat one given before them: which was
+// meant is not clear.
 func flagsFirst(app *cli.App, args []string) ([]string, error) {
 	if len(args) == 0 {
 		return args, nil
@@ -25,7 +28,7 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 	if last == "--generate-bash-completion" || last == "-generate-bash-completion" {
 		return args, nil // urfave completes the words as they are
 	}
-	rest, err := orderFlags(app.Flags, app.Commands, nil, args[1:]) // app.Setup added help and version
+	rest, err := orderFlags(app.Flags, app.Commands, nil, args[1:])
 	return append([]string{args[0]}, rest...), err
 }
 
@@ -64,7 +67,7 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
-		if name == "" || name[0] == '-' || name[0] == '=' {
+		if name == "" || name[0] == '-' {
 			return nil, usagef("bad flag syntax: %s", a)
 		}
 		f := set.Lookup(name)
@@ -110,7 +113,7 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 	if cmd != nil && !given["help"] {
 		var missing []string
 		for _, f := range cmd.Flags {
-			if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() && !given[f.Names()[0]] {
+			if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() && !given[f.Names()[0]] && !inEnv(f) {
 				missing = append(missing, f.Names()[0])
 			}
 		}
@@ -166,4 +169,18 @@ func flagName(name string) string {
 		return "-" + name
 	}
 	return "--" + name
+}
+
+// inEnv says whether one of f's environment variables is set, which urfave counts as giving it.
+func inEnv(f cli.Flag) bool {
+	e, ok := f.(interface{ GetEnvVars() []string })
+	if !ok {
+		return false
+	}
+	for _, v := range e.GetEnvVars() {
+		if _, set := os.LookupEnv(v); set {
+			return true
+		}
+	}
+	return false
 }
