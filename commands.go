@@ -33,6 +33,7 @@ func commands() []*cli.Command {
 func renamed(cmd *cli.Command, old string) *cli.Command {
 	name, before := cmd.Name, cmd.Before
 	cmd.Name, cmd.Aliases, cmd.Hidden = old, nil, true
+	cmd.Usage += fmt.Sprintf(" (deprecated: use llbuild %s)", name)
 	cmd.Before = func(c *cli.Context) error {
 		fmt.Fprintf(stderrOf(c), "llbuild: %q is deprecated: use %q (the same flags)\n", "llbuild "+old, "llbuild "+name)
 		if before != nil {
