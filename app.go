@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
 	"runtime/debug"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -75,15 +73,16 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// ExitCode makes a usageError a cli.ExitCoder, so that run finds its code as it finds
+// cli.Exit's.
+func (e usageError) ExitCode() int { return exitUsage }
+
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 type ctxKey int
 
 const (
-	keyStdout ctxKey = iota
-	keyStderr
-	keyStdin
-	keyLogger
+	keyLogger ctxKey = iota
 	keyQuiet
 	keyTerm
 )
@@ -109,9 +108,6 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx = context.WithValue(ctx, keyQuiet, quiet)
 	ctx = context.WithValue(ctx, keyTerm, term)
-	ctx = context.WithValue(ctx, keyStdout, stdout)
-	ctx = context.WithValue(ctx, keyStderr, stderr)
-	ctx = context.WithValue(ctx, keyStdin, stdin)
 	ctx = context.WithValue(ctx, keyLogger, logger)
 	app := &cli.App{
 		Name:                 "llbuild",
@@ -139,28 +135,28 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			}
 			return nil
 		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{longFlagNames(err)}
-		},
+		// flagsFirst reports every mistake in the flags; this is for whatever urfave finds
+		// besides.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError{err} },
 	}
 	for _, c := range app.Commands {
 		setUsageHandler(c)
 	}
-	err := app.RunContext(ctx, args)
+	app.Setup()
+	args, err := flagsFirst(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return exitOK
 	}
 	code := exitFailed
-	var ue usageError
 	var ec cli.ExitCoder
 	switch {
-	case errors.As(err, &ue), errors.Is(err, pipeline.ErrFloating):
-		code = exitUsage
 	case errors.As(err, &ec):
 		code = ec.ExitCode()
-	case strings.HasPrefix(err.Error(), "flag provided but not defined"), strings.HasPrefix(err.Error(), "Required flag"):
+	case errors.Is(err, pipeline.ErrFloating):
 		code = exitUsage
-		err = longFlagNames(err)
 	}
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintf(stderr, "llbuild: %s\n", msg)
@@ -169,13 +165,14 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 }
 
 func setUsageHandler(c *cli.Command) {
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{longFlagNames(err)} }
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	for _, s := range c.Subcommands {
 		setUsageHandler(s)
 	}
 }
 
-func stdoutOf(c *cli.Context) io.Writer { return c.Context.Value(keyStdout).(io.Writer) }
+// stdoutOf is where a command writes its results: the app's Writer.
+func stdoutOf(c *cli.Context) io.Writer { return c.App.Writer }
 
 // engineLogOf is where the Dagger engine's own progress log goes: stderr, or nowhere with the
 // global --quiet.
@@ -200,23 +197,12 @@ func termOf(c *cli.Context) *progress.Term {
 	t, _ := c.Context.Value(keyTerm).(*progress.Term)
 	return t
 }
-func stderrOf(c *cli.Context) io.Writer { return c.Context.Value(keyStderr).(io.Writer) }
+
+// stderrOf is where a command writes what is not a result: the app's ErrWriter.
+func stderrOf(c *cli.Context) io.Writer { return c.App.ErrWriter }
+
 func loggerOf(c *cli.Context) *slog.Logger {
 	return c.Context.Value(keyLogger).(*slog.Logger)
-}
-
-// flagInError finds a flag's name in the standard flag package's messages, which write every
-// flag with one dash.
-var flagInError = regexp.MustCompile(`(flag provided but not defined: |flag needs an argument: |for flag |value "[^"]*" for )-([A-Za-z0-9][A-Za-z0-9_-]+)`)
-
-// longFlagNames writes long flags in err's message as help writes them (--target, not
-// -target); one-letter flags keep their one dash.
-func longFlagNames(err error) error {
-	msg := flagInError.ReplaceAllString(err.Error(), "${1}--${2}")
-	if msg == err.Error() {
-		return err
-	}
-	return errors.New(msg)
 }
 
 // checkDirFlag refuses, as a usage error, a directory flag naming something that is not a

@@ -530,7 +530,7 @@ func TestVerifyCommand(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "verify", filepath.Join(out, "b.tar.gz")); code != 0 {
 		t.Errorf("verify archive: exit %d %s %s", code, stdout, stderr)
 	}
-	// The README's form puts --json after the archive, where urfave/cli stops parsing flags.
+	// The README's form puts --json after the archive, where urfave/cli alone stops parsing flags.
 	code, stdout, stderr := runCLI(t, "verify", filepath.Join(out, "b.tar.gz"), "--json")
 	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil || !res.OK {
 		t.Errorf("verify ARCHIVE --json: exit %d %v\n%s%s", code, err, stdout, stderr)

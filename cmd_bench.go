@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,36 +54,11 @@ func benchCommand() *cli.Command {
 			"130 interrupted (the runs measured so far are kept, the one in progress marked incomplete).",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			// The flags may also come after the bundles, where the command-line library stops
-			// parsing them.
-			fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			for _, f := range flags {
-				for _, name := range f.Names() {
-					switch f.(type) {
-					case *cli.BoolFlag:
-						fs.Bool(name, c.Bool(name), "")
-					default:
-						fs.String(name, fmt.Sprint(c.Value(f.Names()[0])), "")
-					}
-				}
-			}
-			var names []string
-			args := c.Args().Slice()
-			for len(args) > 0 {
-				if err := fs.Parse(args); err != nil {
-					return usagef("bench: %v", err)
-				}
-				if fs.NArg() == 0 {
-					break
-				}
-				names = append(names, fs.Arg(0))
-				args = fs.Args()[1:]
-			}
+			names := c.Args().Slice()
 			if len(names) == 0 {
 				return usagef("bench takes one or more BUNDLE directories or archives")
 			}
-			opts, err := benchOptions(fs)
+			opts, err := benchOptions(c)
 			if err != nil {
 				return err
 			}
@@ -95,7 +68,7 @@ func benchCommand() *cli.Command {
 					opts.Invocation = append(opts.Invocation, fmt.Sprintf("--%s=%v", name, c.Value(name)))
 				}
 			}
-			opts.Invocation = append(opts.Invocation, c.Args().Slice()...)
+			opts.Invocation = append(opts.Invocation, names...)
 			opts.Log = loggerOf(c)
 			opts.Progress = stderrOf(c)
 			var bundles []*bench.Bundle
@@ -119,7 +92,7 @@ func benchCommand() *cli.Command {
 			}
 			out := stdoutOf(c)
 			diffs := benchPlanDiffs(c, names, dirs)
-			if fs.Lookup("json").Value.String() == "true" {
+			if c.Bool("json") {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(struct {
@@ -198,31 +171,23 @@ func benchPlanDiffs(c *cli.Context, names, dirs []string) []benchPlanDiff {
 }
 
 // benchOptions reads the protocol and scheduling flags, all problems together.
-func benchOptions(fs *flag.FlagSet) (bench.Options, error) {
+func benchOptions(c *cli.Context) (bench.Options, error) {
 	var problems []string
-	str := func(name string) string { return fs.Lookup(name).Value.String() }
-	num := func(name string) int {
-		var n int
-		if _, err := fmt.Sscan(str(name), &n); err != nil {
-			problems = append(problems, fmt.Sprintf("--%s %q is not a whole number", name, str(name)))
-		}
-		return n
-	}
-	p, err := bench.DefaultProtocol(str("mode"))
+	p, err := bench.DefaultProtocol(c.String("mode"))
 	if err != nil {
 		return bench.Options{}, usagef("--%v", err)
 	}
-	if n := num("canaries"); n >= 0 {
+	if n := c.Int("canaries"); n >= 0 {
 		p.Canaries = n
 	}
-	if n := num("rows"); n >= 0 {
+	if n := c.Int("rows"); n >= 0 {
 		p.Rows = n
 	}
-	p.CanaryTokens = num("canary-tokens")
-	p.Generate = num("generate")
-	p.Prompt = str("prompt")
-	p.PromptTokens = num("prompt-tokens")
-	if f := str("prompt-file"); f != "" {
+	p.CanaryTokens = c.Int("canary-tokens")
+	p.Generate = c.Int("generate")
+	p.Prompt = c.String("prompt")
+	p.PromptTokens = c.Int("prompt-tokens")
+	if f := c.String("prompt-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return bench.Options{}, usagef("--prompt-file: %v", err)
@@ -232,16 +197,12 @@ func benchOptions(fs *flag.FlagSet) (bench.Options, error) {
 	if p.Prompt != bench.PromptFilledLong {
 		p.PromptTokens = 0
 	}
-	rounds := num("rounds")
+	rounds := c.Int("rounds")
 	if rounds < 0 {
 		problems = append(problems, fmt.Sprintf("--rounds %d: must be 1 or more", rounds))
 	}
-	timeout, err := time.ParseDuration(str("ready-timeout"))
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("--ready-timeout: %v", err))
-	}
 	var gpus []string
-	if g := strings.TrimSpace(str("gpus")); g != "" {
+	if g := strings.TrimSpace(c.String("gpus")); g != "" {
 		seen := map[string]bool{}
 		for _, d := range strings.Split(g, ",") {
 			d = strings.TrimSpace(d)
@@ -259,7 +220,7 @@ func benchOptions(fs *flag.FlagSet) (bench.Options, error) {
 	if len(problems) > 0 {
 		return bench.Options{}, usagef("bench: %s", strings.Join(problems, "; "))
 	}
-	return bench.Options{Protocol: p, Dir: str("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: timeout}, nil
+	return bench.Options{Protocol: p, Dir: c.String("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: c.Duration("ready-timeout")}, nil
 }
 
 // bundleDir returns the directory of a bundle named on the command line: the directory

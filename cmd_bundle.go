@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -40,7 +38,7 @@ func bundleCommand() *cli.Command {
 		targetFlag, targetFileFlag, jsonFlag,
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
-		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild server's output) built for the target"},
+		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
 		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
 		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
@@ -87,7 +85,7 @@ func bundleCommand() *cli.Command {
 				return usagef("no model given: use --model FILE.gguf")
 			}
 			if in.Artifacts == "" {
-				return usagef("no server given: use --artifacts DIR (the output of llbuild server for this target)")
+				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target)")
 			}
 			for _, kv := range c.StringSlice("env") {
 				k, v, ok := strings.Cut(kv, "=")
@@ -199,24 +197,14 @@ func verifyCommand() *cli.Command {
 				return usagef("verify takes one DIR or ARCHIVE")
 			}
 			target := c.Args().First()
-			// The documented form puts the flags after DIR|ARCHIVE, where the
-			// command-line library stops parsing them.
-			fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			jsonOut := fs.Bool("json", c.Bool("json"), "")
-			extractFlag := fs.String("extract", c.String("extract"), "")
-			force := fs.Bool("force", c.Bool("force"), "")
-			if err := fs.Parse(c.Args().Tail()); err != nil {
-				return usagef("verify: %v", err)
-			}
-			if fs.NArg() != 0 {
-				return usagef("verify takes one DIR or ARCHIVE, got also %q", fs.Args())
+			if c.NArg() > 1 {
+				return usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
 			}
 			fi, err := os.Stat(target)
 			if err != nil {
 				return usageError{err}
 			}
-			extract := *extractFlag
+			extract := c.String("extract")
 			if extract != "" && fi.IsDir() {
 				return usagef("--extract unpacks an archive; %s is a directory", target)
 			}
@@ -227,7 +215,7 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			out := stdoutOf(c)
-			if *jsonOut {
+			if c.Bool("json") {
 				if problems == nil {
 					problems = []manifest.Problem{}
 				}
@@ -251,12 +239,12 @@ func verifyCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("%s: %d problem(s)", target, len(problems)), exitFailed)
 			}
 			if extract != "" {
-				if err := extractArchive(c.Context, target, extract, *force); err != nil {
+				if err := extractArchive(c.Context, target, extract, c.Bool("force")); err != nil {
 					return err
 				}
 				loggerOf(c).Info("bundle extracted", "archive", target, "dir", extract)
 			}
-			if !*jsonOut {
+			if !c.Bool("json") {
 				fmt.Fprintf(out, "%s: ok\n", target)
 			}
 			return nil

@@ -18,7 +18,7 @@ import (
 
 // demoArgs is the newcomer's demonstration in README: the fixture project (a small CMake
 // project shaped like llama.cpp, not llama.cpp) built on the host with its own two-patch series.
-var demoArgs = []string{"server", "--executor", "host", "--source", "pipeline/testdata/fakellama", "--series", "pipeline/testdata/patches/demo.series", "--out", "/tmp/llbuild-demo"}
+var demoArgs = []string{"build", "--executor", "host", "--source", "pipeline/testdata/fakellama", "--series", "pipeline/testdata/patches/demo.series", "--out", "/tmp/llbuild-demo"}
 
 // TestDemoRunsEndToEnd runs README's demonstration as written (but into a temporary --out and
 // --work-dir): it builds without a llama.cpp checkout, an engine or a network, in well under a
@@ -50,7 +50,7 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 	code, js, stderr := runCLI(t, append(args, "--json")...)
 	var rows []struct{ Target, PlanHash, Dir, Image, Error string }
 	if err := json.Unmarshal([]byte(js), &rows); code != exitOK || err != nil || len(rows) != 1 || rows[0].Dir != dir || rows[0].Target != "cpu-v3" || len(rows[0].PlanHash) != 64 || rows[0].Error != "" {
-		t.Errorf("server --json: exit %d, %v, %+v; want one row for cpu-v3 with the directory %s and its plan hash\n%s", code, err, rows, dir, stderr)
+		t.Errorf("build --json: exit %d, %v, %+v; want one row for cpu-v3 with the directory %s and its plan hash\n%s", code, err, rows, dir, stderr)
 	}
 }
 

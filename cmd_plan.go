@@ -143,7 +143,7 @@ func planCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "plan",
 		Usage: "resolve a target and a recipe into the full build plan, without building",
-		Description: "Prints exactly what `llbuild server` will do: base images with digests, apt packages with\n" +
+		Description: "Prints exactly what `llbuild build` will do: base images with digests, apt packages with\n" +
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
 		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag,

@@ -29,7 +29,7 @@ func planDiffCommand() *cli.Command {
 		ArgsUsage: "A B",
 		Description: "A and B are each a built-in target, a target file (.yaml), a plan (.json, as plan --json\n" +
 			"prints it, or a provenance.json), an artifact directory, a bundle directory, or a runtime image:\n" +
-			"an OCI archive (.tar, as server --image-out writes), an OCI layout directory, or a registry\n" +
+			"an OCI archive (.tar, as build --image-out writes), an OCI layout directory, or a registry\n" +
 			"reference naming its registry and a tag or digest (registry.example/repo:tag,\n" +
 			"docker.io/user/repo@sha256:...). Differences are grouped: source commit, patches, base images,\n" +
 			"apt, CMake arguments, environment, CUDA, runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA\n" +

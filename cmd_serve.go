@@ -1,9 +1,7 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path"
@@ -36,26 +34,17 @@ func serveCommand() *cli.Command {
 				return usagef("serve takes one BUNDLE directory")
 			}
 			dir := c.Args().First()
-			// The documented form puts the flags after BUNDLE, where the
-			// command-line library stops parsing them.
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			addrFlag := fs.String("addr", c.String("addr"), "")
-			keyFlag := fs.String("api-key-file", c.String("api-key-file"), "")
-			if err := fs.Parse(c.Args().Tail()); err != nil {
-				return usagef("serve: %v", err)
-			}
-			if fs.NArg() != 0 {
-				return usagef("serve takes one BUNDLE directory, got also %q", fs.Args())
+			if c.NArg() > 1 {
+				return usagef("serve takes one BUNDLE directory, got also %q", c.Args().Tail())
 			}
 			log := loggerOf(c)
-			addr := *addrFlag
+			addr := c.String("addr")
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
 				return usagef("--addr %q: %v", addr, err)
 			}
 			var key string
-			if f := *keyFlag; f != "" {
+			if f := c.String("api-key-file"); f != "" {
 				b, err := os.ReadFile(f)
 				if err != nil {
 					return usageError{fmt.Errorf("reading --api-key-file: %w", err)}

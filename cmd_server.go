@@ -19,9 +19,9 @@ import (
 	"github.com/llbuild/llbuild/pipeline/image"
 )
 
-func serverCommand() *cli.Command {
+func buildCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "server",
+		Name:  "build",
 		Usage: "build llama-server for one or more targets: artifacts, and optionally a runtime image",
 		Description: "Resolves each target's plan (see llbuild plan) and carries it out with the dagger executor\n" +
 			"(an engine runs the plan's devel image) or the host executor (this machine's compilers).\n" +
@@ -48,7 +48,7 @@ func serverCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("server takes no arguments, got %q", c.Args().Slice())
+				return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
 			}
 			var names []string
 			for _, t := range c.StringSlice("target") {
@@ -101,7 +101,7 @@ func serverCommand() *cli.Command {
 					continue
 				}
 				if p.Recipe != "server" {
-					return usagef("--recipe %s is the %q recipe; llbuild server builds the server recipe (llbuild wheel builds the wheel)", c.String("recipe"), p.Recipe)
+					return usagef("--recipe %s is the %q recipe; llbuild build builds the server recipe (llbuild wheel builds the wheel)", c.String("recipe"), p.Recipe)
 				}
 				plans = append(plans, p)
 			}
@@ -274,7 +274,7 @@ func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, er
 	return digest.String(), nil
 }
 
-// defaultTarget is what `llbuild server` builds when no target is named.
+// defaultTarget is what `llbuild build` builds when no target is named.
 const defaultTarget = "cpu-v3"
 
 // checkExecutorFlags refuses flags that do not go with --executor (usage errors): the host

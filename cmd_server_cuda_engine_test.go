@@ -27,7 +27,7 @@ import (
 )
 
 // TestServerBuildsCUDAFixtureThroughEngine is the CUDA job through the real engine, as a user
-// runs it: `llbuild server --target-file` of the CUDA stand-in targets (scripts/mk-cuda-standin.sh
+// runs it: `llbuild build --target-file` of the CUDA stand-in targets (scripts/mk-cuda-standin.sh
 // target), the devel and runtime stand-ins as --base, --image-out. The fixture's ggml-cuda is a
 // shared library with a real kernel that calls cudart, cuBLAS and the driver API, linked into
 // llama-server through llama as ggml links it, and no patch. The devel image holds no
@@ -66,12 +66,12 @@ func TestServerBuildsCUDAFixtureThroughEngine(t *testing.T) {
 			build := func(src string) (*artifacts.Artifacts, string, string) {
 				out := t.TempDir()
 				img := filepath.Join(t.TempDir(), "image.tar")
-				code, stdout, stderr := runCLI(t, "server", "--target-file", targetFiles[arch], "--source", src,
+				code, stdout, stderr := runCLI(t, "build", "--target-file", targetFiles[arch], "--source", src,
 					"--series", filepath.Join("pipeline", "testdata", "patches", "none.series"),
 					"--base", "devel=oci-archive:"+devel, "--base", "runtime=oci-archive:"+runtime,
 					"--image-out", img, "--out", out)
 				if code != 0 {
-					t.Fatalf("llbuild server exit %d; stderr (its end):\n%s", code, tailOf(stderr))
+					t.Fatalf("llbuild build exit %d; stderr (its end):\n%s", code, tailOf(stderr))
 				}
 				dirs, _ := filepath.Glob(filepath.Join(out, "standin-cuda-sm"+arch, "*"))
 				if len(dirs) != 1 {

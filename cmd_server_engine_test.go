@@ -16,7 +16,7 @@ import (
 	"github.com/llbuild/llbuild/recipes"
 )
 
-// TestServerBuildsPinnedLlamaThroughEngine is the main job for real: `llbuild server` with the
+// TestServerBuildsPinnedLlamaThroughEngine is the main job for real: `llbuild build` with the
 // default executor builds the recipe's pinned llama.cpp with the patch series on a real Dagger
 // engine, in the stand-in devel image. The server runs, says the plan's build number and commit,
 // and has the series in it. scripts/test.sh has built the same plan the same way before the
@@ -29,7 +29,7 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	src := enginetest.LlamaSource(t)
 	out := t.TempDir()
 	start := time.Now()
-	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--source", src, "--base", "devel=oci-archive:"+devel, "--out", out)
+	code, stdout, stderr := runCLI(t, "build", "-t", "cpu-v3", "--source", src, "--base", "devel=oci-archive:"+devel, "--out", out)
 	t.Logf("llama.cpp %s with the series through the engine: %s", "cpu-v3", time.Since(start).Round(time.Second))
 	if code != 0 {
 		t.Fatalf("exit %d; stderr (its end):\n%s", code, tailOf(stderr))

@@ -54,12 +54,12 @@ func TestServerOnARemoteEngine(t *testing.T) {
 	if err := os.WriteFile(file, bytes.Replace(cpu, []byte("name: cpu-v3"), []byte("name: buildbox-v3"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"server", "--target", "cpu-v3", "--target-file", file, "--jobs", "2", "--engine", addr,
+	args := []string{"build", "--target", "cpu-v3", "--target-file", file, "--jobs", "2", "--engine", addr,
 		"--source", fixtureCopy(t), "--series", filepath.Join("pipeline", "testdata", "patches", "demo.series"),
 		"--base", "devel=oci-archive:" + devel, "--out", t.TempDir()}
 	code, stdout, stderr := runCLI(t, args...)
 	if code != 0 {
-		t.Fatalf("llbuild server on %s: exit %d\n%s", addr, code, tailOf(stderr))
+		t.Fatalf("llbuild build on %s: exit %d\n%s", addr, code, tailOf(stderr))
 	}
 	dirs := strings.Fields(stdout)
 	if len(dirs) != 2 || !strings.Contains(dirs[0], "cpu-v3") || !strings.Contains(dirs[1], "buildbox-v3") {

@@ -22,17 +22,17 @@ func TestServerRefusesBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown executor", []string{"server", "-t", "cpu-v3", "--executor", "podman"}, "--executor must be dagger or host"},
-		{"host without a source", []string{"server", "-t", "cpu-v3", "--executor", "host"}, "needs --source"},
-		{"an image for two targets", []string{"server", "-t", "cpu-v3,h200", "--image-out", "x.tar"}, "take one target"},
-		{"a malformed --base", []string{"server", "-t", "cpu-v3", "--base", "builder=x"}, "want devel=REF or runtime=REF"},
-		{"--engine with host", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "/", "--out", "/tmp/x", "--engine", "tcp://x:1"}, "--engine is for --executor dagger"},
-		{"the default --out inside the source", []string{"server", "-t", "cpu-v3", "--executor", "host", "--source", "."}, "is inside the source"},
-		{"an unknown target", []string{"server", "-t", "cpu-v9"}, "unknown target"},
-		{"no jobs", []string{"server", "-t", "cpu-v3", "--jobs", "0"}, "--jobs must be at least 1"},
-		{"a recipe that is not a file", []string{"server", "-t", "cpu-v3", "--recipe", "wheel"}, "takes a server recipe FILE.yaml"},
-		{"another kind of recipe file", []string{"server", "-t", "cpu-v3", "--recipe", "recipes/wheel.yaml"}, `is the "wheel" recipe`},
-		{"a recipe file that is not there", []string{"server", "-t", "cpu-v3", "--recipe", "nosuch.yaml"}, "reading recipe file"},
+		{"unknown executor", []string{"build", "-t", "cpu-v3", "--executor", "podman"}, "--executor must be dagger or host"},
+		{"host without a source", []string{"build", "-t", "cpu-v3", "--executor", "host"}, "needs --source"},
+		{"an image for two targets", []string{"build", "-t", "cpu-v3,h200", "--image-out", "x.tar"}, "take one target"},
+		{"a malformed --base", []string{"build", "-t", "cpu-v3", "--base", "builder=x"}, "want devel=REF or runtime=REF"},
+		{"--engine with host", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "/", "--out", "/tmp/x", "--engine", "tcp://x:1"}, "--engine is for --executor dagger"},
+		{"the default --out inside the source", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "."}, "is inside the source"},
+		{"an unknown target", []string{"build", "-t", "cpu-v9"}, "unknown target"},
+		{"no jobs", []string{"build", "-t", "cpu-v3", "--jobs", "0"}, "--jobs must be at least 1"},
+		{"a recipe that is not a file", []string{"build", "-t", "cpu-v3", "--recipe", "wheel"}, "takes a server recipe FILE.yaml"},
+		{"another kind of recipe file", []string{"build", "-t", "cpu-v3", "--recipe", "recipes/wheel.yaml"}, `is the "wheel" recipe`},
+		{"a recipe file that is not there", []string{"build", "-t", "cpu-v3", "--recipe", "nosuch.yaml"}, "reading recipe file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestServerRefusesBadUsage(t *testing.T) {
 
 func TestServerWithoutTargetBuildsTheDefault(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	code, _, stderr := runCLI(t, "server", "--executor", "host", "--source", t.TempDir(), "--out", t.TempDir())
+	code, _, stderr := runCLI(t, "build", "--executor", "host", "--source", t.TempDir(), "--out", t.TempDir())
 	if code != exitFailed || !strings.Contains(stderr, "target="+defaultTarget) || !strings.Contains(stderr, "cmake") {
 		t.Errorf("exit %d, stderr %q; want the default target %s attempted and refused for the missing cmake", code, stderr, defaultTarget)
 	}
@@ -56,7 +56,7 @@ func TestServerFailsFastWithoutEngine(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("DAGGER_SESSION_PORT", "")
 	t.Setenv("_EXPERIMENTAL_DAGGER_CLI_BIN", "")
-	code, out, stderr := runCLI(t, "server", "-t", "cpu-v3", "--out", t.TempDir())
+	code, out, stderr := runCLI(t, "build", "-t", "cpu-v3", "--out", t.TempDir())
 	if code != exitFailed || out != "" || !strings.Contains(stderr, "no Dagger engine reachable") || !strings.Contains(stderr, "--executor host") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the missing engine and the host executor", code, out, stderr)
 	}
@@ -71,7 +71,7 @@ func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+	code, stdout, stderr := runCLI(t, "build", "-t", "cpu-v3", "--executor", "host",
 		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir())
 	if code != exitFailed || stdout != "" {
 		t.Fatalf("exit %d stdout %q, want exit 1 and no stdout; stderr:\n%s", code, stdout, stderr)
@@ -85,12 +85,12 @@ func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
 		t.Errorf("a failed build wrote %v", m)
 	}
 	// --json still says which target failed and why, on stdout, and exits 1
-	code, js, _ := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+	code, js, _ := runCLI(t, "build", "-t", "cpu-v3", "--executor", "host",
 		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir(), "--json")
 	var rows []struct{ Target, Dir, Error string }
 	if err := json.Unmarshal([]byte(js), &rows); code != exitFailed || err != nil || len(rows) != 1 || rows[0].Target != "cpu-v3" || rows[0].Dir != "" ||
 		!strings.Contains(rows[0].Error, "0001-ggml-cuda-link-driver-interface.patch does not apply") {
-		t.Errorf("server --json of a failing build: exit %d, %v, %+v; want 1 and the target's error", code, err, rows)
+		t.Errorf("build --json of a failing build: exit %d, %v, %+v; want 1 and the target's error", code, err, rows)
 	}
 }
 
@@ -99,7 +99,7 @@ func TestServerHostReportsAPatchThatDoesNotApply(t *testing.T) {
 func TestServerChecksTheRuntimeBaseBeforeBuilding(t *testing.T) {
 	layout := imagetest.WriteLayout(t, imagetest.BaseImage(t))
 	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "server", "-t", "cpu-v3", "--executor", "host",
+	code, stdout, stderr := runCLI(t, "build", "-t", "cpu-v3", "--executor", "host",
 		"--source", filepath.Join("pipeline", "testdata", "fakellama"), "--out", out, "--work-dir", t.TempDir(),
 		"--base", "runtime=oci-layout:"+layout, "--image-out", filepath.Join(t.TempDir(), "img.tar"))
 	if code != exitFailed || stdout != "" {
@@ -113,7 +113,7 @@ func TestServerChecksTheRuntimeBaseBeforeBuilding(t *testing.T) {
 	}
 }
 
-// server --image-out, with the demonstration's fixture build (a target like cpu-v3 whose
+// build --image-out, with the demonstration's fixture build (a target like cpu-v3 whose
 // runtime base is the test base), reports the export: on a terminal drawn in place, else as
 // log lines, both starting with the destination and ending with the archive's size and time.
 func TestServerReportsTheImageExport(t *testing.T) {
@@ -123,7 +123,7 @@ func TestServerReportsTheImageExport(t *testing.T) {
 	layout := imagetest.WriteLayout(t, base)
 	for _, terminal := range []bool{true, false} {
 		img := filepath.Join(t.TempDir(), "img.tar")
-		args := []string{"llbuild", "server", "--target-file", file, "--executor", "host", "--source", filepath.Join("pipeline", "testdata", "fakellama"),
+		args := []string{"llbuild", "build", "--target-file", file, "--executor", "host", "--source", filepath.Join("pipeline", "testdata", "fakellama"),
 			"--series", filepath.Join("pipeline", "testdata", "patches", "demo.series"), "--out", t.TempDir(), "--work-dir", t.TempDir(),
 			"--base", "runtime=oci-layout:" + layout, "--image-out", img}
 		var stdout, stderr bytes.Buffer

@@ -264,10 +264,7 @@ func indexCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index); may follow ARTIFACTS"},
 		},
 		Action: func(c *cli.Context) error {
-			roots, output, err := splitOutputFlag(c.Args().Slice(), c.String("output"))
-			if err != nil {
-				return err
-			}
+			roots, output := c.Args().Slice(), c.String("output")
 			if len(roots) == 0 {
 				return usagef("index needs at least one ARTIFACTS directory")
 			}
@@ -300,34 +297,4 @@ func indexCommand() *cli.Command {
 			return nil
 		},
 	}
-}
-
-// splitOutputFlag takes -o/--output out of the positional arguments, where it lands when it
-// follows them (llbuild index out -o DIR): the flag parser stops at the first argument.
-func splitOutputFlag(args []string, output string) ([]string, string, error) {
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-o" || a == "--output" || a == "-output":
-			if i+1 >= len(args) {
-				return nil, "", usagef("%s needs a DIR", a)
-			}
-			if output != "" {
-				return nil, "", usagef("-o is given twice")
-			}
-			output = args[i+1]
-			i++
-		case strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "--output="):
-			if output != "" {
-				return nil, "", usagef("-o is given twice")
-			}
-			_, output, _ = strings.Cut(a, "=")
-		case strings.HasPrefix(a, "-") && a != "-":
-			return nil, "", usagef("index: unknown flag %s", a)
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return rest, output, nil
 }

@@ -111,7 +111,7 @@ func TestReadImageArchives(t *testing.T) {
 	if err := p.AppendImage(img); err != nil {
 		t.Fatal(err)
 	}
-	// What llbuild server --image-out FILE writes: a tar of an OCI layout.
+	// What llbuild build --image-out FILE writes: a tar of an OCI layout.
 	ociArchive := filepath.Join(dir, "image.oci.tar")
 	if err := image.WriteOCI(ociArchive, img, "llbuild.test/preflight:1"); err != nil {
 		t.Fatal(err)

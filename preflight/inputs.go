@@ -187,7 +187,7 @@ type ImageSource struct {
 	// Ref is a registry reference, read with the default keychain.
 	Ref string
 	// Archive is a `docker save` tarball, an OCI image layout directory or an OCI archive
-	// (a tar of a layout, what llbuild server --image-out FILE writes).
+	// (a tar of a layout, what llbuild build --image-out FILE writes).
 	Archive string
 }
 

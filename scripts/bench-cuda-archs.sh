@@ -16,7 +16,7 @@
 # Environment: SAMPLE_EVERY (default 8), JOBS (default nproc), ARCH (default 90), OUT (default a
 # new temporary directory; the two build directories and the per-object table go there).
 # ONE_LOG=FILE takes the one-architecture times from the .ninja_log of a finished one-architecture
-# build of the same source on the same machine (a `llbuild server` or `llbuild wheel` build's
+# build of the same source on the same machine (a `llbuild build` or `llbuild wheel` build's
 # directory, whose objects were compiled with as many jobs as cores) instead of compiling them
 # again: only the default list is compiled, in half the time. The sample is then drawn from
 # that log's objects.

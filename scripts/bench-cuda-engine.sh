@@ -16,7 +16,7 @@ bin=$out/llbuild
 (cd "$here/.." && go build -o "$bin" .)
 for run in cold again; do
 	t0=$(date +%s.%N)
-	"$bin" server --target-file "$out/target.yaml" --source "$src" \
+	"$bin" build --target-file "$out/target.yaml" --source "$src" \
 		--base "devel=oci-archive:$CUDA_DEVEL" --base "runtime=oci-archive:$CUDA_RUNTIME" \
 		--image-out "$out/image.tar" --out "$out/artifacts" >"$out/$run.stdout" 2>"$out/$run.log"
 	t1=$(date +%s.%N)

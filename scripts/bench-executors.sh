@@ -40,7 +40,7 @@ trap cleanup EXIT
 
 echo "host executor, empty ccache ..." >&2
 t0=$(date +%s.%N)
-host_dir=$(CCACHE_DIR=$tmp/ccache "$bin" server -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" \
+host_dir=$(CCACHE_DIR=$tmp/ccache "$bin" build -t cpu-v3 --executor host --source "$LLBUILD_TEST_LLAMA_SOURCE" \
 	--out "$tmp/host-out" --work-dir "$tmp/work" 2>"$tmp/host.log") || { tail -30 "$tmp/host.log" >&2; exit 1; }
 t1=$(date +%s.%N)
 
@@ -49,7 +49,7 @@ bash "$shared/dagger/stop-engine.sh" >/dev/null 2>&1 || true
 env=$(STATE=$tmp/state bash "$shared/dagger/start-engine.sh" 2>/dev/null)
 eval "$env"
 t2=$(date +%s.%N)
-dagger_dir=$("$bin" server -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
+dagger_dir=$("$bin" build -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
 	--out "$tmp/dagger-out" 2>"$tmp/dagger.log") || { tail -30 "$tmp/dagger.log" >&2; exit 1; }
 t3=$(date +%s.%N)
 

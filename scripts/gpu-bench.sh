@@ -26,7 +26,7 @@ fi
 if [ ! -x /tmp/server ]; then
 	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
 	t0=$SECONDS
-	dir=$("$D"/llbuild server --executor host -t "${TARGET:-h200}" --source /tmp/src --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
+	dir=$("$D"/llbuild build --executor host -t "${TARGET:-h200}" --source /tmp/src --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
 		{ tail -40 "$OUT"/build.log; exit 1; }
 	echo "built $dir in $((SECONDS - t0)) s"
 	ln -sf "$dir/llama-server" /tmp/server

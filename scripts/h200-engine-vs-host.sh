@@ -67,7 +67,7 @@ build)
 	[ -n "$(ls /tmp/src)" ] || tar -xJf /tmp/p/llama.cpp-*.tar.xz -C /tmp/src
 	src=$(dirname "$(find /tmp/src -maxdepth 3 -path "*/ggml/CMakeLists.txt" | head -1)")/..; src=$(cd "$src" && pwd)
 	t0=$SECONDS
-	/tmp/p/llbuild server --executor host -t h200 --source "$src" --out /tmp/host --work-dir /tmp/work >/tmp/host.dir 2>"$OUT/host-build.log" ||
+	/tmp/p/llbuild build --executor host -t h200 --source "$src" --out /tmp/host --work-dir /tmp/work >/tmp/host.dir 2>"$OUT/host-build.log" ||
 		{ tail -30 "$OUT/host-build.log"; exit 1; }
 	echo "host build: $(cat /tmp/host.dir) in $((SECONDS - t0)) s" | tee "$OUT/host-build.txt" ;;
 ab)

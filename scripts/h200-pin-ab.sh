@@ -43,7 +43,7 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 		mkdir -p /tmp/pins/"$name" && cat "$D"/"$name".txz.* | tar -xJ -C /tmp/pins/"$name" && echo "$name: carried" && return 0
 	done
 	rm -rf /tmp/src-"$name" && mkdir -p /tmp/src-"$name" && tar -xJf "$D"/llama.cpp-"$commit".tar.xz -C /tmp/src-"$name" || return 1
-	dir=$("$D"/llbuild server --executor host -t h200 --source /tmp/src-"$name" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
+	dir=$("$D"/llbuild build --executor host -t h200 --source /tmp/src-"$name" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
 		{ tail -40 "$OUT/build-$name.log"; return 1; }
 	echo "$name ($commit): built $dir in $((SECONDS - t0)) s"
 	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."

@@ -17,7 +17,7 @@
 #            libcuda, no compiler.
 #   target ARCH DEVEL.tar RUNTIME.tar: prints a target file (86 or 90) whose images are the two
 #            archives, pinned by digest, for a host with such a GPU on driver 550 (CUDA 12.4):
-#            llbuild server --target-file FILE --base devel=oci-archive:DEVEL.tar ...
+#            llbuild build --target-file FILE --base devel=oci-archive:DEVEL.tar ...
 # Both carry CUDA_VERSION, NVIDIA_REQUIRE_CUDA, NVIDIA_VISIBLE_DEVICES and
 # NVIDIA_DRIVER_CAPABILITIES in their config, as NVIDIA's images do.
 set -euo pipefail

@@ -8,7 +8,7 @@
 #   - CUDA stand-ins from Debian trixie's CUDA 12.4.1 (scripts/mk-cuda-standin.sh)
 #     -> LLBUILD_TEST_CUDA_DEVEL_IMAGE, LLBUILD_TEST_CUDA_RUNTIME_IMAGE
 #   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
-#   - llama-server of that commit built with `llbuild server -t cpu-v3` through the engine, with
+#   - llama-server of that commit built with `llbuild build -t cpu-v3` through the engine, with
 #     the patch series and without 0002-0010 -> LLBUILD_PATCHED_LLAMA_SERVER,
 #     LLBUILD_UNPATCHED_LLAMA_SERVER; the source with the series applied ->
 #     LLBUILD_PATCHED_LLAMA_SOURCE
@@ -101,7 +101,7 @@ provision_source() {
 }
 
 # provision_llama_builds: the series build and the build without 0002-0010 (only 0001, which
-# touches the CUDA backend alone), both as the README's main job runs them: `llbuild server`
+# touches the CUDA backend alone), both as the README's main job runs them: `llbuild build`
 # through the engine in the stand-in devel image. The root package's test of the main job then
 # finds the series build in the engine's cache instead of compiling llama.cpp a third time; the
 # second build shares the engine's ccache volume with the first. The stand-in is Debian
@@ -111,14 +111,14 @@ provision_llama_builds() {
 	local bin=$cache/bin/llbuild root=$cache/llama.cpp/builds series dir first key src
 	mkdir -p "$cache/bin" "$root/unpatched-series"
 	go build -o "$bin" . || return 1
-	dir=$("$bin" server -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
+	dir=$("$bin" build -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
 		--out "$root/out" 2>"$root/patched.log") ||
 		{ tail -30 "$root/patched.log" >&2; return 1; }
 	export LLBUILD_PATCHED_LLAMA_SERVER=$dir/llama-server
 	first=$(grep -m1 -E '^0001-[^ ]+\.patch ' patches/series)
 	series=$root/unpatched-series/series
 	cp "patches/${first%% *}" "$root/unpatched-series/" && echo "$first" >"$series" || return 1
-	dir=$("$bin" server -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$series" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
+	dir=$("$bin" build -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$series" --base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" \
 		--out "$root/out" 2>"$root/unpatched.log") ||
 		{ tail -30 "$root/unpatched.log" >&2; return 1; }
 	export LLBUILD_UNPATCHED_LLAMA_SERVER=$dir/llama-server

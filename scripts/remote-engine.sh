@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # remote-engine.sh start|stop: a Dagger engine on another "machine" for testing
-# `llbuild server --engine tcp://ADDR:PORT`: the engine from ../shared/dagger (install.sh must
+# `llbuild build --engine tcp://ADDR:PORT`: the engine from ../shared/dagger (install.sh must
 # have run) in its own network namespace (llbuild-buildbox, reached over a veth pair at
 # 10.201.0.2 from 10.201.0.1), with its own state, listening on TCP. As root.
 #

@@ -1,4 +1,4 @@
-// Package ocitar unpacks an OCI image archive (a tar of an OCI layout, as `llbuild server
+// Package ocitar unpacks an OCI image archive (a tar of an OCI layout, as `llbuild build
 // --image-out FILE` writes) into a directory, refusing entries that would leave it.
 package ocitar
 

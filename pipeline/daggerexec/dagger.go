@@ -701,7 +701,7 @@ func (e *ExecError) Error() string {
 	if e.ExitCode < 0 && strings.TrimSpace(e.Tail) == "" {
 		return fmt.Sprintf("%s did not start in the engine (its container could not run): %s; the engine's log says more", strings.Join(e.Cmd, " "), e.Engine)
 	}
-	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(its full output is in the engine's progress log, which llbuild server writes to stderr; under `dagger run`, in dagger's own view)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
+	return fmt.Sprintf("%s exited with %d in the engine; last lines of its output:\n%s\n(its full output is in the engine's progress log, which llbuild build writes to stderr; under `dagger run`, in dagger's own view)", strings.Join(e.Cmd, " "), e.ExitCode, e.Tail)
 }
 
 var hunkFailed = regexp.MustCompile(`(?m)^error: patch failed: (.+):(\d+)$`)

@@ -146,7 +146,7 @@ func openArtifacts(t *testing.T, dir string) *artifacts.Artifacts {
 	return a
 }
 
-// imageDigest assembles the runtime image from the artifacts as `llbuild server` does, on the
+// imageDigest assembles the runtime image from the artifacts as `llbuild build` does, on the
 // runtime base archive, and returns its digest.
 func imageDigest(t *testing.T, a *artifacts.Artifacts, runtimeArchive string) string {
 	t.Helper()

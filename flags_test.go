@@ -1,0 +1,87 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Every command that takes arguments reads its flags after them too: a bool flag, a value flag
+// (whose value is not taken for an argument) and `--`, after which what starts with - is an
+// argument. Each case shows its flag took effect in what the command did with it.
+func TestFlagsMayFollowArguments(t *testing.T) {
+	dir := t.TempDir() // not a bundle: verify finds a problem, serve and bench stop at their flags
+	tests := []struct {
+		command  string // as help names it
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{"verify", "bool flag", []string{"verify", dir, "--json"}, 1, `"ok": false`, "1 problem(s)"},
+		{"verify", "value flag", []string{"verify", dir, "--extract", filepath.Join(dir, "x")}, 2, "", "--extract unpacks an archive"},
+		{"verify", "-- ends the flags", []string{"verify", dir, "--", "--json"}, 2, "", `got also ["--json"]`},
+		{"verify", "-- before an argument that starts with -", []string{"verify", "--", "-x"}, 2, "", "-x: no such file"},
+		{"serve", "value flag", []string{"serve", dir, "--addr", "nonsense"}, 2, "", `--addr "nonsense"`},
+		{"serve", "-- before an argument that starts with -", []string{"serve", "--", "-x"}, 2, "", "-x is not a bundle directory"},
+		{"bench", "value flags", []string{"bench", dir, "--canaries", "3", "--mode", "fast"}, 2, "", `mode "fast": use screen or full`},
+		{"bench", "-- before an argument that starts with -", []string{"bench", "--", "-x"}, 2, "", "bundle -x"},
+		{"index", "value flag", []string{"index", "/nonexistent-artifacts", "-o", filepath.Join(dir, "index")}, 2, "", "reading artifacts /nonexistent-artifacts"},
+		{"index", "-- before an argument that starts with -", []string{"index", "-o", filepath.Join(dir, "index"), "--", "-x"}, 2, "", "reading artifacts -x"},
+		{"plan diff", "bool flag", []string{"plan", "diff", "cpu-v3", "h200", "--json"}, 0, `"target": "cpu-v3"`, ""},
+		{"plan diff", "value flag between the arguments", []string{"plan", "diff", "cpu-v3", "--recipe", "nope", "h200"}, 2, "", `unknown recipe "nope"`},
+		{"plan diff", "-- before an argument that starts with -", []string{"plan", "diff", "--", "-a", "cpu-v3"}, 2, "", "-a is neither a file"},
+		{"target show", "value flag", []string{"target", "show", "cpu-v3", "--target-file", "/nonexistent.yaml"}, 2, "", "not both"},
+		{"target show", "-- before an argument that starts with -", []string{"target", "show", "--", "-x"}, 2, "", `"-x"`},
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.command] = true
+		t.Run(tt.command+"/"+tt.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, tt.args...)
+			if code != tt.wantCode || !strings.Contains(out, tt.wantOut) || !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("llbuild %v = exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q", tt.args, code, out, stderr, tt.wantCode, tt.wantOut, tt.wantErr)
+			}
+		})
+	}
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if strings.TrimSpace(c.ArgsUsage) != "" && !covered[name] {
+				t.Errorf("llbuild %s takes arguments (%s) and no case here shows its flags may follow them", name, c.ArgsUsage)
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("", commands())
+}
+
+// Mistakes in the flags are usage errors, named as help names the flags, wherever the flags are.
+func TestFlagMistakesAreUsage(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"a value the flag refuses", []string{"build", "--jobs", "many"}, `invalid value "many" for flag --jobs`},
+		{"a value the flag refuses, after the arguments", []string{"bench", dir, "--canaries", "y"}, `invalid value "y" for flag --canaries`},
+		{"a bool flag given a value it refuses", []string{"verify", dir, "--json=maybe"}, `invalid boolean value "maybe" for --json`},
+		{"a flag without its value after the arguments", []string{"serve", dir, "--addr"}, "flag needs an argument: --addr"},
+		{"an unknown global flag", []string{"--nope", "targets"}, "flag provided but not defined: --nope"},
+		{"a missing required flag", []string{"patches", "status"}, `Required flag "source" not set`},
+		{"a one-value flag after the arguments repeating one before them", []string{"serve", "--addr", "127.0.0.1:1", dir, "--addr", "127.0.0.1:2"}, "--addr is given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, tt.args...)
+			if code != exitUsage || out != "" || !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("llbuild %v = exit %d, stdout %q, stderr %q; want exit 2, no stdout, stderr with %q", tt.args, code, out, stderr, tt.wantErr)
+			}
+		})
+	}
+}
