@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
@@ -224,11 +225,10 @@ func shortHash(h string) string {
 	return h
 }
 
-// usageOf makes a library's manifest.InputError a usage error (exit 2); any other error is
-// returned as it is.
+// usageOf makes an error that a library marked as the caller's mistake (inputerr.Error) a
+// usage error (exit 2); any other error is returned as it is.
 func usageOf(err error) error {
-	var ie *manifest.InputError
-	if errors.As(err, &ie) {
+	if inputerr.Is(err) {
 		return usageError{err}
 	}
 	return err

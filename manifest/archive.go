@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
 // ArchiveCompression returns the compression an archive name asks for: "zst" or "gz".
@@ -177,7 +178,7 @@ type onlyReader struct{ io.Reader }
 func VerifyArchive(name string) ([]Problem, error) {
 	kind, err := ArchiveCompression(name)
 	if err != nil {
-		return nil, &InputError{err}
+		return nil, &inputerr.Error{Err: err}
 	}
 	f, err := os.Open(name)
 	if err != nil {
@@ -211,7 +212,7 @@ func ExtractArchive(ctx context.Context, archive, dest string, force bool) error
 		return err
 	}
 	if _, err := os.Lstat(abs); err == nil && !force {
-		return inputf("%s exists; use --force to replace it", dest)
+		return inputerr.Errorf("%s exists; use --force to replace it", dest)
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(abs), ".llbuild-extract-")
 	if err != nil {
@@ -244,7 +245,7 @@ func ExtractArchive(ctx context.Context, archive, dest string, force bool) error
 func UnpackArchive(ctx context.Context, archive, tmp string) error {
 	kind, err := ArchiveCompression(archive)
 	if err != nil {
-		return &InputError{err}
+		return &inputerr.Error{Err: err}
 	}
 	f, err := os.Open(archive)
 	if err != nil {

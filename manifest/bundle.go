@@ -23,21 +23,11 @@ import (
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/targets"
 )
-
-// InputError marks a mistake in what the caller asked for rather than a failure of the work:
-// an input named that is not there, an output that exists without Force, an archive name of
-// no known format, settings that contradict the manifest's promises. A command reports it as
-// a usage error.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
-
-func inputf(format string, args ...any) error { return &InputError{fmt.Errorf(format, args...)} }
 
 // ServerKnobs are the llama-server settings a bundle records (../shared/notes/build-facts.md:
 // a run's identity). A nil pointer leaves the argument out, so llama-server's default applies.
@@ -188,7 +178,7 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	}
 	if m.Contract.ScoresTrafficIndependent {
 		if err := trafficIndependent(m.Settings()); err != nil {
-			return nil, &InputError{err}
+			return nil, &inputerr.Error{Err: err}
 		}
 	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Path < p.Files[j].Path })
@@ -213,10 +203,10 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 }
 
 // notThere makes the error of an input the caller named but that does not exist an
-// InputError.
+// inputerr.Error.
 func notThere(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return &InputError{err}
+		return &inputerr.Error{Err: err}
 	}
 	return err
 }
@@ -417,7 +407,7 @@ func buildOf(p artifacts.Provenance) (Build, error) {
 // finished manifest.
 func WriteBundle(ctx context.Context, p *BundlePlan, out BundleOutput) (*Manifest, error) {
 	if out.Dir == "" && out.Archive == "" {
-		return nil, inputf("no output: give -o DIR, --archive FILE or both")
+		return nil, inputerr.Errorf("no output: give -o DIR, --archive FILE or both")
 	}
 	if out.Log == nil {
 		out.Log = slog.New(slog.DiscardHandler)
@@ -431,13 +421,13 @@ func WriteBundle(ctx context.Context, p *BundlePlan, out BundleOutput) (*Manifes
 	}
 	if out.Archive != "" {
 		if abs, err := filepath.Abs(out.Archive); err == nil && dest != "" && strings.HasPrefix(abs, dest+string(filepath.Separator)) {
-			return nil, inputf("archive %s is inside the bundle directory %s; write it elsewhere", out.Archive, out.Dir)
+			return nil, inputerr.Errorf("archive %s is inside the bundle directory %s; write it elsewhere", out.Archive, out.Dir)
 		}
 		if archive, err = checkDest(out.Archive, out.Force, p, false); err != nil {
 			return nil, err
 		}
 		if _, err := ArchiveCompression(archive); err != nil {
-			return nil, &InputError{err}
+			return nil, &inputerr.Error{Err: err}
 		}
 	}
 	parent := filepath.Dir(dest)
@@ -511,7 +501,7 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		return "", fmt.Errorf("output %s: %w", p, err)
 	}
 	if !force {
-		return "", inputf("output %s exists; use --force to replace it", p)
+		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
 	}
 	if dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("output %s exists and is a %s; --force replaces only a %s", p, fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
