@@ -10,8 +10,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
-	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/daggerexec"
@@ -164,7 +162,10 @@ func serverCommand() *cli.Command {
 					continue
 				}
 				if imaging {
-					digest, err := buildImage(c, r, runtimeBase)
+					digest, err := image.Build(c.Context, r.Dir, runtimeBase, image.Output{
+						File: c.String("image-out"), Push: c.StringSlice("push"),
+						Log: loggerOf(c), Term: termOf(c), Every: plainProgressEvery,
+					})
 					if err != nil {
 						err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)
 						errs = append(errs, err)
@@ -227,51 +228,6 @@ func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builde
 		return nil, err
 	}
 	return ex, nil
-}
-
-// buildImage assembles the runtime image from r's artifacts, writes and pushes it as asked,
-// and returns its digest.
-func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, error) {
-	a, err := artifacts.Open(r.Dir)
-	if err != nil {
-		return "", err
-	}
-	p, err := image.PlanOf(a)
-	if err != nil {
-		return "", err
-	}
-	img, err := image.Assemble(baseImg, a)
-	if err != nil {
-		return "", err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	// Writing and pushing take minutes for a CUDA image: both report their bytes as they go.
-	log := loggerOf(c).With("target", p.Target)
-	rep := progress.Reporter{Term: termOf(c), Log: log, Every: plainProgressEvery}
-	if f := c.String("image-out"); f != "" {
-		log.Info("exporting image", "to", f)
-		var pr image.Progress
-		task := rep.Start(pr.ExportState("to", f))
-		err := image.WriteOCI(f, img, "llama-server:"+p.Target, image.Counting(&pr))
-		task.Stop()
-		if err != nil {
-			return "", fmt.Errorf("writing %s: %w", f, err)
-		}
-	}
-	if refs := c.StringSlice("push"); len(refs) > 0 {
-		log.Info("pushing image", "to", strings.Join(refs, ","))
-		var pr image.Progress
-		task := rep.Start(pr.PushState("to", strings.Join(refs, ",")))
-		err := image.PushCounting(c.Context, img, refs, &pr)
-		task.Stop()
-		if err != nil {
-			return "", err
-		}
-	}
-	return digest.String(), nil
 }
 
 // defaultTarget is what `llbuild server` builds when no target is named.
