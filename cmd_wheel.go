@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -197,21 +196,8 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 		if len(archs) == 0 {
 			return loadTarget(defaultTarget, "")
 		}
-		var all []string
-		for _, n := range targets.Names() {
-			t, err := targets.Load(n)
-			if err != nil {
-				return nil, err
-			}
-			if t.Build.CUDA == nil {
-				continue
-			}
-			all = append(all, fmt.Sprintf("%s (%s)", n, strings.Join(t.Build.CUDA.Architectures, ",")))
-			if slices.Equal(sortedCopy(t.Build.CUDA.Architectures), sortedCopy(archs)) {
-				return t, nil
-			}
-		}
-		return nil, usagef("no built-in target builds CUDA architectures %s (built-in CUDA targets: %s): pass --target T --arch %s to build them for T's toolkit, or describe the host with --target-file", strings.Join(archs, ","), strings.Join(all, ", "), strings.Join(archs, ","))
+		t, err := targets.ForCUDAArchitectures(archs)
+		return t, usageOf(err)
 	}
 	t, err := loadTarget(name, file)
 	if err != nil {
@@ -225,12 +211,6 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 		return nil, usageError{err}
 	}
 	return t, nil
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	sort.Strings(c)
-	return c
 }
 
 func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
