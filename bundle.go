@@ -3,9 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
@@ -223,23 +220,6 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
-}
-
-// usageOf makes an error that a library marked as the caller's mistake (inputerr.Error) a
-// usage error (exit 2); any other error is returned as it is.
-func usageOf(err error) error {
-	if inputerr.Is(err) {
-		return usageError{err}
-	}
-	return err
-}
-
-// notThere makes the error of an input the user named but that does not exist a usage error.
-func notThere(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return usageError{err}
-	}
-	return err
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible
