@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
@@ -158,9 +155,14 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Jobs:       eo.Jobs,
 		Logger:     log,
 		Progress:   termOf(c),
-	}, func(ctx context.Context, need []*pipeline.Plan) []publish.Built {
-		return publishImages(c, need, eo, ropts)
-	})
+	}, publish.FromArtifacts{
+		Out:         eo.Out,
+		Executor:    func() (pipeline.Executor, error) { return publishExecutor(c, eo) },
+		Jobs:        eo.Jobs,
+		RuntimeBase: eo.Bases["runtime"],
+		Remote:      ropts,
+		Logger:      log,
+	}.Images)
 	if err != nil {
 		return err
 	}
@@ -202,76 +204,6 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// publishImages makes the runtime image of each plan: from the artifacts already in eo.Out when
-// they verify, otherwise from a build. The executor is only started when something needs
-// building.
-func publishImages(c *cli.Context, plans []*pipeline.Plan, eo executorOptions, ropts []remote.Option) []publish.Built {
-	ctx := c.Context
-	log := loggerOf(c)
-	built := make([]publish.Built, len(plans))
-	dirs := make([]string, len(plans))
-	var need []*pipeline.Plan
-	var needAt []int
-	for i, p := range plans {
-		dir := artifacts.Dir(eo.Out, p.Target, p.Hash)
-		a, err := artifacts.Open(dir)
-		switch {
-		case err == nil && a.Manifest.PlanHash == p.Hash:
-			log.Info("reusing artifacts", "target", p.Target, "dir", dir)
-			dirs[i] = dir
-			continue
-		case err == nil:
-			log.Warn("artifacts are for another plan; rebuilding", "dir", dir, "have", a.Manifest.PlanHash, "want", p.Hash)
-		case !errors.Is(err, os.ErrNotExist):
-			log.Warn("artifacts do not verify; rebuilding", "dir", dir, "err", err)
-		}
-		need = append(need, p)
-		needAt = append(needAt, i)
-	}
-	if len(need) > 0 {
-		ex, err := publishExecutor(c, eo)
-		if err != nil {
-			for _, i := range needAt {
-				built[i].Err = err
-			}
-		} else {
-			for k, r := range pipeline.BuildAll(ctx, ex, need, eo.Out, eo.Jobs) {
-				dirs[needAt[k]], built[needAt[k]].Err = r.Dir, r.Err
-			}
-		}
-	}
-	for i, p := range plans {
-		if built[i].Err != nil {
-			continue
-		}
-		built[i].Image, built[i].Err = imageFrom(ctx, dirs[i], eo.Bases["runtime"], p, ropts)
-	}
-	return built
-}
-
-func imageFrom(ctx context.Context, dir, base string, want *pipeline.Plan, ropts []remote.Option) (v1.Image, error) {
-	a, err := artifacts.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	p, err := image.PlanOf(a)
-	if err != nil {
-		return nil, err
-	}
-	if p.Hash != want.Hash {
-		return nil, fmt.Errorf("%s holds plan %s, want %s", dir, p.ShortHash(), want.ShortHash())
-	}
-	b, err := image.LoadBase(ctx, base, p.Images.Runtime, ropts...)
-	if err != nil {
-		return nil, err
-	}
-	img, err := image.Assemble(b, a)
-	if err != nil {
-		return nil, fmt.Errorf("assembling the image: %w", err)
-	}
-	return img, nil
 }
 
 // publishExecutor starts the executor for the plans that need building, with the built-in
