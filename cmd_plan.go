@@ -215,17 +215,8 @@ func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, seri
 	if err != nil {
 		return nil, err
 	}
-	r, err := recipes.Load(recipe)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	var vendor *recipes.Recipe
-	if r.Source.Vendor != "" {
-		if vendor, err = recipes.Load(r.Source.Vendor); err != nil {
-			return nil, err
-		}
-	}
-	return pipeline.Resolve(t, r, series, vendor, pipeline.Options{AllowFloating: allowFloating})
+	p, err := pipeline.ResolveRecipe(t, recipe, series, pipeline.Options{AllowFloating: allowFloating})
+	return p, usageOf(err)
 }
 
 func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) error {

@@ -174,19 +174,11 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 }
 
 func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
-	r, err := recipes.Load("wheel")
-	if err != nil {
-		return nil, err
-	}
-	vendor, err := recipes.Load(r.Source.Vendor)
-	if err != nil {
-		return nil, err
-	}
 	series, err := patches.Series()
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.ResolveWheel(t, r, series, vendor, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
+	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
 }
 
 func indexCommand() *cli.Command {
