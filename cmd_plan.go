@@ -219,6 +219,18 @@ func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, seri
 	return p, usageOf(err)
 }
 
+// resolveWheelPlan resolves the built-in wheel recipe for t.
+func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
+}
+
+// defaultTarget is what `llbuild server` builds when no target is named.
+const defaultTarget = "cpu-v3"
+
 func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  target %s  recipe %s  backend %s\n", p.ShortHash(), p.Target, p.Recipe, p.Backend)

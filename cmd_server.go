@@ -170,6 +170,3 @@ func serverCommand() *cli.Command {
 		},
 	}
 }
-
-// defaultTarget is what `llbuild server` builds when no target is named.
-const defaultTarget = "cpu-v3"

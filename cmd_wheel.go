@@ -173,14 +173,6 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 	return t, nil
 }
 
-func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
-}
-
 func indexCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "index",
