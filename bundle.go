@@ -1,649 +1,225 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path"
-	"path/filepath"
-	"runtime"
-	"sort"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
+	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
-	"github.com/llbuild/llbuild/gguf"
-	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/targets"
 )
 
-// serverKnobs are the llama-server settings a bundle records (../shared/notes/build-facts.md:
-// a run's identity). A nil pointer leaves the argument out, so llama-server's default applies.
-type serverKnobs struct {
-	CtxSize, BatchSize, UBatchSize, Threads, ThreadsDraft, Poll, GPULayers, GPULayersDraft, Parallel *int
-	DraftNMax, DraftNMin                                                                             *int
-	// DraftPMin is kept as text so that the manifest records exactly what was given.
-	DraftPMin string
-	// CacheRAM and CtxCheckpoints are always recorded: a valid run reuses no prompt cache.
-	CacheRAM, CtxCheckpoints int
-	// ScoresAlone asks for traffic-independent scores (--prompt-logprobs-alone, --no-kv-unified)
-	// where the server has the patch for it.
-	ScoresAlone bool
+// intKnobs maps bundle flags to llama-server knobs that are left out unless given.
+var intKnobs = []struct {
+	flag  string
+	usage string
+	field func(*manifest.ServerKnobs) **int
+}{
+	{"ctx-size", "llama-server --ctx-size `N`", func(k *manifest.ServerKnobs) **int { return &k.CtxSize }},
+	{"batch-size", "llama-server --batch-size `N`", func(k *manifest.ServerKnobs) **int { return &k.BatchSize }},
+	{"ubatch-size", "llama-server --ubatch-size `N`", func(k *manifest.ServerKnobs) **int { return &k.UBatchSize }},
+	{"threads", "llama-server --threads `N`", func(k *manifest.ServerKnobs) **int { return &k.Threads }},
+	{"poll", "llama-server --poll `N` (0-100)", func(k *manifest.ServerKnobs) **int { return &k.Poll }},
+	{"n-gpu-layers", "llama-server --n-gpu-layers `N`", func(k *manifest.ServerKnobs) **int { return &k.GPULayers }},
+	{"parallel", "llama-server --parallel `N` (slots)", func(k *manifest.ServerKnobs) **int { return &k.Parallel }},
+	{"spec-draft-n-max", "most tokens to draft, --spec-draft-n-max `N` (needs --draft)", func(k *manifest.ServerKnobs) **int { return &k.DraftNMax }},
+	{"spec-draft-n-min", "fewest tokens to draft, --spec-draft-n-min `N` (needs --draft)", func(k *manifest.ServerKnobs) **int { return &k.DraftNMin }},
+	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *manifest.ServerKnobs) **int { return &k.ThreadsDraft }},
+	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *manifest.ServerKnobs) **int { return &k.GPULayersDraft }},
 }
 
-// bundleInput is everything a bundle is made from.
-type bundleInput struct {
-	Target    *targets.Target
-	Artifacts string
-	Model     string
-	Draft     string
-	Knobs     serverKnobs
-	// ExtraArgs are appended to llama-server's arguments as given (--server-arg).
-	ExtraArgs []string
-	// Env is added to the target's runtime environment (--env).
-	Env map[string]string
-}
-
-// bundleOutput says where and how a bundle is written.
-type bundleOutput struct {
-	// Dir is the bundle directory; empty when only Archive is wanted.
-	Dir string
-	// Archive, if set, is a .tar.zst or .tar.gz file to pack the bundle into.
-	Archive string
-	// Force replaces an existing Dir or Archive.
-	Force bool
-	// Link tries a hard link, then a reflink, before copying each file.
-	Link bool
-	// Epoch is the mtime of every archive entry.
-	Epoch time.Time
-	// Progress, if set, reports how far copying and hashing got (a large model takes
-	// minutes): on its Term's status line, or as a log line every Every.
-	Progress *progress.Reporter
-	Log      *slog.Logger
-}
-
-// bundleFile is one file to place in the bundle.
-type bundleFile struct {
-	From string // source path
-	manifest.File
-	// Want is the sha256 the source should have (from artifacts.json), if known.
-	Want string
-}
-
-// bundlePlan is a checked bundle: its manifest without the digests, and where every file
-// comes from.
-type bundlePlan struct {
-	Manifest *manifest.Manifest
-	Files    []bundleFile
-}
-
-// planBundle checks the inputs and decides the bundle's layout and manifest, writing
-// nothing. Every failure names the file and the reason; all are reported together.
-func planBundle(in bundleInput) (*bundlePlan, error) {
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	t := in.Target
-	m := &manifest.Manifest{
-		SchemaVersion: manifest.SchemaVersion,
-		Entrypoint:    manifest.DefaultEntrypoint(),
-		Target:        manifestTarget(t),
-		Contract:      manifest.DefaultContract(),
+func bundleCommand() *cli.Command {
+	flags := []cli.Flag{
+		targetFlag, targetFileFlag, jsonFlag,
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
+		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
+		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
+		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
+		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "`KEY=VALUE` added to llama-server's environment, after the target's (repeat)"},
+		&cli.StringFlag{Name: "spec-draft-p-min", Usage: "least draft probability, --spec-draft-p-min `P` (needs --draft)"},
+		&cli.IntFlag{Name: "cache-ram", Value: 0, Usage: "llama-server --cache-ram `MiB` (0: no prompt cache reuse across requests)"},
+		&cli.IntFlag{Name: "ctx-checkpoints", Value: 0, Usage: "llama-server --ctx-checkpoints `N`"},
+		&cli.BoolFlag{Name: "scores-traffic-independent", Value: true, Usage: "prompt-token logprobs bit-identical whatever else the server runs (--prompt-logprobs-alone --no-kv-unified, a server with patch 0007); =false lets scoring share batches, a little faster under concurrent load"},
+		&cli.BoolFlag{Name: "link", Usage: "hard-link or reflink files instead of copying them where the filesystem allows (the inputs must then stay unchanged)"},
+		&cli.BoolFlag{Name: "force", Usage: "replace an existing output directory or archive"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress: neither the bar on a terminal nor the lines every 30 s otherwise"},
 	}
-	p := &bundlePlan{Manifest: m}
-
-	// The server: artifacts built for this target.
-	if in.Artifacts == "" {
-		fail("no server artifacts given: use --artifacts DIR (the output of llbuild server)")
-	} else if a, err := artifacts.Open(in.Artifacts); err != nil {
-		errs = append(errs, notThere(fmt.Errorf("artifacts %s: %w", in.Artifacts, err)))
-	} else if a.Manifest.Target != t.Name {
-		fail("artifacts %s were built for target %s, not %s", in.Artifacts, a.Manifest.Target, t.Name)
-	} else {
-		files, loader, err := serverFiles(a)
-		if err != nil {
-			fail("artifacts %s: %w", in.Artifacts, err)
-		}
-		p.Files = append(p.Files, files...)
-		m.Server.Loader = loader
-		if m.Build, err = manifestBuild(a.Provenance); err != nil {
-			fail("artifacts %s: %w", in.Artifacts, err)
-		}
-		alone := false
-		for _, pt := range m.Build.Patches {
-			switch pt.Name {
-			case patches.PromptLogprobs:
-				m.Contract.PromptLogprobs = manifest.PromptLogprobsNative
-			case patches.PromptLogprobsAlone:
-				alone = true
+	for _, k := range intKnobs {
+		flags = append(flags, &cli.IntFlag{Name: k.flag, Usage: k.usage, DefaultText: "left out: llama-server's own"})
+	}
+	return &cli.Command{
+		Name:  "bundle",
+		Usage: "assemble a submission bundle: server, libraries, models and a manifest, served by llbuild serve",
+		Description: "Lays out bin/ (llama-server), lib/ (its libraries), models/ (model and draft) and manifest.json,\n" +
+			"which records the target, the build's provenance, every file's size and sha256, the models'\n" +
+			"GGUF facts, llama-server's exact arguments and environment, and the API the entrypoint\n" +
+			"(llbuild serve .) serves. Inputs are checked before anything is written; the bundle is\n" +
+			"assembled beside -o and renamed into place. The same inputs give the same manifest bytes.\n" +
+			"stdout: the manifest's sha256 and the bundle's path (two columns, as sha256sum prints them),\n" +
+			"and a second line for the archive with --archive; --json prints one object instead.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("bundle takes no arguments, got %q", c.Args().Slice())
 			}
-		}
-		m.Contract.ScoresTrafficIndependent = alone && in.Knobs.ScoresAlone && m.Contract.PromptLogprobs == manifest.PromptLogprobsNative
-	}
-	m.Server.Executable = manifest.BinDir + "/llama-server"
-	m.Server.LibraryPath = []string{manifest.LibDir}
-
-	// The models.
-	var model, draft gguf.Facts
-	modelPath := manifest.ModelsDir + "/" + filepath.Base(in.Model)
-	if in.Model == "" {
-		fail("no model given: use --model FILE.gguf")
-	} else if facts, err := readModel(in.Model); err != nil {
-		errs = append(errs, notThere(fmt.Errorf("model %s: %w", in.Model, err)))
-	} else {
-		model = facts
-		m.Models.Model = manifest.Model{Path: modelPath, GGUF: facts}
-		p.Files = append(p.Files, bundleFile{From: in.Model, File: manifest.File{Path: modelPath, Kind: manifest.KindModel}})
-	}
-	if in.Draft != "" {
-		draftPath := manifest.ModelsDir + "/" + filepath.Base(in.Draft)
-		facts, err := readModel(in.Draft)
-		switch {
-		case err != nil:
-			errs = append(errs, notThere(fmt.Errorf("draft %s: %w", in.Draft, err)))
-		case draftPath == modelPath:
-			fail("draft %s: has the same file name as the model; rename one", in.Draft)
-		default:
-			draft = facts
-			m.Models.Draft = &manifest.Model{Path: draftPath, GGUF: facts}
-			p.Files = append(p.Files, bundleFile{From: in.Draft, File: manifest.File{Path: draftPath, Kind: manifest.KindDraft}})
-			if model.Architecture != "" {
-				if err := manifest.DraftFits(model, draft); err != nil {
-					fail("draft %s does not fit model %s: %w", in.Draft, in.Model, err)
-				}
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	m.Server.Args = serverArgs(m.Models, in.Knobs, m.Contract.PromptLogprobs == manifest.PromptLogprobsNative, m.Contract.ScoresTrafficIndependent, in.ExtraArgs)
-	m.Server.Env = map[string]string{}
-	for k, v := range t.Runtime.Env {
-		m.Server.Env[k] = v
-	}
-	for k, v := range in.Env {
-		m.Server.Env[k] = v
-	}
-	if m.Contract.ScoresTrafficIndependent {
-		if err := trafficIndependent(m.Settings()); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Path < p.Files[j].Path })
-	for i, f := range p.Files {
-		if i > 0 && p.Files[i-1].Path == f.Path {
-			return nil, fmt.Errorf("%s and %s would both be %s in the bundle", p.Files[i-1].From, f.From, f.Path)
-		}
-	}
-	// Check the manifest as it will be, with placeholder digests.
-	check := *m
-	for _, f := range p.Files {
-		mf := f.File
-		if mf.Link == "" {
-			mf.SHA256 = strings.Repeat("0", 64)
-		}
-		check.Files = append(check.Files, mf)
-	}
-	if err := check.Validate(); err != nil {
-		return nil, fmt.Errorf("the bundle's manifest would be invalid: %w", err)
-	}
-	return p, nil
-}
-
-// notThere makes the error of an input the user named but that does not exist a usage error.
-func notThere(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return usageError{err}
-	}
-	return err
-}
-
-func readModel(p string) (gguf.Facts, error) {
-	fh, err := os.Open(p)
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return gguf.Facts{}, errors.New("not a regular file")
-	}
-	f, err := gguf.Read(fh, fi.Size())
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	facts := f.Facts()
-	if facts.Architecture == "" {
-		return facts, errors.New("general.architecture is missing")
-	}
-	return facts, nil
-}
-
-// serverFiles lays the artifacts out as bin/ (executables) and lib/ (libraries). A dynamic
-// loader among the libraries (a build that ships its own C library) becomes the bundle's
-// loader: running llama-server through the host's loader with a foreign libc would fail.
-func serverFiles(a *artifacts.Artifacts) ([]bundleFile, string, error) {
-	var files []bundleFile
-	var loader string
-	var server bool
-	seen := map[string]string{}
-	for _, f := range a.Manifest.Files {
-		base := path.Base(f.Path)
-		var dst string
-		switch f.Kind {
-		case artifacts.KindExecutable:
-			dst = manifest.BinDir + "/" + base
-			server = server || base == "llama-server"
-		case artifacts.KindLibrary:
-			dst = manifest.LibDir + "/" + base
-			if isLoader(base) && f.Link == "" {
-				if loader != "" {
-					return nil, "", fmt.Errorf("two dynamic loaders, %s and %s", loader, dst)
-				}
-				loader = dst
-			}
-		default:
-			return nil, "", fmt.Errorf("%s is a %s; a bundle takes the server recipe's executables and libraries", f.Path, f.Kind)
-		}
-		if prev, ok := seen[dst]; ok {
-			return nil, "", fmt.Errorf("%s and %s would both be %s", prev, f.Path, dst)
-		}
-		seen[dst] = f.Path
-		files = append(files, bundleFile{
-			From: a.Path(f),
-			File: manifest.File{Path: dst, Kind: f.Kind, Link: f.Link},
-			Want: f.SHA256,
-		})
-	}
-	if !server {
-		return nil, "", errors.New("no llama-server executable among the artifacts")
-	}
-	return files, loader, nil
-}
-
-func isLoader(base string) bool {
-	return strings.HasPrefix(base, "ld-linux") && strings.Contains(base, ".so") || strings.HasPrefix(base, "ld-musl-")
-}
-
-// setsParallel says whether extra arguments give llama-server's slot count.
-func setsParallel(extra []string) bool {
-	for _, a := range extra {
-		if a == "-np" || a == "--parallel" || strings.HasPrefix(a, "--parallel=") {
-			return true
-		}
-	}
-	return false
-}
-
-// defaultSlots is llama-server's slot count when --parallel is not given.
-const defaultSlots = 4
-
-// serverArgs renders llama-server's arguments in a fixed order. promptLogprobs turns on the
-// patched server's prompt_logprobs (patch 0002), which the shim then uses for echo.
-func serverArgs(models manifest.Models, k serverKnobs, promptLogprobs, scoresAlone bool, extra []string) []string {
-	args := []string{"--model", models.Model.Path}
-	num := func(flag string, v *int) {
-		if v != nil {
-			args = append(args, flag, strconv.Itoa(*v))
-		}
-	}
-	if d := models.Draft; d != nil {
-		// An MTP draft (an "<arch>-assistant" model) runs as draft-mtp; any other draft
-		// with the same vocabulary runs as a classic draft model.
-		specType := "draft-simple"
-		if d.GGUF.DraftFor != "" {
-			specType = "draft-mtp"
-		}
-		args = append(args, "--model-draft", d.Path, "--spec-type", specType)
-		num("--spec-draft-n-max", k.DraftNMax)
-		num("--spec-draft-n-min", k.DraftNMin)
-		if k.DraftPMin != "" {
-			args = append(args, "--spec-draft-p-min", k.DraftPMin)
-		}
-		num("--spec-draft-threads", k.ThreadsDraft)
-		num("--n-gpu-layers-draft", k.GPULayersDraft)
-	}
-	num("--ctx-size", k.CtxSize)
-	num("--batch-size", k.BatchSize)
-	num("--ubatch-size", k.UBatchSize)
-	num("--threads", k.Threads)
-	num("--poll", k.Poll)
-	num("--n-gpu-layers", k.GPULayers)
-	num("--parallel", k.Parallel)
-	if scoresAlone && k.Parallel == nil && !setsParallel(extra) {
-		// Without --parallel llama-server picks 4 slots and a unified KV cache, overriding
-		// --no-kv-unified: scores would depend on the traffic. The same 4 slots, named.
-		args = append(args, "--parallel", strconv.Itoa(defaultSlots))
-	}
-	args = append(args, "--cache-ram", strconv.Itoa(k.CacheRAM), "--ctx-checkpoints", strconv.Itoa(k.CtxCheckpoints))
-	if promptLogprobs {
-		args = append(args, "--prompt-logprobs")
-	}
-	if scoresAlone {
-		// a scoring request alone in its batches, over KV cells of its own slot only
-		args = append(args, "--prompt-logprobs-alone", "--no-kv-unified")
-	}
-	return append(args, extra...)
-}
-
-// trafficIndependent refuses settings (from --server-arg or --env) that undo what the manifest's
-// scoresTrafficIndependent promises: a unified KV cache, automatic slots (which unify it), or
-// scoring sharing batches.
-func trafficIndependent(s manifest.Settings) error {
-	const how = "drop it, or bundle with --scores-traffic-independent=false (the manifest then does not promise it)"
-	if v, _ := s.Lookup("--kv-unified"); v == "true" {
-		return fmt.Errorf("a unified KV cache (--kv-unified or LLAMA_ARG_KV_UNIFIED) makes prompt-token scores depend on the other requests, which the bundle promises they do not: %s", how)
-	}
-	if v, _ := s.Lookup("--parallel"); v == "-1" || v == "" {
-		return fmt.Errorf("--parallel %q lets llama-server choose its slots and unify the KV cache, so scores would depend on the traffic: give a number of slots, or %s", v, how)
-	}
-	if v, ok := s.Lookup("--prompt-logprobs-alone"); ok && v == "false" {
-		return fmt.Errorf("scoring that shares batches with other requests gives scores that depend on them: %s", how)
-	}
-	return nil
-}
-
-func manifestTarget(t *targets.Target) manifest.Target {
-	mt := manifest.Target{Name: t.Name, Backend: string(t.Build.Backend)}
-	h := t.Host
-	mt.Host.CPU.Model = h.CPU.Model
-	mt.Host.CPU.Features = []string{}
-	for _, f := range h.CPU.Features {
-		mt.Host.CPU.Features = append(mt.Host.CPU.Features, string(f))
-	}
-	for _, g := range h.GPUs {
-		mt.Host.GPUs = append(mt.Host.GPUs, manifest.GPU{
-			Vendor: string(g.Vendor), Name: g.Name, PCIID: g.PCIID,
-			ComputeCapability: g.ComputeCapability, Brand: g.Brand, SYCLDevice: g.SYCLDevice,
-		})
-	}
-	mt.Host.Driver = manifest.Driver{Version: h.Driver.Version, CUDA: h.Driver.CUDA}
-	return mt
-}
-
-func manifestBuild(p artifacts.Provenance) (manifest.Build, error) {
-	plan, err := manifest.NewPlanJSON(p.Plan)
-	if err != nil {
-		return manifest.Build{}, fmt.Errorf("the plan in %s: %w", artifacts.ProvenanceFile, err)
-	}
-	b := manifest.Build{
-		Plan:     plan,
-		PlanHash: p.PlanHash,
-		Source:   manifest.Source{URL: p.Materials.Source.URL, Commit: p.Materials.Source.Commit},
-		Patches:  []manifest.Patch{},
-		Images:   []manifest.Image{},
-		Builder:  manifest.Builder{Name: p.Builder.Name, Version: p.Builder.Version, Executor: p.Builder.Executor},
-	}
-	if v := p.Materials.Vendor; v != nil {
-		b.Vendor = &manifest.Source{URL: v.URL, Commit: v.Commit}
-	}
-	for _, pt := range p.Materials.Patches {
-		b.Patches = append(b.Patches, manifest.Patch{Name: pt.Name, SHA256: pt.SHA256})
-	}
-	for _, im := range p.Materials.Images {
-		b.Images = append(b.Images, manifest.Image{Role: im.Role, Ref: im.Ref, Digest: im.Digest})
-	}
-	return b, nil
-}
-
-// writeBundle assembles the planned bundle in a temporary directory beside its destination
-// and renames it into place; if anything fails, nothing is left behind. It returns the
-// finished manifest.
-func writeBundle(ctx context.Context, p *bundlePlan, out bundleOutput) (*manifest.Manifest, error) {
-	if out.Dir == "" && out.Archive == "" {
-		return nil, usagef("no output: give -o DIR, --archive FILE or both")
-	}
-	if out.Log == nil {
-		out.Log = slog.New(slog.DiscardHandler)
-	}
-	var dest, archive string
-	var err error
-	if out.Dir != "" {
-		if dest, err = checkDest(out.Dir, out.Force, p, true); err != nil {
-			return nil, err
-		}
-	}
-	if out.Archive != "" {
-		if abs, err := filepath.Abs(out.Archive); err == nil && dest != "" && strings.HasPrefix(abs, dest+string(filepath.Separator)) {
-			return nil, usagef("archive %s is inside the bundle directory %s; write it elsewhere", out.Archive, out.Dir)
-		}
-		if archive, err = checkDest(out.Archive, out.Force, p, false); err != nil {
-			return nil, err
-		}
-		if _, err := archiveCompression(archive); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	parent := filepath.Dir(dest)
-	if dest == "" {
-		parent = filepath.Dir(archive)
-	}
-	tmp, err := os.MkdirTemp(parent, ".llbuild-bundle-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a temporary directory in %s: %w", parent, err)
-	}
-	defer os.RemoveAll(tmp) // after a successful rename there is nothing left to remove
-	// MkdirTemp makes 0700; a bundle is meant to be read by others.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
-	}
-
-	m := *p.Manifest
-	files, err := placeFiles(ctx, tmp, p.Files, out)
-	if err != nil {
-		return nil, err
-	}
-	m.Files = files
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("bundle manifest: %w", err)
-	}
-	b, err := m.Encode()
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteNew(filepath.Join(tmp, manifest.FileName), b, 0o644); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.SyncTree(tmp); err != nil {
-		return nil, err
-	}
-	if archive != "" {
-		if err := writeArchive(ctx, tmp, &m, archive, out.Epoch); err != nil {
-			return nil, err
-		}
-	}
-	if dest != "" {
-		if err := atomicfile.ReplaceDir(tmp, dest); err != nil {
-			if archive != "" {
-				os.Remove(archive)
-			}
-			return nil, err
-		}
-		atomicfile.SyncDir(parent)
-	}
-	return &m, nil
-}
-
-// checkDest refuses an existing destination unless force, refuses to replace anything but
-// a directory (or a file, for an archive), and refuses when an input lies inside it.
-func checkDest(p string, force bool, plan *bundlePlan, dir bool) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	parent := filepath.Dir(abs)
-	if fi, err := os.Stat(parent); err != nil {
-		return "", fmt.Errorf("output %s: parent directory: %w", p, err)
-	} else if !fi.IsDir() {
-		return "", fmt.Errorf("output %s: %s is not a directory", p, parent)
-	}
-	fi, err := os.Lstat(abs)
-	if errors.Is(err, fs.ErrNotExist) {
-		return abs, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("output %s: %w", p, err)
-	}
-	if !force {
-		return "", usagef("output %s exists; use --force to replace it", p)
-	}
-	if dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("output %s exists and is a %s; --force replaces only a %s", p, fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	for _, f := range plan.Files {
-		src, err := filepath.Abs(f.From)
-		if err == nil {
-			if r, err := filepath.EvalSymlinks(src); err == nil {
-				src = r
-			}
-		}
-		if src == real || strings.HasPrefix(src, real+string(filepath.Separator)) {
-			return "", fmt.Errorf("output %s holds an input, %s; --force would delete it", p, f.From)
-		}
-	}
-	return abs, nil
-}
-
-// placeFiles copies (or links) every file into root, hashing each in the same pass, in
-// parallel; results are in input order.
-func placeFiles(ctx context.Context, root string, files []bundleFile, out bundleOutput) ([]manifest.File, error) {
-	result := make([]manifest.File, len(files))
-	var total int64
-	for _, f := range files {
-		if f.Link == "" {
-			if fi, err := os.Stat(f.From); err == nil {
-				total += fi.Size()
-			}
-		}
-	}
-	var done atomic.Int64
-	if out.Progress != nil && total > 0 {
-		defer out.Progress.Start(func(elapsed time.Duration) (progress.Report, bool) {
-			return bundleProgress(done.Load(), total, elapsed), true
-		}).Stop()
-	}
-	for _, d := range []string{manifest.BinDir, manifest.LibDir, manifest.ModelsDir} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(min(runtime.GOMAXPROCS(0), 4))
-	for i, f := range files {
-		g.Go(func() error {
-			mf, how, err := placeFile(gctx, root, f, out.Link, &done)
+			t, err := loadTarget(c.String("target"), c.String("target-file"))
 			if err != nil {
-				return fmt.Errorf("%s (from %s): %w", f.Path, f.From, err)
+				return err
 			}
-			out.Log.Debug("placed", "path", f.Path, "how", how, "size", mf.Size)
-			result[i] = mf
+			in := manifest.BundleInput{
+				Target:    t,
+				Artifacts: c.String("artifacts"),
+				Model:     c.String("model"),
+				Draft:     c.String("draft"),
+				ExtraArgs: c.StringSlice("server-arg"),
+				Env:       map[string]string{},
+			}
+			if in.Model == "" {
+				return usagef("no model given: use --model FILE.gguf")
+			}
+			if in.Artifacts == "" {
+				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target)")
+			}
+			for _, kv := range c.StringSlice("env") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("--env %q: want KEY=VALUE", kv)
+				}
+				in.Env[k] = v
+			}
+			for _, k := range intKnobs {
+				if c.IsSet(k.flag) {
+					v := c.Int(k.flag)
+					*k.field(&in.Knobs) = &v
+				}
+			}
+			in.Knobs.DraftPMin = c.String("spec-draft-p-min")
+			in.Knobs.CacheRAM = c.Int("cache-ram")
+			in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
+			in.Knobs.ScoresAlone = c.Bool("scores-traffic-independent")
+			if in.Draft == "" {
+				for _, f := range []string{"spec-draft-n-max", "spec-draft-n-min", "spec-draft-p-min", "spec-draft-threads", "n-gpu-layers-draft"} {
+					if c.IsSet(f) {
+						return usagef("--%s needs --draft", f)
+					}
+				}
+			}
+			out := manifest.BundleOutput{
+				Dir:     c.String("output"),
+				Archive: c.String("archive"),
+				Force:   c.Bool("force"),
+				Link:    c.Bool("link"),
+				Log:     loggerOf(c),
+			}
+			if out.Dir == "" && out.Archive == "" {
+				return usagef("no output: give -o DIR, --archive FILE or both")
+			}
+			if out.Archive != "" {
+				if _, err := manifest.ArchiveCompression(out.Archive); err != nil {
+					return usageError{err}
+				}
+			}
+			if out.Epoch, err = sourceDateEpoch(os.Getenv); err != nil {
+				return usageError{err}
+			}
+			if !c.Bool("quiet") {
+				out.Progress = &progress.Reporter{Term: termOf(c), Log: out.Log, Every: plainProgressEvery}
+			}
+			plan, err := manifest.PlanBundle(in)
+			if err != nil {
+				return usageOf(err)
+			}
+			warnStalePlan(loggerOf(c), c.String("target"), c.String("target-file"), plan.Manifest.Build.PlanHash)
+			warnUnpatchedDraft(loggerOf(c), plan.Manifest)
+			if ct := plan.Manifest.Contract; c.Bool("scores-traffic-independent") && ct.PromptLogprobs == manifest.PromptLogprobsNative && !ct.ScoresTrafficIndependent {
+				loggerOf(c).Warn("native prompt-token logprobs will depend on concurrent traffic: the server was built without patch " +
+					patches.PromptLogprobsAlone + "; rebuild with the patch series for bit-identical scores")
+			}
+			m, err := manifest.WriteBundle(c.Context, plan, out)
+			if err != nil {
+				return usageOf(err)
+			}
+			b, err := m.Encode()
+			if err != nil {
+				return err
+			}
+			// One line per thing written, directory first: the manifest's sha256 and the path.
+			for _, where := range []string{out.Dir, out.Archive} {
+				if where == "" {
+					continue
+				}
+				loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
+				if c.Bool("json") {
+					continue
+				}
+				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where); err != nil {
+					return err
+				}
+			}
+			if c.Bool("json") {
+				return writeJSON(stdoutOf(c), struct {
+					ManifestSHA256 string `json:"manifestSha256"`
+					Dir            string `json:"dir"`
+					Archive        string `json:"archive,omitempty"`
+					Target         string `json:"target"`
+					Files          int    `json:"files"`
+				}{sha256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
+			}
 			return nil
-		})
+		},
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return result, nil
 }
 
-func fileMode(f manifest.File, loader bool) os.FileMode {
-	if f.Kind == manifest.KindExecutable || loader {
-		return 0o755
+// noDraftWithProbs is the patch that makes llama-server generate without drafting for a
+// request that asks for token probabilities.
+const noDraftWithProbs = "0004-server-no-draft-with-probs.patch"
+
+// warnUnpatchedDraft warns when a draft is packed with a llama-server built without the
+// patch that keeps drafted tokens out of logprob answers: serve then refuses requests for
+// the logprobs of generated tokens rather than answer logprob 0 for drafted ones.
+func warnUnpatchedDraft(log *slog.Logger, m *manifest.Manifest) {
+	if m.Models.Draft == nil {
+		return
 	}
-	return 0o644
+	for _, p := range m.Build.Patches {
+		if p.Name == noDraftWithProbs {
+			return
+		}
+	}
+	log.Warn("the draft is packed with a llama-server built without patch "+noDraftWithProbs+": it would answer logprob 0 for every drafted token, so serve refuses requests for the logprobs of generated tokens; build with the patch series, or bundle without --draft",
+		"draft", m.Models.Draft.Path)
 }
 
-// placeFile puts one file into the bundle and returns its manifest entry and how it got
-// there (link, reflink, copy).
-func placeFile(ctx context.Context, root string, f bundleFile, link bool, done *atomic.Int64) (manifest.File, string, error) {
-	mf := f.File
-	dst := filepath.Join(root, filepath.FromSlash(f.Path))
-	if f.Link != "" {
-		return mf, "symlink", os.Symlink(f.Link, dst)
-	}
-	src, err := os.Open(f.From)
+// warnStalePlan warns when the artifacts were built from another plan than the one the
+// target and the server recipe resolve to now (the recipe, the patches or the target
+// changed since the build). The artifacts are still the target's, so it is not an error.
+func warnStalePlan(log *slog.Logger, target, targetFile, built string) {
+	p, err := resolvePlan(target, targetFile, "server", true)
 	if err != nil {
-		return mf, "", err
+		log.Debug("cannot resolve the current plan to compare", "err", err)
+		return
 	}
-	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return mf, "", err
+	if p.Hash != built {
+		log.Warn("the artifacts were built from another plan than the current one for this target (recipe, patches or target changed since)",
+			"built", shortHash(built), "current", p.ShortHash())
 	}
-	if !fi.Mode().IsRegular() {
-		return mf, "", errors.New("not a regular file")
-	}
-	mode := fileMode(mf, isLoader(path.Base(f.Path)) && f.Kind == manifest.KindLibrary)
-	how := "copy"
-	var w io.Writer
-	var out *os.File
-	if link && os.Link(f.From, dst) == nil {
-		how = "hard link"
-	} else {
-		if out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode); err != nil {
-			return mf, "", err
-		}
-		defer out.Close()
-		if link && unix.IoctlFileClone(int(out.Fd()), int(src.Fd())) == nil {
-			how = "reflink"
-		} else {
-			w = out
-		}
-	}
-	n, sum, err := manifest.CopyAndHashFile(ctx, w, src, done)
-	if err != nil {
-		return mf, "", err
-	}
-	if out != nil {
-		if err := out.Sync(); err != nil {
-			return mf, "", err
-		}
-		if err := out.Close(); err != nil {
-			return mf, "", err
-		}
-	}
-	if f.Want != "" && sum != f.Want {
-		return mf, "", fmt.Errorf("sha256 %s, artifacts.json says %s: the artifacts changed while bundling", sum, f.Want)
-	}
-	mf.Size, mf.SHA256 = n, sum
-	return mf, how, nil
 }
 
-// bundleProgress says how many of total bytes are copied and hashed after elapsed.
-func bundleProgress(done, total int64, elapsed time.Duration) progress.Report {
-	frac := float64(done) / float64(total)
-	rate := float64(done) / 1e6 / max(elapsed.Seconds(), 1e-9)
-	const width = 30
-	filled := min(max(int(width*frac), 0), width)
-	return progress.Report{
-		Line: fmt.Sprintf("bundling [%s%s] %5.1f%% %.0f/%.0f MB %.0f MB/s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-			100*frac, float64(done)/1e6, float64(total)/1e6, rate),
-		Msg: "bundling: copying and hashing",
-		Attrs: []any{"done", fmt.Sprintf("%.0f of %.0f MB (%.0f%%)", float64(done)/1e6, float64(total)/1e6, 100*frac),
-			"elapsed", progress.Elapsed(elapsed), "MB/s", fmt.Sprintf("%.0f", rate)},
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
 	}
+	return h
 }
 
 // sourceDateEpoch reads SOURCE_DATE_EPOCH: the time stamp of everything a reproducible

@@ -75,7 +75,7 @@ func BenchmarkBundleLarge(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := planBundle(bundleInput{Target: t, Artifacts: in.Artifacts, Model: model})
+	plan, err := manifest.PlanBundle(manifest.BundleInput{Target: t, Artifacts: in.Artifacts, Model: model})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func BenchmarkBundleLarge(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := io.CopyBuffer(out, onlyReader{src}, make([]byte, 1<<20)); err != nil {
+			if _, err := io.CopyBuffer(out, struct{ io.Reader }{src}, make([]byte, 1<<20)); err != nil {
 				b.Fatal(err)
 			}
 			if err := out.Sync(); err != nil {
@@ -165,7 +165,7 @@ func BenchmarkBundleLarge(b *testing.B) {
 		})
 	})
 	bundleOnce := func(b *testing.B, link bool) {
-		if _, err := writeBundle(context.Background(), plan, bundleOutput{Dir: out, Link: link}); err != nil {
+		if _, err := manifest.WriteBundle(context.Background(), plan, manifest.BundleOutput{Dir: out, Link: link}); err != nil {
 			b.Fatal(err)
 		}
 	}

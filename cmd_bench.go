@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -233,7 +234,7 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 	if fi.IsDir() {
 		return name, func() {}, nil
 	}
-	if _, err := archiveCompression(name); err != nil {
+	if _, err := manifest.ArchiveCompression(name); err != nil {
 		return "", nil, usagef("%s is neither a bundle directory nor a bundle archive (.tar.zst, .tar.gz)", name)
 	}
 	tmp, err := os.MkdirTemp("", "llbuild-bench-")
@@ -241,9 +242,9 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 		return "", nil, err
 	}
 	dir := filepath.Join(tmp, "bundle")
-	if err := extractArchive(c.Context, name, dir, false); err != nil {
+	if err := manifest.ExtractArchive(c.Context, name, dir, false); err != nil {
 		os.RemoveAll(tmp)
-		return "", nil, err
+		return "", nil, usageOf(err)
 	}
 	return dir, func() { os.RemoveAll(tmp) }, nil
 }

@@ -215,18 +215,21 @@ func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, seri
 	if err != nil {
 		return nil, err
 	}
-	r, err := recipes.Load(recipe)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	var vendor *recipes.Recipe
-	if r.Source.Vendor != "" {
-		if vendor, err = recipes.Load(r.Source.Vendor); err != nil {
-			return nil, err
-		}
-	}
-	return pipeline.Resolve(t, r, series, vendor, pipeline.Options{AllowFloating: allowFloating})
+	p, err := pipeline.ResolveRecipe(t, recipe, series, pipeline.Options{AllowFloating: allowFloating})
+	return p, usageOf(err)
 }
+
+// resolveWheelPlan resolves the built-in wheel recipe for t.
+func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
+}
+
+// defaultTarget is what `llbuild build` builds when no target is named.
+const defaultTarget = "cpu-v3"
 
 func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) error {
 	var b strings.Builder

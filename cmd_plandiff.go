@@ -1,24 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
-	"github.com/llbuild/llbuild/internal/ocitar"
-	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/pipeline/image"
+	"github.com/llbuild/llbuild/pipeline/recorded"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -104,45 +97,12 @@ func (s *planSide) ref() planRef {
 	return planRef{Arg: s.arg, Target: s.plan.Target, Hash: s.plan.Hash, Partial: s.partial}
 }
 
-// loadPlanSide reads what arg names: a directory with provenance.json (artifacts),
-// manifest.json (a bundle) or index.json (an OCI layout), a plan or provenance JSON file, a
-// target file, an OCI archive, a built-in target, or an image in a registry.
+// loadPlanSide reads what arg names: a target file or a built-in target, resolved now, or
+// what recorded.Open reads (artifacts, a bundle, an image, a plan file).
 func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 	s := &planSide{arg: arg}
-	fi, statErr := os.Stat(arg)
+	_, statErr := os.Stat(arg)
 	switch {
-	case statErr == nil && fi.IsDir():
-		if _, err := os.Stat(filepath.Join(arg, "index.json")); err == nil {
-			if s.plan, err = planOfImage(ctx, arg, "oci-layout:"+arg); err != nil {
-				return nil, err
-			}
-		} else if b, err := os.ReadFile(filepath.Join(arg, artifacts.ProvenanceFile)); err == nil {
-			p, err := planFromJSON(filepath.Join(arg, artifacts.ProvenanceFile), b)
-			if err != nil {
-				return nil, err
-			}
-			s.plan = p
-		} else if f, err := os.Open(filepath.Join(arg, "manifest.json")); err == nil {
-			defer f.Close()
-			m, err := manifest.Decode(f)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", arg, err)
-			}
-			if s.plan, s.host, s.partial, err = planOfBundle(filepath.Join(arg, manifest.FileName), m); err != nil {
-				return nil, err
-			}
-			return s, nil
-		} else {
-			return nil, usagef("%s has neither %s (an artifact directory), manifest.json (a bundle) nor index.json (an OCI layout)", arg, artifacts.ProvenanceFile)
-		}
-	case statErr == nil && strings.HasSuffix(arg, ".json"):
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			return nil, err
-		}
-		if s.plan, err = planFromJSON(arg, b); err != nil {
-			return nil, err
-		}
 	case statErr == nil && (strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")):
 		t, err := loadTarget("", arg)
 		if err != nil {
@@ -152,21 +112,7 @@ func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 			return nil, err
 		}
 		s.host = t
-		return s, nil
-	case statErr == nil:
-		if _, err := ocitar.IndexManifest(arg); err != nil {
-			return nil, usagef("%s: give a plan as a .json file, a target file as .yaml, an image as an OCI archive (.tar), or a directory", arg)
-		}
-		var err error
-		if s.plan, err = planOfImage(ctx, arg, "oci-archive:"+arg); err != nil {
-			return nil, err
-		}
-	case isImageRef(arg):
-		var err error
-		if s.plan, err = planOfImage(ctx, arg, arg); err != nil {
-			return nil, err
-		}
-	default:
+	case statErr != nil && !recorded.IsImageRef(arg):
 		t, err := targets.Load(arg)
 		if err != nil {
 			return nil, usagef("%s is neither a file, a built-in target (%s) nor an image reference (registry.example/repo:tag)", arg, strings.Join(targets.Names(), ", "))
@@ -175,125 +121,19 @@ func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 			return nil, err
 		}
 		s.host = t
-		return s, nil
-	}
-	// A recorded plan names its target: a built-in one gives the host to check the driver of.
-	if t, err := targets.Load(s.plan.Target); err == nil {
-		s.host = t
+	default:
+		r, err := recorded.Open(ctx, arg)
+		if err != nil {
+			return nil, usageOf(err)
+		}
+		s.plan, s.host, s.partial = r.Plan, r.Host, r.Partial
 	}
 	return s, nil
 }
 
-// isImageRef says whether arg, which is not a file, names an image in a registry. Its first
-// component must be a registry host (a dot, a port or localhost: docker.io/user/repo, not
-// user/repo), so that a mistyped path is reported as missing instead of looked up on Docker Hub.
-func isImageRef(arg string) bool {
-	for _, ext := range []string{".json", ".yaml", ".yml", ".tar"} {
-		if strings.HasSuffix(arg, ext) {
-			return false
-		}
-	}
-	host, _, ok := strings.Cut(arg, "/")
-	if !ok || !(strings.ContainsAny(host, ".:") || host == "localhost") {
-		return false
-	}
-	_, err := name.ParseReference(arg, name.StrictValidation)
-	return err == nil
-}
-
-// planOfImage reads the plan an image records (image.LabelPlan) from its config; spec is
-// what image.ReadConfig takes.
-func planOfImage(ctx context.Context, arg, spec string) (*pipeline.Plan, error) {
-	cf, err := image.ReadConfig(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	b, err := image.RecordedPlan(cf)
-	if err != nil {
-		return nil, usagef("%s: %v", arg, err)
-	}
-	return planFromJSON(arg, b)
-}
-
-// planFromJSON reads a plan, or the plan a provenance.json records.
-func planFromJSON(file string, b []byte) (*pipeline.Plan, error) {
-	var probe struct {
-		Plan json.RawMessage `json:"plan"`
-	}
-	if json.Unmarshal(b, &probe) == nil && len(probe.Plan) > 0 {
-		b = probe.Plan
-	}
-	var p pipeline.Plan
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return nil, usagef("%s is not a plan (llbuild plan --json) or provenance.json: %v", file, err)
-	}
-	if p.Hash == "" || p.SchemaVersion == 0 {
-		return nil, usagef("%s is not a plan: it has no hash or schemaVersion", file)
-	}
-	return &p, nil
-}
-
-// planOfBundle is the plan a bundle's manifest records and the host it names. A version 1
-// manifest (from before build.plan) records only part of a plan: partial is then true.
-func planOfBundle(file string, m *manifest.Manifest) (p *pipeline.Plan, host *targets.Target, partial bool, err error) {
-	host = &targets.Target{Name: m.Target.Name}
-	if b, err := json.Marshal(m.Target.Host); err != nil || json.Unmarshal(b, &host.Host) != nil {
-		host = nil
-	}
-	if len(m.Build.Plan) > 0 {
-		if p, err = planFromJSON(file+" (build.plan)", m.Build.Plan); err != nil {
-			return nil, nil, false, err
-		}
-		if p.Hash != m.Build.PlanHash {
-			return nil, nil, false, usagef("%s: build.plan has hash %s, build.planHash says %s", file, p.Hash, m.Build.PlanHash)
-		}
-		return p, host, false, nil
-	}
-	p = &pipeline.Plan{Target: m.Target.Name, Backend: m.Target.Backend, Hash: m.Build.PlanHash}
-	p.Source = pipeline.Source{URL: m.Build.Source.URL, Commit: m.Build.Source.Commit}
-	if v := m.Build.Vendor; v != nil {
-		p.Vendor = &pipeline.Source{URL: v.URL, Commit: v.Commit}
-	}
-	for _, pt := range m.Build.Patches {
-		p.Patches = append(p.Patches, pipeline.Patch{Name: pt.Name, SHA256: pt.SHA256})
-	}
-	for _, im := range m.Build.Images {
-		ref := pipeline.Image{Ref: im.Ref, Digest: im.Digest}
-		switch im.Role {
-		case "devel":
-			p.Images.Devel = ref
-		case "runtime":
-			p.Images.Runtime = ref
-		}
-	}
-	return p, host, true, nil
-}
-
-// driverChecks checks each plan's NVIDIA_REQUIRE_CUDA against the driver of each target the
-// diff names: moving a target to B is safe only if its driver meets B's requirement.
+// driverChecks checks both sides' plans against the driver of each side's host.
 func driverChecks(sides [2]*planSide) []pipeline.DriverCheck {
-	var checks []pipeline.DriverCheck
-	seen := map[string]bool{}
-	for _, host := range sides {
-		t := host.host
-		if t == nil || seen[t.Name] || t.Host.Driver.CUDA == "" {
-			continue
-		}
-		seen[t.Name] = true
-		for i, s := range sides {
-			if s.plan.CUDA == nil || s.plan.CUDA.RequireCUDA == "" {
-				continue
-			}
-			ch := pipeline.DriverCheck{Target: t.Name, Driver: t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")", Plan: string(rune('A' + i)), Require: s.plan.CUDA.RequireCUDA, Holds: true}
-			if err := pipeline.CheckDriver(t, ch.Require); err != nil {
-				ch.Holds, ch.Reason = false, err.Error()
-			}
-			checks = append(checks, ch)
-		}
-	}
-	return checks
+	return pipeline.DriverChecks([2]*pipeline.Plan{sides[0].plan, sides[1].plan}, [2]*targets.Target{sides[0].host, sides[1].host})
 }
 
 func writePlanDiff(w io.Writer, sides [2]*planSide, d *pipeline.PlanDiff, checks []pipeline.DriverCheck) error {

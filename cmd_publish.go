@@ -1,22 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish"
 )
@@ -46,22 +41,15 @@ stdout: one image digest per published target, in input order (--target names fi
 --target-file files); --json prints an array instead (target, tags, digest, ref, existing, moved
 tags, error). --digest-file gets "target<TAB>repo@digest" lines, written atomically.
 Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad tag template).`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
 			&cli.StringSliceFlag{Name: "target-file", Usage: "target `FILE` (repeatable), published after the --target names"},
 			jsonFlag,
 			&cli.StringFlag{Name: "registry", Usage: "repository `HOST[:PORT]/REPO` that receives the images, e.g. ghcr.io/OWNER/llama-server"},
 			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
-			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine) or host (this machine), for targets that need building"},
-			&cli.StringFlag{Name: "source", Usage: "llama.cpp source `DIR` (required for host)"},
-			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`; artifacts already there for a plan are reused"},
-			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR`"},
-			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL`"},
-			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built and pushed at once"},
-			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` (devel or runtime; REF an image reference, oci-archive:PATH or oci-layout:PATH)"},
 			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`"},
 			floatingFlag,
-		},
+		}, executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...),
 		Action: func(c *cli.Context) error {
 			creds, err := publish.CredentialsFromEnv(os.Getenv, "")
 			if err != nil {
@@ -113,18 +101,14 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	if len(srcs) == 0 {
 		return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}
-	bases, err := parseBases(c.StringSlice("base"))
+	eo, err := executorOptionsOf(c)
 	if err != nil {
 		return err
 	}
-	if c.Int("jobs") < 1 {
+	if eo.Jobs < 1 {
 		return usagef("--jobs must be at least 1")
 	}
-	if err := checkExecutorFlags(c, bases); err != nil {
-		return err
-	}
-	out, err := filepath.Abs(c.String("out"))
-	if err != nil {
+	if err := eo.check(); err != nil {
 		return err
 	}
 
@@ -168,12 +152,17 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Templates:  tmpl,
 		Version:    version,
 		Remote:     ropts,
-		Jobs:       c.Int("jobs"),
+		Jobs:       eo.Jobs,
 		Logger:     log,
 		Progress:   termOf(c),
-	}, func(ctx context.Context, need []*pipeline.Plan) []publish.Built {
-		return publishImages(c, need, out, bases, ropts)
-	})
+	}, publish.FromArtifacts{
+		Out:         eo.Out,
+		Executor:    func() (pipeline.Executor, error) { return publishExecutor(c, eo) },
+		Jobs:        eo.Jobs,
+		RuntimeBase: eo.Bases["runtime"],
+		Remote:      ropts,
+		Logger:      log,
+	}.Images)
 	if err != nil {
 		return err
 	}
@@ -217,84 +206,12 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	return errors.Join(errs...)
 }
 
-// publishImages makes the runtime image of each plan: from the artifacts already in out when
-// they verify, otherwise from a build. The executor is only started when something needs
-// building.
-func publishImages(c *cli.Context, plans []*pipeline.Plan, out string, bases map[string]string, ropts []remote.Option) []publish.Built {
-	ctx := c.Context
-	log := loggerOf(c)
-	built := make([]publish.Built, len(plans))
-	dirs := make([]string, len(plans))
-	var need []*pipeline.Plan
-	var needAt []int
-	for i, p := range plans {
-		dir := artifacts.Dir(out, p.Target, p.Hash)
-		a, err := artifacts.Open(dir)
-		switch {
-		case err == nil && a.Manifest.PlanHash == p.Hash:
-			log.Info("reusing artifacts", "target", p.Target, "dir", dir)
-			dirs[i] = dir
-			continue
-		case err == nil:
-			log.Warn("artifacts are for another plan; rebuilding", "dir", dir, "have", a.Manifest.PlanHash, "want", p.Hash)
-		case !errors.Is(err, os.ErrNotExist):
-			log.Warn("artifacts do not verify; rebuilding", "dir", dir, "err", err)
-		}
-		need = append(need, p)
-		needAt = append(needAt, i)
-	}
-	if len(need) > 0 {
-		ex, err := publishExecutor(c, bases)
-		if err != nil {
-			for _, i := range needAt {
-				built[i].Err = err
-			}
-		} else {
-			for k, r := range pipeline.BuildAll(ctx, ex, need, out, c.Int("jobs")) {
-				dirs[needAt[k]], built[needAt[k]].Err = r.Dir, r.Err
-			}
-		}
-	}
-	for i, p := range plans {
-		if built[i].Err != nil {
-			continue
-		}
-		built[i].Image, built[i].Err = imageFrom(ctx, dirs[i], bases["runtime"], p, ropts)
-	}
-	return built
-}
-
-func imageFrom(ctx context.Context, dir, base string, want *pipeline.Plan, ropts []remote.Option) (v1.Image, error) {
-	a, err := artifacts.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	p, err := image.PlanOf(a)
-	if err != nil {
-		return nil, err
-	}
-	if p.Hash != want.Hash {
-		return nil, fmt.Errorf("%s holds plan %s, want %s", dir, p.ShortHash(), want.ShortHash())
-	}
-	b, err := image.LoadBase(ctx, base, p.Images.Runtime, ropts...)
-	if err != nil {
-		return nil, err
-	}
-	img, err := image.Assemble(b, a)
-	if err != nil {
-		return nil, fmt.Errorf("assembling the image: %w", err)
-	}
-	return img, nil
-}
-
-func publishExecutor(c *cli.Context, bases map[string]string) (pipeline.Executor, error) {
+// publishExecutor starts the executor for the plans that need building, with the built-in
+// patch series.
+func publishExecutor(c *cli.Context, eo executorOptions) (pipeline.Executor, error) {
 	series, err := patches.Series()
 	if err != nil {
 		return nil, err
 	}
-	b := pipeline.Builder{Version: version, Executor: c.String("executor")}
-	if c.String("executor") == pipeline.ExecutorHost {
-		return hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: b, Logger: loggerOf(c), Progress: termOf(c)})
-	}
-	return newDaggerExecutor(c, series, b, bases)
+	return newExecutor(c, eo, series, termOf(c))
 }

@@ -3,19 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/artifacts"
-	"github.com/llbuild/llbuild/internal/progress"
-	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/pipeline/daggerexec"
-	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/pipeline/image"
 )
 
@@ -29,23 +23,16 @@ func buildCommand() *cli.Command {
 			"stdout: one line per target, the artifact directory, or the image digest with --image-out/--push;\n" +
 			"--json prints an array instead: target, plan hash, directory, image digest, error.\n" +
 			"Exit status: 0 all built, 1 a build failed, 2 usage.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
 			targetFileFlag,
-			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine) or host (this machine)"},
-			&cli.StringFlag{Name: "source", Usage: "llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)"},
-			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
-			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
-			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
-			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "targets built at once"},
 			floatingFlag,
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one (one that recipe bump --new-series recorded, with its --series)"},
 			seriesFlag,
-			&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
 			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
 			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
 			jsonFlag,
-		},
+		}, executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built at once")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
@@ -66,7 +53,7 @@ func buildCommand() *cli.Command {
 				names = []string{defaultTarget}
 				loggerOf(c).Info("no --target given: building the default target", "target", defaultTarget)
 			}
-			bases, err := parseBases(c.StringSlice("base"))
+			eo, err := executorOptionsOf(c)
 			if err != nil {
 				return err
 			}
@@ -74,7 +61,7 @@ func buildCommand() *cli.Command {
 			if imaging && len(names) > 1 {
 				return usagef("--image-out and --push take one target, got %d", len(names))
 			}
-			if c.Int("jobs") < 1 {
+			if eo.Jobs < 1 {
 				return usagef("--jobs must be at least 1")
 			}
 			if r := c.String("recipe"); r != "server" && !strings.HasSuffix(r, ".yaml") {
@@ -108,39 +95,29 @@ func buildCommand() *cli.Command {
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
-			out, err := filepath.Abs(c.String("out"))
-			if err != nil {
-				return err
-			}
-			if src := c.String("source"); src != "" && !c.IsSet("out") {
-				if abs, _ := filepath.Abs(src); isWithin(out, abs) {
-					return usagef("the default --out %s is inside the source %s: pass --out", out, abs)
+			if src := eo.Source; src != "" && !c.IsSet("out") {
+				if abs, _ := filepath.Abs(src); isWithin(eo.Out, abs) {
+					return usagef("the default --out %s is inside the source %s: pass --out", eo.Out, abs)
 				}
 			}
 			log := loggerOf(c)
-			builder := pipeline.Builder{Version: version, Executor: c.String("executor")}
-			if err := checkExecutorFlags(c, bases); err != nil {
+			if err := eo.check(); err != nil {
 				return err
 			}
 			// The runtime base is checked before anything builds: a wrong --base runtime (another
 			// digest than the plan's) must not cost a whole build first.
 			var runtimeBase v1.Image
 			if imaging {
-				if runtimeBase, err = image.LoadBase(c.Context, bases["runtime"], plans[0].Images.Runtime); err != nil {
+				if runtimeBase, err = image.LoadBase(c.Context, eo.Bases["runtime"], plans[0].Images.Runtime); err != nil {
 					return fmt.Errorf("target %s: runtime base image, checked before building: %w", plans[0].Target, err)
 				}
 			}
-			var ex pipeline.Executor
-			if c.String("executor") == pipeline.ExecutorHost {
-				ex, err = hostexec.New(hostexec.Options{Source: c.String("source"), WorkDir: c.String("work-dir"), Series: series, Builder: builder, Logger: log, Progress: termOf(c)})
-			} else { // dagger: checkExecutorFlags allows no other
-				ex, err = newDaggerExecutor(c, series, builder, bases)
-			}
+			ex, err := newExecutor(c, eo, series, termOf(c))
 			if err != nil {
 				return err
 			}
 
-			results := pipeline.BuildAll(c.Context, ex, plans, out, c.Int("jobs"))
+			results := pipeline.BuildAll(c.Context, ex, plans, eo.Out, eo.Jobs)
 			if cl, ok := ex.(interface{ Close() error }); ok {
 				if err := cl.Close(); err != nil {
 					log.Warn("closing the engine session", "err", err)
@@ -164,7 +141,10 @@ func buildCommand() *cli.Command {
 					continue
 				}
 				if imaging {
-					digest, err := buildImage(c, r, runtimeBase)
+					digest, err := image.Build(c.Context, r.Dir, runtimeBase, image.Output{
+						File: c.String("image-out"), Push: c.StringSlice("push"),
+						Log: loggerOf(c), Term: termOf(c), Every: plainProgressEvery,
+					})
 					if err != nil {
 						err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)
 						errs = append(errs, err)
@@ -189,114 +169,4 @@ func buildCommand() *cli.Command {
 			return errors.Join(errs...)
 		},
 	}
-}
-
-// parseBases reads --base ROLE=REF entries.
-func parseBases(entries []string) (map[string]string, error) {
-	m := map[string]string{}
-	for _, e := range entries {
-		role, ref, ok := strings.Cut(e, "=")
-		if !ok || ref == "" || (role != "devel" && role != "runtime") {
-			return nil, usagef("--base %q: want devel=REF or runtime=REF (REF: an image reference, oci-archive:PATH or oci-layout:PATH)", e)
-		}
-		if _, dup := m[role]; dup {
-			return nil, usagef("--base %s is given twice", role)
-		}
-		m[role] = ref
-	}
-	return m, nil
-}
-
-func isWithin(p, dir string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(os.PathSeparator))
-}
-
-func newDaggerExecutor(c *cli.Context, series []patches.Patch, b pipeline.Builder, bases map[string]string) (pipeline.Executor, error) {
-	ex, err := daggerexec.New(daggerexec.Options{
-		Source:    c.String("source"),
-		Engine:    c.String("engine"),
-		Devel:     bases["devel"],
-		Series:    series,
-		Builder:   b,
-		Logger:    loggerOf(c),
-		LogOutput: engineLogOf(c),
-		Progress:  termOf(c),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ex, nil
-}
-
-// buildImage assembles the runtime image from r's artifacts, writes and pushes it as asked,
-// and returns its digest.
-func buildImage(c *cli.Context, r pipeline.Result, baseImg v1.Image) (string, error) {
-	a, err := artifacts.Open(r.Dir)
-	if err != nil {
-		return "", err
-	}
-	p, err := image.PlanOf(a)
-	if err != nil {
-		return "", err
-	}
-	img, err := image.Assemble(baseImg, a)
-	if err != nil {
-		return "", err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	// Writing and pushing take minutes for a CUDA image: both report their bytes as they go.
-	log := loggerOf(c).With("target", p.Target)
-	rep := progress.Reporter{Term: termOf(c), Log: log, Every: plainProgressEvery}
-	if f := c.String("image-out"); f != "" {
-		log.Info("exporting image", "to", f)
-		var pr image.Progress
-		task := rep.Start(pr.ExportState("to", f))
-		err := image.WriteOCI(f, img, "llama-server:"+p.Target, image.Counting(&pr))
-		task.Stop()
-		if err != nil {
-			return "", fmt.Errorf("writing %s: %w", f, err)
-		}
-	}
-	if refs := c.StringSlice("push"); len(refs) > 0 {
-		log.Info("pushing image", "to", strings.Join(refs, ","))
-		var pr image.Progress
-		task := rep.Start(pr.PushState("to", strings.Join(refs, ",")))
-		err := image.PushCounting(c.Context, img, refs, &pr)
-		task.Stop()
-		if err != nil {
-			return "", err
-		}
-	}
-	return digest.String(), nil
-}
-
-// defaultTarget is what `llbuild build` builds when no target is named.
-const defaultTarget = "cpu-v3"
-
-// checkExecutorFlags refuses flags that do not go with --executor (usage errors): the host
-// executor takes no engine and no devel image and needs a source it can build.
-func checkExecutorFlags(c *cli.Context, bases map[string]string) error {
-	switch c.String("executor") {
-	case pipeline.ExecutorHost:
-		if c.String("engine") != "" {
-			return usagef("--engine is for --executor dagger")
-		}
-		if bases["devel"] != "" {
-			return usagef("--base devel= is for --executor dagger: the host executor is the build environment")
-		}
-		if c.String("source") == "" {
-			return usagef("--executor host needs --source DIR (a llama.cpp directory or git mirror); it fetches nothing")
-		}
-	case pipeline.ExecutorDagger:
-	default:
-		return usagef("--executor must be dagger or host, got %q", c.String("executor"))
-	}
-	if src := c.String("source"); src != "" {
-		return checkDirFlag("source", src)
-	}
-	return nil
 }

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"io"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -12,8 +11,6 @@ import (
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/pipeline/daggerexec"
-	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
 	"github.com/llbuild/llbuild/wheel"
@@ -38,22 +35,16 @@ func wheelCommand() *cli.Command {
 			"import build and the package's build backend (the build runs with --no-isolation).\n" +
 			"stdout: the path of the wheel in its artifact directory. Exit status: 0 built, 1 the build\n" +
 			"failed or was refused, 2 usage.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			targetFlag, targetFileFlag,
 			&cli.StringSliceFlag{Name: "arch", Usage: "CUDA `ARCH`itectures (86, 90, 120), comma-separated or repeated"},
-			&cli.StringFlag{Name: "executor", Value: "dagger", Usage: "`dagger` (an engine runs the target's devel image) or host (this machine)"},
-			&cli.StringFlag{Name: "source", Usage: "llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)"},
 			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit (required for host)"},
-			&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
-			&cli.StringSliceFlag{Name: "base", Usage: "override the devel image: `devel=REF` with REF an image reference, oci-archive:PATH or oci-layout:PATH (dagger)"},
 			&cli.StringFlag{Name: "commit", Usage: "build llama-cpp-python at this full `COMMIT` instead of the recipe's pin (plan and provenance record it)"},
 			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},
-			&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
-			&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
 			&cli.IntFlag{Name: "build-jobs", Usage: "parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL); 0 leaves the default"},
 			floatingFlag,
 			&cli.BoolFlag{Name: "print-plan", Usage: "print the wheel plan as JSON and build nothing"},
-		},
+		}, executorFlags("llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)", "")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("wheel takes no arguments, got %q", c.Args().Slice())
@@ -79,7 +70,7 @@ func wheelCommand() *cli.Command {
 				_, err := stdoutOf(c).Write(wp.JSON())
 				return err
 			}
-			out, err := filepath.Abs(c.String("out"))
+			eo, err := executorOptionsOf(c)
 			if err != nil {
 				return err
 			}
@@ -95,70 +86,38 @@ func wheelCommand() *cli.Command {
 					if c.String(f) == "" {
 						continue
 					}
-					if abs, _ := filepath.Abs(c.String(f)); isWithin(out, abs) {
-						return usagef("the default --out %s is inside --%s %s: pass --out", out, f, abs)
+					if abs, _ := filepath.Abs(c.String(f)); isWithin(eo.Out, abs) {
+						return usagef("the default --out %s is inside --%s %s: pass --out", eo.Out, f, abs)
 					}
 				}
 			}
-			bases, err := parseBases(c.StringSlice("base"))
-			if err != nil {
-				return err
-			}
-			if bases["runtime"] != "" {
+			if eo.Bases["runtime"] != "" {
 				return usagef("--base runtime= has no use for a wheel: only the devel image builds it")
 			}
 			series, err := patches.Series()
 			if err != nil {
 				return err
 			}
-			builder := pipeline.Builder{Version: version, Executor: c.String("executor")}
-			var ex interface {
-				BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, out string) (string, error)
-			}
-			switch c.String("executor") {
-			case "host":
-				if c.String("engine") != "" || bases["devel"] != "" {
+			switch eo.Executor {
+			case pipeline.ExecutorHost:
+				if eo.Engine != "" || eo.Bases["devel"] != "" {
 					return usagef("--engine and --base are for --executor dagger: the host executor is the build environment")
 				}
-				if c.String("source") == "" || c.String("llama-source") == "" {
+				if eo.Source == "" || c.String("llama-source") == "" {
 					return usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
 				}
-				ex, err = hostexec.NewWheel(hostexec.WheelOptions{
-					Options: hostexec.Options{
-						Source:  c.String("llama-source"),
-						WorkDir: c.String("work-dir"),
-						Series:  series,
-						Jobs:    c.Int("build-jobs"),
-						Builder: builder,
-						Logger:  loggerOf(c),
-					},
-					Package: c.String("source"),
-				})
-			case "dagger":
-				var dx *daggerexec.WheelExecutor
-				dx, err = daggerexec.NewWheel(daggerexec.WheelOptions{
-					Options: daggerexec.Options{
-						Source:    c.String("llama-source"),
-						Engine:    c.String("engine"),
-						Devel:     bases["devel"],
-						Series:    series,
-						Builder:   builder,
-						Logger:    loggerOf(c),
-						LogOutput: engineLogOf(c),
-					},
-					Package: c.String("source"),
-				})
-				if err == nil {
-					defer dx.Close()
-					ex = dx
-				}
+			case pipeline.ExecutorDagger:
 			default:
-				return usagef("--executor must be dagger or host, got %q", c.String("executor"))
+				return usagef("--executor must be dagger or host, got %q", eo.Executor)
 			}
+			ex, err := newWheelExecutor(c, eo, series, c.String("llama-source"), c.Int("build-jobs"))
 			if err != nil {
 				return err
 			}
-			dir, err := ex.BuildWheel(c.Context, wp, out)
+			if cl, ok := ex.(io.Closer); ok {
+				defer cl.Close()
+			}
+			dir, err := ex.BuildWheel(c.Context, wp, eo.Out)
 			if err != nil {
 				return err
 			}
@@ -197,21 +156,8 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 		if len(archs) == 0 {
 			return loadTarget(defaultTarget, "")
 		}
-		var all []string
-		for _, n := range targets.Names() {
-			t, err := targets.Load(n)
-			if err != nil {
-				return nil, err
-			}
-			if t.Build.CUDA == nil {
-				continue
-			}
-			all = append(all, fmt.Sprintf("%s (%s)", n, strings.Join(t.Build.CUDA.Architectures, ",")))
-			if slices.Equal(sortedCopy(t.Build.CUDA.Architectures), sortedCopy(archs)) {
-				return t, nil
-			}
-		}
-		return nil, usagef("no built-in target builds CUDA architectures %s (built-in CUDA targets: %s): pass --target T --arch %s to build them for T's toolkit, or describe the host with --target-file", strings.Join(archs, ","), strings.Join(all, ", "), strings.Join(archs, ","))
+		t, err := targets.ForCUDAArchitectures(archs)
+		return t, usageOf(err)
 	}
 	t, err := loadTarget(name, file)
 	if err != nil {
@@ -225,28 +171,6 @@ func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
 		return nil, usageError{err}
 	}
 	return t, nil
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	sort.Strings(c)
-	return c
-}
-
-func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
-	r, err := recipes.Load("wheel")
-	if err != nil {
-		return nil, err
-	}
-	vendor, err := recipes.Load(r.Source.Vendor)
-	if err != nil {
-		return nil, err
-	}
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.ResolveWheel(t, r, series, vendor, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
 }
 
 func indexCommand() *cli.Command {

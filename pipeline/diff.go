@@ -220,6 +220,28 @@ type DriverCheck struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// CheckDriver checks that the target's own driver meets require, an NVIDIA_REQUIRE_CUDA of
-// the form cuda>=X.Y; nil when it does or either is unknown.
-func CheckDriver(t *targets.Target, require string) error { return checkDriverSatisfies(t, require) }
+// DriverChecks checks plans A and B's NVIDIA_REQUIRE_CUDA against the driver of each host
+// given (the target each side is for, nil where unknown): moving a target to B is safe only
+// if its driver meets B's requirement. A host is checked once, hosts without a CUDA driver
+// and plans without a requirement not at all.
+func DriverChecks(plans [2]*Plan, hosts [2]*targets.Target) []DriverCheck {
+	var checks []DriverCheck
+	seen := map[string]bool{}
+	for _, t := range hosts {
+		if t == nil || seen[t.Name] || t.Host.Driver.CUDA == "" {
+			continue
+		}
+		seen[t.Name] = true
+		for i, p := range plans {
+			if p.CUDA == nil || p.CUDA.RequireCUDA == "" {
+				continue
+			}
+			ch := DriverCheck{Target: t.Name, Driver: t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")", Plan: string(rune('A' + i)), Require: p.CUDA.RequireCUDA, Holds: true}
+			if err := checkDriverSatisfies(t, ch.Require); err != nil {
+				ch.Holds, ch.Reason = false, err.Error()
+			}
+			checks = append(checks, ch)
+		}
+	}
+	return checks
+}

@@ -18,6 +18,13 @@ type Executor interface {
 	Build(ctx context.Context, p *Plan, out string) (string, error)
 }
 
+// WheelExecutor carries out a WheelPlan and leaves the wheel in an artifact directory under
+// out.
+type WheelExecutor interface {
+	// BuildWheel runs the plan and returns the artifact directory.
+	BuildWheel(ctx context.Context, wp *WheelPlan, out string) (string, error)
+}
+
 // The executors' names, as Builder.Executor and --executor give them.
 const (
 	ExecutorHost   = "host"

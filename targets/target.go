@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/strictyaml"
 )
 
@@ -155,6 +157,32 @@ func Load(name string) (*Target, error) {
 		return nil, fmt.Errorf("%w %s; known targets: %s; describe your own host with --target-file", ErrUnknownTarget, msg, strings.Join(Names(), ", "))
 	}
 	return Parse("builtin:"+name+".yaml", data)
+}
+
+// ForCUDAArchitectures returns the built-in CUDA target that builds exactly archs, in any
+// order. None is an inputerr.Error listing the built-in CUDA targets and their architectures.
+func ForCUDAArchitectures(archs []string) (*Target, error) {
+	var all []string
+	for _, n := range Names() {
+		t, err := Load(n)
+		if err != nil {
+			return nil, err
+		}
+		if t.Build.CUDA == nil {
+			continue
+		}
+		all = append(all, fmt.Sprintf("%s (%s)", n, strings.Join(t.Build.CUDA.Architectures, ",")))
+		if slices.Equal(sortedCopy(t.Build.CUDA.Architectures), sortedCopy(archs)) {
+			return t, nil
+		}
+	}
+	return nil, inputerr.Errorf("no built-in target builds CUDA architectures %s (built-in CUDA targets: %s): pass --target T --arch %s to build them for T's toolkit, or describe the host with --target-file", strings.Join(archs, ","), strings.Join(all, ", "), strings.Join(archs, ","))
+}
+
+func sortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
 }
 
 // LoadFile reads a target file.

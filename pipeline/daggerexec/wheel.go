@@ -44,6 +44,8 @@ type WheelExecutor struct {
 	pkg string
 }
 
+var _ pipeline.WheelExecutor = (*WheelExecutor)(nil)
+
 // NewWheel returns a Dagger executor for wheels; like New it fails fast without an engine.
 func NewWheel(opts WheelOptions) (*WheelExecutor, error) {
 	ex, err := New(opts.Options)

@@ -30,6 +30,8 @@ type WheelExecutor struct {
 	pkg string
 }
 
+var _ pipeline.WheelExecutor = (*WheelExecutor)(nil)
+
 // NewWheel returns a host executor for wheels.
 func NewWheel(opts WheelOptions) (*WheelExecutor, error) {
 	if opts.Package == "" {

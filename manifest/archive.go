@@ -1,4 +1,4 @@
-package main
+package manifest
 
 import (
 	"archive/tar"
@@ -18,11 +18,11 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
-	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
-// archiveCompression returns the compression an archive name asks for: "zst" or "gz".
-func archiveCompression(name string) (string, error) {
+// ArchiveCompression returns the compression an archive name asks for: "zst" or "gz".
+func ArchiveCompression(name string) (string, error) {
 	switch {
 	case strings.HasSuffix(name, ".tar.zst"), strings.HasSuffix(name, ".tzst"):
 		return "zst", nil
@@ -57,16 +57,16 @@ func decompressor(r io.Reader, kind string) (io.ReadCloser, error) {
 type archiveEntry struct {
 	name string
 	mode int64
-	file manifest.File
+	file File
 	dir  bool
 }
 
-// archiveEntries lists a bundle's entries in name order: its directories, manifest.json
-// and every file of the manifest. Modes are fixed: 0755 for directories, executables and
+// archiveEntries lists a bundle's entries in name order: its directories, json
+// and every file of the  Modes are fixed: 0755 for directories, executables and
 // the loader, 0777 for links, 0644 for everything else.
-func archiveEntries(m *manifest.Manifest) []archiveEntry {
+func archiveEntries(m *Manifest) []archiveEntry {
 	dirs := map[string]bool{}
-	entries := []archiveEntry{{name: manifest.FileName, mode: 0o644}}
+	entries := []archiveEntry{{name: FileName, mode: 0o644}}
 	for _, f := range m.Files {
 		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
 			dirs[d] = true
@@ -87,8 +87,8 @@ func archiveEntries(m *manifest.Manifest) []archiveEntry {
 // writeArchive packs the bundle at root, described by m, into a deterministic tar: sorted
 // entries, fixed modes, uid/gid 0 with no owner names, every mtime epoch. It writes a
 // temporary file beside name and renames it into place.
-func writeArchive(ctx context.Context, root string, m *manifest.Manifest, name string, epoch time.Time) (err error) {
-	kind, err := archiveCompression(name)
+func writeArchive(ctx context.Context, root string, m *Manifest, name string, epoch time.Time) (err error) {
+	kind, err := ArchiveCompression(name)
 	if err != nil {
 		return err
 	}
@@ -174,11 +174,11 @@ func writeArchive(ctx context.Context, root string, m *manifest.Manifest, name s
 // onlyReader hides *os.File's WriterTo so that CopyBuffer uses its large buffer.
 type onlyReader struct{ io.Reader }
 
-// verifyArchive checks a bundle archive by streaming it once; it extracts nothing.
-func verifyArchive(name string) ([]manifest.Problem, error) {
-	kind, err := archiveCompression(name)
+// VerifyArchive checks a bundle archive by streaming it once; it extracts nothing.
+func VerifyArchive(name string) ([]Problem, error) {
+	kind, err := ArchiveCompression(name)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, &inputerr.Error{Err: err}
 	}
 	f, err := os.Open(name)
 	if err != nil {
@@ -187,20 +187,20 @@ func verifyArchive(name string) ([]manifest.Problem, error) {
 	defer f.Close()
 	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
 	if err != nil {
-		return []manifest.Problem{{Message: fmt.Sprintf("archive %s: %v", name, err)}}, nil
+		return []Problem{{Message: fmt.Sprintf("archive %s: %v", name, err)}}, nil
 	}
 	defer r.Close()
-	return manifest.VerifyTar(r), nil
+	return VerifyTar(r), nil
 }
 
-// extractArchive unpacks a bundle archive into dest. The archive is verified first by
+// ExtractArchive unpacks a bundle archive into dest. The archive is verified first by
 // streaming it (every entry name, link, digest and the manifest), and nothing is written
 // unless it is sound. It is then unpacked into a temporary directory beside dest with the
 // names checked again (the file may have changed in between): no entry may pass through a
 // link, links must stay inside, files are created exclusively. The result is verified
 // once more before it is renamed into place.
-func extractArchive(ctx context.Context, archive, dest string, force bool) error {
-	problems, err := verifyArchive(archive)
+func ExtractArchive(ctx context.Context, archive, dest string, force bool) error {
+	problems, err := VerifyArchive(archive)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 		return err
 	}
 	if _, err := os.Lstat(abs); err == nil && !force {
-		return usagef("%s exists; use --force to replace it", dest)
+		return inputerr.Errorf("%s exists; use --force to replace it", dest)
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(abs), ".llbuild-extract-")
 	if err != nil {
@@ -222,10 +222,10 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("extracting %s: %w", archive, err)
 	}
-	if err := unpackArchive(ctx, archive, tmp); err != nil {
+	if err := UnpackArchive(ctx, archive, tmp); err != nil {
 		return err
 	}
-	if problems := manifest.Verify(tmp); len(problems) > 0 {
+	if problems := Verify(tmp); len(problems) > 0 {
 		return problemsError(archive+" (extracted)", problems)
 	}
 	if err := atomicfile.SyncTree(tmp); err != nil {
@@ -237,15 +237,15 @@ func extractArchive(ctx context.Context, archive, dest string, force bool) error
 	return nil
 }
 
-// unpackArchive writes the entries of a bundle archive under tmp. It reads the archive with
-// manifest.WalkTar, as verifying does, so the entries verify refuses (a bad name, a second
+// UnpackArchive writes the entries of a bundle archive under tmp. It reads the archive with
+// WalkTar, as verifying does, so the entries verify refuses (a bad name, a second
 // entry of a name, an entry under a link, a link leading out, a special file) are refused
 // here too; files are still created exclusively and never through a link. Every error names
 // the archive.
-func unpackArchive(ctx context.Context, archive, tmp string) error {
-	kind, err := archiveCompression(archive)
+func UnpackArchive(ctx context.Context, archive, tmp string) error {
+	kind, err := ArchiveCompression(archive)
 	if err != nil {
-		return usageError{err}
+		return &inputerr.Error{Err: err}
 	}
 	f, err := os.Open(archive)
 	if err != nil {
@@ -257,7 +257,7 @@ func unpackArchive(ctx context.Context, archive, tmp string) error {
 		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	defer r.Close()
-	problems, err := manifest.WalkTar(r, func(e manifest.TarEntry) error {
+	problems, err := WalkTar(r, func(e TarEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -304,7 +304,7 @@ func unpackArchive(ctx context.Context, archive, tmp string) error {
 }
 
 // problemsError is one error listing every problem, one per line.
-func problemsError(what string, ps []manifest.Problem) error {
+func problemsError(what string, ps []Problem) error {
 	lines := make([]string, len(ps))
 	for i, p := range ps {
 		lines[i] = "  " + p.String()
