@@ -1,13 +1,13 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/digest"
 
 	"github.com/urfave/cli/v2"
 
@@ -162,7 +162,7 @@ func bundleCommand() *cli.Command {
 				if c.Bool("json") {
 					continue
 				}
-				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", sha256Hex(b), where); err != nil {
+				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", digest.SHA256Hex(b), where); err != nil {
 					return err
 				}
 			}
@@ -173,7 +173,7 @@ func bundleCommand() *cli.Command {
 					Archive        string `json:"archive,omitempty"`
 					Target         string `json:"target"`
 					Files          int    `json:"files"`
-				}{sha256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
+				}{digest.SHA256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
 			}
 			return nil
 		},
@@ -230,9 +230,4 @@ func sourceDateEpoch(getenv func(string) string) (time.Time, error) {
 		return time.Unix(0, 0).UTC(), nil
 	}
 	return pipeline.ParseSourceDateEpoch(s)
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }

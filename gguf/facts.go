@@ -4,7 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"os"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/digest"
 )
 
 // Facts are what a bundle manifest records about a GGUF model and what a
@@ -115,8 +119,7 @@ func (f *File) Facts() Facts {
 		fa.VocabSize = uint64(v.Len())
 		if l, ok := v.v.(*lazyStrings); ok && l.order == binary.LittleEndian {
 			// The encoded array is exactly what vocabDigest hashes.
-			sum := sha256.Sum256(l.raw)
-			fa.VocabSHA256 = hex.EncodeToString(sum[:])
+			fa.VocabSHA256 = digest.SHA256Hex(l.raw)
 		} else if tokens, ok := v.AsStrings(); ok {
 			fa.VocabSHA256 = vocabDigest(tokens)
 		}
@@ -141,13 +144,31 @@ func (f *File) Facts() Facts {
 	return fa
 }
 
-// ReadFacts opens the GGUF file at path and returns its facts.
+// ReadFacts reads the facts of the model file at path. It refuses what is not a regular
+// file (a pipe or a device is no model to pack) and a file without general.architecture,
+// which no llama.cpp loader would take.
 func ReadFacts(path string) (Facts, error) {
-	f, err := Open(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return Facts{}, err
 	}
-	return f.Facts(), nil
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return Facts{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return Facts{}, errors.New("not a regular file")
+	}
+	f, err := Read(fh, fi.Size())
+	if err != nil {
+		return Facts{}, err
+	}
+	facts := f.Facts()
+	if facts.Architecture == "" {
+		return facts, errors.New("general.architecture is missing")
+	}
+	return facts, nil
 }
 
 func (f *File) str(key string) string {

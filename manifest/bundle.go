@@ -139,7 +139,7 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	modelPath := ModelsDir + "/" + filepath.Base(in.Model)
 	if in.Model == "" {
 		fail("no model given: use --model FILE.gguf")
-	} else if facts, err := readModel(in.Model); err != nil {
+	} else if facts, err := gguf.ReadFacts(in.Model); err != nil {
 		errs = append(errs, notThere(fmt.Errorf("model %s: %w", in.Model, err)))
 	} else {
 		model = facts
@@ -148,7 +148,7 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	}
 	if in.Draft != "" {
 		draftPath := ModelsDir + "/" + filepath.Base(in.Draft)
-		facts, err := readModel(in.Draft)
+		facts, err := gguf.ReadFacts(in.Draft)
 		switch {
 		case err != nil:
 			errs = append(errs, notThere(fmt.Errorf("draft %s: %w", in.Draft, err)))
@@ -209,30 +209,6 @@ func notThere(err error) error {
 		return &inputerr.Error{Err: err}
 	}
 	return err
-}
-
-func readModel(p string) (gguf.Facts, error) {
-	fh, err := os.Open(p)
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return gguf.Facts{}, errors.New("not a regular file")
-	}
-	f, err := gguf.Read(fh, fi.Size())
-	if err != nil {
-		return gguf.Facts{}, err
-	}
-	facts := f.Facts()
-	if facts.Architecture == "" {
-		return facts, errors.New("general.architecture is missing")
-	}
-	return facts, nil
 }
 
 // serverFiles lays the artifacts out as bin/ (executables) and lib/ (libraries). A dynamic

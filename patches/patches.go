@@ -3,15 +3,15 @@ package patches
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/digest"
 )
 
 //go:embed series *.patch
@@ -78,8 +78,7 @@ func Load(fsys fs.FS, seriesPath string) ([]Patch, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
-		sum := sha256.Sum256(body)
-		if got := hex.EncodeToString(sum[:]); got != want {
+		if got := digest.SHA256Hex(body); got != want {
 			errs = append(errs, fmt.Errorf("%s: %s has sha256 %s but the series pins %s; if the change is intended, update the series line to sha256:%s", where, name, got, want, got))
 			continue
 		}

@@ -3,13 +3,13 @@ package patches
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/digest"
 )
 
 // Refresh reads the series file seriesPath of fsys as it is on disk, digests and all, and
@@ -47,8 +47,7 @@ func Refresh(fsys fs.FS, seriesPath string, drop map[string]bool) ([]byte, []Pat
 		if drop[name] {
 			continue
 		}
-		sum := sha256.Sum256(body)
-		p := Patch{Name: name, SHA256: hex.EncodeToString(sum[:]), Data: body}
+		p := Patch{Name: name, SHA256: digest.SHA256Hex(body), Data: body}
 		kept = append(kept, p)
 		fmt.Fprintf(&out, "%s sha256:%s\n", p.Name, p.SHA256)
 	}

@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/digest"
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
@@ -476,8 +476,7 @@ func (p *Plan) computeHash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return digest.SHA256Hex(b), nil
 }
 
 // ShortHash is the first 12 hex digits of the plan hash.

@@ -1,14 +1,14 @@
 package pipeline
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/digest"
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
@@ -302,8 +302,7 @@ func (w *WheelPlan) computeHash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return digest.SHA256Hex(b), nil
 }
 
 var (

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/llbuild/llbuild/internal/digest"
 )
 
 // Hash is the content hash of a source tree that is not a git checkout, as provenance
@@ -50,7 +52,7 @@ func Hash(dir string) (string, error) {
 			if err != nil {
 				return err
 			}
-			mode, sum = "120000", sha256Hex([]byte(target))
+			mode, sum = "120000", digest.SHA256Hex([]byte(target))
 		case t.IsRegular():
 			fi, err := d.Info()
 			if err != nil {
@@ -78,11 +80,6 @@ func Hash(dir string) (string, error) {
 		io.WriteString(h, e.line)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 func fileSHA256(p string) (string, error) {

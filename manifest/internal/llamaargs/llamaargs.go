@@ -5,8 +5,6 @@ package llamaargs
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"go/format"
@@ -15,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/digest"
 
 	"github.com/llbuild/llbuild/patches"
 )
@@ -188,8 +188,7 @@ func Generate(pkg string, opts []Option, inputs []Input) ([]byte, error) {
 	fmt.Fprintf(&b, "package %s\n\n", pkg)
 	b.WriteString("// llamaOptions are llama-server's command-line options, with the environment variable\n// each answers to, read from:\n")
 	for _, in := range inputs {
-		sum := sha256.Sum256(in.Data)
-		fmt.Fprintf(&b, "//   - %s (sha256 %s)\n", in.Name, hex.EncodeToString(sum[:]))
+		fmt.Fprintf(&b, "//   - %s (sha256 %s)\n", in.Name, digest.SHA256Hex(in.Data))
 	}
 	b.WriteString("var llamaOptions = []llamaOption{\n")
 	sorted := append([]Option(nil), opts...)
