@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llbuild/llbuild/llamaserver"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -47,7 +48,7 @@ func (f *fakeLlama) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /completion", func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
-		var req completionRequest
+		var req llamaserver.CompletionRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), 400)
 			return

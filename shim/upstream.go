@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // upstream is one running, ready llama-server: its address, what it told
@@ -76,13 +78,6 @@ func newUpstreamClient(slots int) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// llamaError is llama-server's error object.
-type llamaError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Type    string `json:"type"`
-}
-
 // postJSON sends v to path as JSON and decodes the answer into out
 // (callJSON).
 func (u *upstream) postJSON(ctx context.Context, path string, v, out any) error {
@@ -118,8 +113,8 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 		return statusError(path, resp.StatusCode, data)
 	}
 	decode := func() error { return json.Unmarshal(data, out) }
-	if r, ok := out.(*nativeResponse); ok {
-		decode = func() error { return r.decode(data) }
+	if r, ok := out.(*llamaserver.Completion); ok {
+		decode = func() error { return r.Decode(data) }
 	}
 	if err := decode(); err != nil {
 		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
@@ -228,7 +223,7 @@ var errStreamEnded = errors.New("the stream ended without a final chunk")
 
 func statusError(path string, status int, data []byte) error {
 	var e struct {
-		Error llamaError `json:"error"`
+		Error llamaserver.Error `json:"error"`
 	}
 	msg := strings.TrimSpace(string(data))
 	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
@@ -252,87 +247,9 @@ func statusError(path string, status int, data []byte) error {
 	}
 }
 
-// nativeRequest is a body for llama-server's native POST /completion.
-type nativeRequest struct {
-	Prompt            any          `json:"prompt"`
-	NPredict          int          `json:"n_predict"`
-	NProbs            int          `json:"n_probs,omitempty"`
-	PostSamplingProbs bool         `json:"post_sampling_probs"`
-	Temperature       *float64     `json:"temperature,omitempty"`
-	TopP              *float64     `json:"top_p,omitempty"`
-	TopK              *int         `json:"top_k,omitempty"`
-	Samplers          []string     `json:"samplers,omitempty"`
-	Seed              *int64       `json:"seed,omitempty"`
-	Stop              []string     `json:"stop,omitempty"`
-	LogitBias         [][2]float64 `json:"logit_bias,omitempty"`
-	PresencePenalty   *float64     `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64     `json:"frequency_penalty,omitempty"`
-	MinP              *float64     `json:"min_p,omitempty"`
-	TypicalP          *float64     `json:"typical_p,omitempty"`
-	RepeatPenalty     *float64     `json:"repeat_penalty,omitempty"`
-	IgnoreEOS         bool         `json:"ignore_eos,omitempty"`
-	CachePrompt       bool         `json:"cache_prompt"`
-	IDSlot            int          `json:"id_slot"`
-	ReturnTokens      bool         `json:"return_tokens"`
-	Stream            bool         `json:"stream"`
-	ResponseFields    []string     `json:"response_fields,omitempty"`
-	// PromptLogprobs asks a server with native prompt logprobs for the
-	// prompt's, with this many alternatives (see nativeScorer).
-	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
-	// PromptLogprobsFlat asks for them as flat number arrays (patch 0008).
-	PromptLogprobsFlat bool `json:"prompt_logprobs_flat,omitempty"`
-	// PromptLogprobsBase64 asks for the flat arrays as base64 (patch 0009).
-	PromptLogprobsBase64 bool `json:"prompt_logprobs_base64,omitempty"`
-}
-
-// nativeResponse is an answer of POST /completion, or one streamed chunk.
-type nativeResponse struct {
-	Content         string         `json:"content"`
-	Tokens          []int          `json:"tokens"`
-	Stop            bool           `json:"stop"`
-	StopType        string         `json:"stop_type"`
-	TokensPredicted int            `json:"tokens_predicted"`
-	TokensEvaluated int            `json:"tokens_evaluated"`
-	Timings         *nativeTimings `json:"timings"`
-	Probs           []nativeProb   `json:"completion_probabilities"`
-	PromptProbs     *[]nativeProb  `json:"prompt_probabilities"`
-	PromptFlat      *flatLogprobs  `json:"prompt_logprobs_flat"`
-	Error           *llamaError    `json:"error"`
-}
-
-// prompt is the prompt logprobs of an answer, in whichever form the server sent them.
-func (r *nativeResponse) prompt() promptLogprobs {
-	return promptLogprobs{Full: r.PromptProbs, Flat: r.PromptFlat}
-}
-
-type nativeTimings struct {
-	CacheN   int     `json:"cache_n"`
-	PromptN  int     `json:"prompt_n"`
-	PromptMS float64 `json:"prompt_ms"`
-	// PredictedMS is the time of the generated tokens' decodes.
-	PredictedMS float64 `json:"predicted_ms"`
-	PredictedN  int     `json:"predicted_n"`
-}
-
-// nativeProb is one generated token with its raw-logit logprob and the
-// top alternatives.
-type nativeProb struct {
-	ID      int         `json:"id"`
-	Logprob float64     `json:"logprob"`
-	Top     []nativeAlt `json:"top_logprobs"`
-	// Bytes is the raw text llama-server sent with this token; its
-	// content field replaces invalid UTF-8 with U+FFFD, this does not.
-	Bytes []int `json:"bytes"`
-}
-
-type nativeAlt struct {
-	ID      int     `json:"id"`
-	Logprob float64 `json:"logprob"`
-}
-
-func (u *upstream) complete(ctx context.Context, req *nativeRequest) (*nativeResponse, error) {
+func (u *upstream) complete(ctx context.Context, req *llamaserver.CompletionRequest) (*llamaserver.Completion, error) {
 	req.Stream = false
-	var out nativeResponse
+	var out llamaserver.Completion
 	if err := u.postJSON(ctx, "/completion", req, &out); err != nil {
 		return nil, err
 	}
@@ -341,7 +258,7 @@ func (u *upstream) complete(ctx context.Context, req *nativeRequest) (*nativeRes
 
 // completeStream sends req with stream on and calls fn for every chunk
 // until the final one (Stop true), which it also passes to fn.
-func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn func(*nativeResponse) error) error {
+func (u *upstream) completeStream(ctx context.Context, req *llamaserver.CompletionRequest, fn func(*llamaserver.Completion) error) error {
 	req.Stream = true
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -364,7 +281,7 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 		if !ok {
 			continue // blank separators and ": ping" comments
 		}
-		var chunk nativeResponse
+		var chunk llamaserver.Completion
 		if err := json.Unmarshal(data, &chunk); err != nil {
 			return upstreamError("decoding a streamed chunk from llama-server: %v", err)
 		}
@@ -391,10 +308,9 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 // with a string prompt (special tokens parsed, BOS added when the model
 // wants it) unless addSpecial is false.
 func (u *upstream) tokenize(ctx context.Context, text string, addSpecial bool) ([]int, error) {
-	var out struct {
-		Tokens []int `json:"tokens"`
-	}
-	req := map[string]any{"content": text, "add_special": addSpecial, "parse_special": true}
+	var out llamaserver.TokenizeResponse
+	parse := true
+	req := llamaserver.TokenizeRequest{Content: text, AddSpecial: addSpecial, ParseSpecial: &parse}
 	if err := u.postJSON(ctx, "/tokenize", req, &out); err != nil {
 		return nil, err
 	}
@@ -403,33 +319,11 @@ func (u *upstream) tokenize(ctx context.Context, text string, addSpecial bool) (
 
 // load reads /props and /v1/models of a server that just became healthy.
 func (u *upstream) load(ctx context.Context) error {
-	var props struct {
-		TotalSlots int    `json:"total_slots"`
-		ModelPath  string `json:"model_path"`
-		ModelAlias string `json:"model_alias"`
-		BuildInfo  string `json:"build_info"`
-		BOS        string `json:"bos_token"`
-		EOS        string `json:"eos_token"`
-		Template   string `json:"chat_template"`
-		Defaults   struct {
-			NCtx int `json:"n_ctx"`
-		} `json:"default_generation_settings"`
-		PromptLogprobs     *bool `json:"prompt_logprobs"`
-		PromptLogprobsFlat bool  `json:"prompt_logprobs_flat"`
-		PromptLogprobsB64  bool  `json:"prompt_logprobs_base64"`
-	}
+	var props llamaserver.Props
 	if err := u.getJSON(ctx, "/props", &props); err != nil {
 		return fmt.Errorf("reading /props: %w", err)
 	}
-	var models struct {
-		Data []struct {
-			ID   string `json:"id"`
-			Meta struct {
-				NVocab int `json:"n_vocab"`
-				NCtx   int `json:"n_ctx"`
-			} `json:"meta"`
-		} `json:"data"`
-	}
+	var models llamaserver.Models
 	if err := u.getJSON(ctx, "/v1/models", &models); err != nil {
 		return fmt.Errorf("reading /v1/models: %w", err)
 	}
@@ -454,9 +348,7 @@ func (u *upstream) load(ctx context.Context) error {
 	u.info.PromptLogprobsBase64 = u.info.PromptLogprobsFlat && props.PromptLogprobsB64
 	// /slots says whether the server speculates; a server started with --no-slots does not
 	// answer it and is taken not to.
-	var slots []struct {
-		Speculative bool `json:"speculative"`
-	}
+	var slots []llamaserver.Slot
 	if u.getJSON(ctx, "/slots", &slots) == nil {
 		for _, sl := range slots {
 			u.info.Speculative = u.info.Speculative || sl.Speculative
