@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/llamaserver"
-	"github.com/llbuild/llbuild/shim"
 )
 
 // fakeLlama stands for a llama-server whose speculative decoding is not lossless: a drafted
@@ -94,8 +93,8 @@ type fakeServer struct {
 	nctx int
 }
 
-func (s *fakeServer) ready(context.Context) (shim.Endpoint, error) {
-	return shim.Endpoint{BaseURL: s.ts.URL, Slots: 1, NCtx: s.nctx, BuildInfo: "fake", Series: true, Speculative: true}, nil
+func (s *fakeServer) ready(context.Context) (llamaserver.Endpoint, error) {
+	return llamaserver.Endpoint{BaseURL: s.ts.URL, Info: llamaserver.Info{TotalSlots: 1, NCtx: s.nctx, BuildInfo: "fake", Series: true, Speculative: true}}, nil
 }
 func (s *fakeServer) restarts() int { return 0 }
 func (s *fakeServer) stop()         { s.ts.Close() }

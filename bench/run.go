@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/llamaserver"
-	"github.com/llbuild/llbuild/shim"
 )
 
 // Options configure a bench invocation.
@@ -40,29 +39,31 @@ type Options struct {
 
 // server is a started llama-server.
 type server interface {
-	ready(ctx context.Context) (shim.Endpoint, error)
+	ready(ctx context.Context) (llamaserver.Endpoint, error)
 	restarts() int
 	stop()
 }
 
-type process struct{ p *shim.Process }
+type process struct {
+	p *llamaserver.Process[struct{}]
+}
 
-func (p process) ready(ctx context.Context) (shim.Endpoint, error) { return p.p.Ready(ctx) }
-func (p process) restarts() int                                    { return p.p.Restarts() }
-func (p process) stop()                                            { p.p.Stop() }
+func (p process) ready(ctx context.Context) (llamaserver.Endpoint, error) { return p.p.Ready(ctx) }
+func (p process) restarts() int                                           { return p.p.Restarts() }
+func (p process) stop()                                                   { p.p.Stop() }
 
-// startBundle starts b's llama-server exactly as llbuild serve does (shim.StartProcess with
+// startBundle starts b's llama-server exactly as llbuild serve does (llamaserver.Start with
 // the manifest's launch), with env added to the environment.
 func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
 	l := b.Launch
-	p, err := shim.StartProcess(ctx, shim.Options{
-		ServerPath: l.Path,
-		ServerArgs: l.Args,
+	p, err := llamaserver.Start(ctx, llamaserver.Options[struct{}]{
+		Path: l.Path,
+		Args: l.Args,
 		// /metrics on (it changes no computation), for the spec-decode counters; the bundle's
 		// own --metrics or environment wins
 		Env:          append(append(append(os.Environ(), "LLAMA_ARG_ENDPOINT_METRICS=1"), l.Env...), env...),
 		Dir:          l.Dir,
-		ServerOutput: log,
+		Output:       log,
 		ReadyTimeout: o.ReadyTimeout,
 	}, o.Log)
 	if err != nil {
@@ -185,7 +186,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if err != nil {
 		return err
 	}
-	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.Slots}
+	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots}
 	c := llamaserver.NewClient(ep.BaseURL, ep.APIKey)
 	if o.now != nil {
 		c.Now = o.now
@@ -216,7 +217,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 
 // canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
 // a reference. Every mismatch is counted (see Canary); the run then measures no rows.
-func (o *Options) canaries(ctx context.Context, c *llamaserver.Client, ep shim.Endpoint, rec *Record) error {
+func (o *Options) canaries(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint, rec *Record) error {
 	n := o.Protocol.Canaries
 	can := &rec.Canary
 	switch {
@@ -348,7 +349,7 @@ func (o *Options) rowPrompt(ctx context.Context, c *llamaserver.Client) (any, er
 // prompt, rows 1..N-1 repeat it. Every row is a full prefill (cache_prompt off), so a row
 // that still reports cached tokens shows the server reused work it was told not to.
 // rowInput is the rows' prompt, refused when a row would not fit the bundle's slot.
-func (o *Options) rowInput(ctx context.Context, c *llamaserver.Client, ep shim.Endpoint) (any, error) {
+func (o *Options) rowInput(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint) (any, error) {
 	prompt, err := o.rowPrompt(ctx, c)
 	if err != nil {
 		return nil, err

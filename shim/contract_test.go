@@ -96,7 +96,7 @@ func (ts *testShim) tokenize(t testing.TB, text string, addSpecial bool) []int {
 
 func (ts *testShim) upstream(t testing.TB) *upstream {
 	t.Helper()
-	u, err := ts.srv.sup.current()
+	u, err := ts.srv.current()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,37 +25,10 @@ type upstream struct {
 	// only the shim, not any local user who finds it.
 	key    string
 	client *http.Client
-	info   serverInfo
+	info   llamaserver.Info
 	vocab  *vocab
 	slots  *slotPool
 	scorer PromptScorer
-}
-
-// serverInfo is what the shim learns from /props and /v1/models.
-type serverInfo struct {
-	TotalSlots   int
-	NCtx         int
-	NVocab       int
-	ModelPath    string
-	ModelAlias   string
-	BuildInfo    string
-	BOS, EOS     string
-	ChatTemplate string
-	// PromptLogprobs is true when the server advertises native prompt
-	// logprobs (a patched llama-server); the shim then uses them.
-	PromptLogprobs bool
-	// PromptLogprobsFlat is true when the server can send them as flat
-	// number arrays (/props "prompt_logprobs_flat", patch 0008).
-	PromptLogprobsFlat bool
-	// PromptLogprobsBase64 is true when the flat arrays can come as base64
-	// of their float32 / int32 values (/props "prompt_logprobs_base64",
-	// patch 0009).
-	PromptLogprobsBase64 bool
-	// Series says the server was built with llbuild's patch series: its /props has the
-	// prompt_logprobs key (patch 0002), on or off.
-	Series bool
-	// Speculative says a slot drafts tokens (GET /slots "speculative").
-	Speculative bool
 }
 
 // draftedLogprobs refuses a request for the logprobs of more than one generated token
@@ -317,48 +290,21 @@ func (u *upstream) tokenize(ctx context.Context, text string, addSpecial bool) (
 	return out.Tokens, nil
 }
 
-// load reads /props and /v1/models of a server that just became healthy.
-func (u *upstream) load(ctx context.Context) error {
-	var props llamaserver.Props
-	if err := u.getJSON(ctx, "/props", &props); err != nil {
-		return fmt.Errorf("reading /props: %w", err)
-	}
-	var models llamaserver.Models
-	if err := u.getJSON(ctx, "/v1/models", &models); err != nil {
-		return fmt.Errorf("reading /v1/models: %w", err)
-	}
-	if len(models.Data) == 0 || models.Data[0].Meta.NVocab <= 0 {
-		return errors.New("llama-server's /v1/models gives no vocabulary size (meta.n_vocab)")
-	}
-	u.info = serverInfo{
-		TotalSlots:     max(props.TotalSlots, 1),
-		NCtx:           props.Defaults.NCtx,
-		NVocab:         models.Data[0].Meta.NVocab,
-		ModelPath:      props.ModelPath,
-		ModelAlias:     props.ModelAlias,
-		BuildInfo:      props.BuildInfo,
-		BOS:            props.BOS,
-		EOS:            props.EOS,
-		ChatTemplate:   props.Template,
-		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
-		Series:         props.PromptLogprobs != nil,
-		// Only with prompt logprobs on: flat is a form of them, not a feature of its own.
-		PromptLogprobsFlat: props.PromptLogprobs != nil && *props.PromptLogprobs && props.PromptLogprobsFlat,
-	}
-	u.info.PromptLogprobsBase64 = u.info.PromptLogprobsFlat && props.PromptLogprobsB64
-	// /slots says whether the server speculates; a server started with --no-slots does not
-	// answer it and is taken not to.
-	var slots []llamaserver.Slot
-	if u.getJSON(ctx, "/slots", &slots) == nil {
-		for _, sl := range slots {
-			u.info.Speculative = u.info.Speculative || sl.Speculative
+// prepare makes the shim's view of a llama-server that just became ready: a client sized to
+// its slots, the slot pool, its vocabulary (read with llama-server run from dir) and the
+// prompt scorer that suits it.
+func prepare(dir string) func(ctx context.Context, ep llamaserver.Endpoint) (*upstream, error) {
+	return func(ctx context.Context, ep llamaserver.Endpoint) (*upstream, error) {
+		u := &upstream{base: ep.BaseURL, key: ep.APIKey, client: newUpstreamClient(ep.TotalSlots), info: ep.Info,
+			slots: newSlotPool(ep.TotalSlots)}
+		v, err := loadVocab(ctx, u, dir)
+		if err != nil {
+			return nil, err
 		}
+		u.vocab = v
+		u.scorer = chooseScorer(u)
+		return u, nil
 	}
-	if u.info.NCtx == 0 {
-		u.info.NCtx = models.Data[0].Meta.NCtx
-	}
-	u.slots = newSlotPool(u.info.TotalSlots)
-	return nil
 }
 
 // acquire takes a free slot for a prompt of key (slotKey; nil: unknown),
