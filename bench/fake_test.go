@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llbuild/llbuild/shim"
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // fakeLlama stands for a llama-server whose speculative decoding is not lossless: a drafted
@@ -47,7 +47,7 @@ func (f *fakeLlama) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /completion", func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
-		var req completionRequest
+		var req llamaserver.CompletionRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), 400)
 			return
@@ -93,8 +93,8 @@ type fakeServer struct {
 	nctx int
 }
 
-func (s *fakeServer) ready(context.Context) (shim.Endpoint, error) {
-	return shim.Endpoint{BaseURL: s.ts.URL, Slots: 1, NCtx: s.nctx, BuildInfo: "fake", Series: true, Speculative: true}, nil
+func (s *fakeServer) ready(context.Context) (llamaserver.Endpoint, error) {
+	return llamaserver.Endpoint{BaseURL: s.ts.URL, Info: llamaserver.Info{TotalSlots: 1, NCtx: s.nctx, BuildInfo: "fake", Series: true, Speculative: true}}, nil
 }
 func (s *fakeServer) restarts() int { return 0 }
 func (s *fakeServer) stop()         { s.ts.Close() }

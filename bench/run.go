@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/llbuild/llbuild/shim"
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // Options configure a bench invocation.
@@ -39,29 +39,31 @@ type Options struct {
 
 // server is a started llama-server.
 type server interface {
-	ready(ctx context.Context) (shim.Endpoint, error)
+	ready(ctx context.Context) (llamaserver.Endpoint, error)
 	restarts() int
 	stop()
 }
 
-type process struct{ p *shim.Process }
+type process struct {
+	p *llamaserver.Process[struct{}]
+}
 
-func (p process) ready(ctx context.Context) (shim.Endpoint, error) { return p.p.Ready(ctx) }
-func (p process) restarts() int                                    { return p.p.Restarts() }
-func (p process) stop()                                            { p.p.Stop() }
+func (p process) ready(ctx context.Context) (llamaserver.Endpoint, error) { return p.p.Ready(ctx) }
+func (p process) restarts() int                                           { return p.p.Restarts() }
+func (p process) stop()                                                   { p.p.Stop() }
 
-// startBundle starts b's llama-server exactly as llbuild serve does (shim.StartProcess with
+// startBundle starts b's llama-server exactly as llbuild serve does (llamaserver.Start with
 // the manifest's launch), with env added to the environment.
 func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
 	l := b.Launch
-	p, err := shim.StartProcess(ctx, shim.Options{
-		ServerPath: l.Path,
-		ServerArgs: l.Args,
+	p, err := llamaserver.Start(ctx, llamaserver.Options[struct{}]{
+		Path: l.Path,
+		Args: l.Args,
 		// /metrics on (it changes no computation), for the spec-decode counters; the bundle's
 		// own --metrics or environment wins
 		Env:          append(append(append(os.Environ(), "LLAMA_ARG_ENDPOINT_METRICS=1"), l.Env...), env...),
 		Dir:          l.Dir,
-		ServerOutput: log,
+		Output:       log,
 		ReadyTimeout: o.ReadyTimeout,
 	}, o.Log)
 	if err != nil {
@@ -184,10 +186,10 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if err != nil {
 		return err
 	}
-	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.Slots}
-	c := newClient(ep.BaseURL, ep.APIKey)
+	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots}
+	c := llamaserver.NewClient(ep.BaseURL, ep.APIKey)
 	if o.now != nil {
-		c.now = o.now
+		c.Now = o.now
 	}
 	// The rows' input is checked before the canaries spend any time.
 	prompt, err := o.rowInput(ctx, c, ep)
@@ -215,7 +217,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 
 // canaries runs the protocol's canary checks: greedy outputs of fixed prompts compared with
 // a reference. Every mismatch is counted (see Canary); the run then measures no rows.
-func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec *Record) error {
+func (o *Options) canaries(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint, rec *Record) error {
 	n := o.Protocol.Canaries
 	can := &rec.Canary
 	switch {
@@ -230,11 +232,12 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 	if n == 0 {
 		return nil
 	}
-	req := func(prompt string, nprobs int) completionRequest {
-		return completionRequest{Prompt: prompt, NPredict: o.Protocol.CanaryTokens, Temperature: 0, TopK: 1,
-			IgnoreEOS: true, NProbs: nprobs}
+	req := func(prompt string, nprobs int) llamaserver.CompletionRequest {
+		r := greedy(prompt, o.Protocol.CanaryTokens)
+		r.NProbs = nprobs
+		return r
 	}
-	refs := map[int]*response{}
+	refs := map[int]*llamaserver.Timed{}
 	for i := 0; i < n; i++ {
 		k := i % len(canaryPrompts)
 		prompt := canaryPrompts[k]
@@ -243,7 +246,7 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 			if can.Reference == "no-draft" {
 				nprobs = 2 // any n_probs turns drafting off (0004); two show how close a mismatch was
 			}
-			r, err := c.complete(ctx, req(prompt, nprobs))
+			r, err := c.CompleteTimed(ctx, req(prompt, nprobs))
 			if err != nil {
 				return err
 			}
@@ -253,7 +256,7 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 				return fmt.Errorf("the no-draft reference for %q drafted %d tokens: this llama-server does not turn drafting off for a request that asks for token probabilities (patch 0004)", prompt, r.Timings.DraftN)
 			}
 		}
-		got, err := c.complete(ctx, req(prompt, 0))
+		got, err := c.CompleteTimed(ctx, req(prompt, 0))
 		if err != nil {
 			return err
 		}
@@ -280,7 +283,7 @@ func (o *Options) canaries(ctx context.Context, c *client, ep shim.Endpoint, rec
 
 // margin fills in how strongly the reference preferred its token at the mismatch, from the
 // probabilities a no-draft reference carries.
-func margin(m *Mismatch, ref *response) {
+func margin(m *Mismatch, ref *llamaserver.Timed) {
 	if m.Position >= len(ref.Probs) {
 		return
 	}
@@ -294,6 +297,15 @@ func margin(m *Mismatch, ref *response) {
 			m.GotLogprob, m.Margin = &got, &d
 		}
 	}
+}
+
+// greedy is a request for n greedy tokens of prompt (text or token ids), past any end of
+// text, in whichever slot is free, without the prompt cache: temperature 0, top_k 1 and
+// seed 0 are sent, as llama-server's defaults are other.
+func greedy(prompt any, n int) llamaserver.CompletionRequest {
+	temp, topK, seed := 0.0, 1, int64(0)
+	return llamaserver.CompletionRequest{Prompt: prompt, NPredict: n, Temperature: &temp, TopK: &topK, Seed: &seed,
+		IgnoreEOS: true, CachePrompt: false, IDSlot: -1}
 }
 
 // firstDifference is the first position where a and b differ (a length counts), or -1.
@@ -315,11 +327,11 @@ func at(s []int, i int) int {
 
 // rowPrompt returns the rows' prompt: token ids for a filled-long prompt (exactly
 // PromptTokens), text otherwise.
-func (o *Options) rowPrompt(ctx context.Context, c *client) (any, error) {
+func (o *Options) rowPrompt(ctx context.Context, c *llamaserver.Client) (any, error) {
 	p := o.Protocol
 	switch p.Prompt {
 	case PromptFilledLong:
-		ids, err := c.tokenize(ctx, fillerText(p.PromptTokens))
+		ids, err := c.Tokenize(ctx, llamaserver.TokenizeRequest{Content: fillerText(p.PromptTokens), AddSpecial: true})
 		if err != nil {
 			return nil, fmt.Errorf("tokenizing the filled-long prompt: %w", err)
 		}
@@ -337,7 +349,7 @@ func (o *Options) rowPrompt(ctx context.Context, c *client) (any, error) {
 // prompt, rows 1..N-1 repeat it. Every row is a full prefill (cache_prompt off), so a row
 // that still reports cached tokens shows the server reused work it was told not to.
 // rowInput is the rows' prompt, refused when a row would not fit the bundle's slot.
-func (o *Options) rowInput(ctx context.Context, c *client, ep shim.Endpoint) (any, error) {
+func (o *Options) rowInput(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint) (any, error) {
 	prompt, err := o.rowPrompt(ctx, c)
 	if err != nil {
 		return nil, err
@@ -347,7 +359,7 @@ func (o *Options) rowInput(ctx context.Context, c *client, ep shim.Endpoint) (an
 	case []int:
 		n = len(p)
 	case string:
-		ids, err := c.tokenize(ctx, p)
+		ids, err := c.Tokenize(ctx, llamaserver.TokenizeRequest{Content: p, AddSpecial: true})
 		if err != nil {
 			return nil, fmt.Errorf("tokenizing the prompt: %w", err)
 		}
@@ -360,14 +372,13 @@ func (o *Options) rowInput(ctx context.Context, c *client, ep shim.Endpoint) (an
 	return prompt, nil
 }
 
-func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) error {
-	before, counted, err := c.specMetrics(ctx)
+func (o *Options) rows(ctx context.Context, c *llamaserver.Client, rec *Record, prompt any) error {
+	before, counted, err := c.SpecMetrics(ctx)
 	if err != nil {
 		o.progress("%s: llama-server's /metrics: %v; its spec-decode counters are left out", rec.Identity.Label, err)
 	}
 	for i := 0; i < o.Protocol.Rows; i++ {
-		r, err := c.complete(ctx, completionRequest{Prompt: prompt, NPredict: o.Protocol.Generate, Temperature: 0, TopK: 1,
-			IgnoreEOS: true, CachePrompt: false})
+		r, err := c.CompleteTimed(ctx, greedy(prompt, o.Protocol.Generate))
 		if err != nil {
 			return fmt.Errorf("row %d: %w", i, err)
 		}
@@ -379,7 +390,7 @@ func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) 
 	if counted {
 		// a slot adds its counts to the server's when it is released, right after its final
 		// answer: by now every row's are in
-		after, ok, err := c.specMetrics(ctx)
+		after, ok, err := c.SpecMetrics(ctx)
 		if err != nil || !ok {
 			o.progress("%s: llama-server's /metrics could not be read after the rows (%v); its spec-decode counters are left out", rec.Identity.Label, err)
 			return nil
@@ -399,7 +410,7 @@ func (o *Options) rows(ctx context.Context, c *client, rec *Record, prompt any) 
 	return nil
 }
 
-func rowOf(i int, r *response) Row {
+func rowOf(i int, r *llamaserver.Timed) Row {
 	t := r.Timings
 	row := Row{Index: i, Fresh: i == 0, PromptTokens: t.PromptN, CachedTokens: t.CacheN, PromptMS: t.PromptMS,
 		PromptTPS: t.PromptPerSecond, Generated: t.PredictedN, DecodeMS: t.PredictedMS, DecodeTPS: t.PredictedPerSecond,

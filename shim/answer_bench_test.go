@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // echoAnswerFixture is what the shim handles for one lm-eval loglikelihood
@@ -55,7 +57,7 @@ func newEchoAnswerFixture(n int) echoAnswerFixture {
 		return a
 	}
 	var entries []entry
-	flat := flatLogprobs{NTop: 1}
+	flat := llamaserver.FlatLogprobs{NTop: 1}
 	for _, id := range f.ids[1:] {
 		e := entry{alt: mk(id, lp()), Top: []alt{mk(1+rng.IntN(len(pieces)-1), lp())}}
 		entries = append(entries, e)
@@ -100,8 +102,8 @@ func (f echoAnswerFixture) answer(tb testing.TB, body []byte) []byte {
 
 // response is the OpenAI answer that answer writes.
 func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionResponse {
-	var resp nativeResponse
-	if err := resp.decode(body); err != nil {
+	var resp llamaserver.Completion
+	if err := resp.Decode(body); err != nil {
 		tb.Fatal(err)
 	}
 	u := &upstream{vocab: f.v}
@@ -111,7 +113,7 @@ func (f echoAnswerFixture) response(tb testing.TB, body []byte) *completionRespo
 	for i, id := range f.ids {
 		j.rows[i] = rowEntry{ID: id, Start: j.starts[i]}
 	}
-	if err := j.fillEchoRows(resp.prompt()); err != nil {
+	if err := j.fillEchoRows(promptOf(&resp)); err != nil {
 		tb.Fatal(err)
 	}
 	g := alignProbs(f.v, resp.Tokens, resp.Probs)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/gguf"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // Benchmarks compare the shim with the same llama-server reached
@@ -232,7 +234,7 @@ func BenchmarkEchoExactVsPrefill(b *testing.B) {
 		}
 		echo += time.Since(t0)
 		t0 = time.Now()
-		if _, err := u.complete(context.Background(), &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true}); err != nil {
+		if _, err := u.complete(context.Background(), &llamaserver.CompletionRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: 1, ReturnTokens: true}); err != nil {
 			b.Fatal(err)
 		}
 		prefill += time.Since(t0)

@@ -31,7 +31,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return

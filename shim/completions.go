@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // usage is the OpenAI usage object.
@@ -212,9 +214,9 @@ func (j *job) fillEchoRows(sent promptLogprobs) error {
 	return nil
 }
 
-func (j *job) nativeRequest(stream bool) *nativeRequest {
+func (j *job) nativeRequest(stream bool) *llamaserver.CompletionRequest {
 	r := j.req
-	nr := &nativeRequest{
+	nr := &llamaserver.CompletionRequest{
 		NPredict:         r.MaxTokens,
 		Temperature:      r.Temperature,
 		TopP:             r.TopP,
@@ -253,7 +255,7 @@ func (j *job) nativeRequest(stream bool) *nativeRequest {
 
 // generationRequest is the non-streamed request that generates the choice's
 // tokens, asking for the prompt's logprobs too when they come in one request.
-func (j *job) generationRequest(oneRequest bool) *nativeRequest {
+func (j *job) generationRequest(oneRequest bool) *llamaserver.CompletionRequest {
 	nr := j.nativeRequest(false)
 	if oneRequest {
 		top := j.req.Logprobs
@@ -265,7 +267,7 @@ func (j *job) generationRequest(oneRequest bool) *nativeRequest {
 	return nr
 }
 
-func usageOf(resp *nativeResponse) usage {
+func usageOf(resp *llamaserver.Completion) usage {
 	u := usage{
 		PromptTokens:        resp.TokensEvaluated,
 		CompletionTokens:    resp.TokensPredicted,
@@ -298,12 +300,12 @@ type genState struct {
 	ids    []int
 	starts []int
 	text   []byte // all generated pieces
-	probs  []*nativeProb
+	probs  []*llamaserver.TokenProb
 }
 
 // add appends a generated token; p is its probabilities, if llama-server
 // gave them.
-func (g *genState) add(id int, p *nativeProb) {
+func (g *genState) add(id int, p *llamaserver.TokenProb) {
 	g.ids = append(g.ids, id)
 	g.starts = append(g.starts, len(g.text))
 	g.text = append(g.text, g.v.text(id)...)
@@ -313,11 +315,11 @@ func (g *genState) add(id int, p *nativeProb) {
 // alignProbs pairs llama-server's probability entries with the generated
 // tokens: a token whose text leaves the output ending in an incomplete
 // UTF-8 sequence gets none, as in llama-server's process_token.
-func alignProbs(v *vocab, ids []int, probs []nativeProb) *genState {
+func alignProbs(v *vocab, ids []int, probs []llamaserver.TokenProb) *genState {
 	g := &genState{v: v}
 	k := 0
 	for _, id := range ids {
-		var p *nativeProb
+		var p *llamaserver.TokenProb
 		text := append(g.text[:len(g.text):len(g.text)], v.text(id)...)
 		if !incompleteUTF8(text) && k < len(probs) && probs[k].ID == id {
 			p = &probs[k]
@@ -382,16 +384,16 @@ func (j *job) fillMissing(ctx context.Context, g *genState, n int) error {
 	}
 	for i, p := range positions {
 		r := rows[i]
-		alts := make([]nativeAlt, len(r.Top))
+		alts := make([]llamaserver.TopProb, len(r.Top))
 		for k, a := range r.Top {
-			alts[k] = nativeAlt{ID: a.ID, Logprob: a.Logprob}
+			alts[k] = llamaserver.TopProb{ID: a.ID, Logprob: a.Logprob}
 		}
-		g.probs[p] = &nativeProb{ID: r.ID, Logprob: r.Logprob, Top: alts}
+		g.probs[p] = &llamaserver.TokenProb{ID: r.ID, Logprob: r.Logprob, Top: alts}
 	}
 	return nil
 }
 
-func probRow(p *nativeProb, top int) *Row {
+func probRow(p *llamaserver.TokenProb, top int) *Row {
 	r := &Row{ID: p.ID, Logprob: p.Logprob, Top: make([]Alt, 0, min(top, len(p.Top)))}
 	for i, a := range p.Top {
 		if i >= top {
@@ -430,13 +432,13 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 			return ch, err
 		}
 	} else {
-		var resp *nativeResponse
+		var resp *llamaserver.Completion
 		resp, err = j.u.complete(ctx, j.generationRequest(oneRequest))
 		if err != nil {
 			return ch, err
 		}
 		if oneRequest {
-			if err := j.fillEchoRows(resp.prompt()); err != nil {
+			if err := j.fillEchoRows(promptOf(resp)); err != nil {
 				return ch, err
 			}
 		}
@@ -493,7 +495,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return

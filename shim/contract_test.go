@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // The tests in this file hold the shim to the completion and logprob
@@ -94,7 +96,7 @@ func (ts *testShim) tokenize(t testing.TB, text string, addSpecial bool) []int {
 
 func (ts *testShim) upstream(t testing.TB) *upstream {
 	t.Helper()
-	u, err := ts.srv.sup.current()
+	u, err := ts.srv.current()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func idsOf(t testing.TB, tokens []string) []int {
 func directLogprob(t testing.TB, u *upstream, seq []int, p int) float64 {
 	t.Helper()
 	one := 1
-	resp, err := u.complete(context.Background(), &nativeRequest{
+	resp, err := u.complete(context.Background(), &llamaserver.CompletionRequest{
 		Prompt: seq[:p], NPredict: 1, NProbs: u.vocab.size(), Temperature: new(float64),
 		TopK: &one, Samplers: []string{"top_k"}, LogitBias: [][2]float64{{float64(u.vocab.safe), forcingBias}},
 		CachePrompt: false, IDSlot: -1, ReturnTokens: true,
@@ -364,8 +366,8 @@ func TestReportedLogprobDoesNotDependOnTheForcedToken(t *testing.T) {
 		}
 	}
 	one := 1
-	read := func(forced int) (float64, []nativeAlt) {
-		resp, err := u.complete(context.Background(), &nativeRequest{
+	read := func(forced int) (float64, []llamaserver.TopProb) {
+		resp, err := u.complete(context.Background(), &llamaserver.CompletionRequest{
 			Prompt: seq[:p], NPredict: 1, NProbs: u.vocab.size(), Temperature: new(float64),
 			TopK: &one, Samplers: []string{"top_k"}, LogitBias: [][2]float64{{float64(forced), forcingBias}},
 			CachePrompt: true, IDSlot: 0, ReturnTokens: true,

@@ -721,3 +721,10 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	}
 	return r, nil
 }
+
+func skipJSONSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}

@@ -3,6 +3,8 @@ package shim
 import (
 	"context"
 	"fmt"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // Row is the log probability of one token given the tokens before it,
@@ -64,7 +66,7 @@ func (f *forcingScorer) Score(ctx context.Context, slot int, seq []int, position
 			// on the token forced.
 			forced, nProbs = f.u.vocab.safe, f.u.vocab.size()
 		}
-		req := &nativeRequest{
+		req := &llamaserver.CompletionRequest{
 			Prompt:         seq[:p],
 			NPredict:       1,
 			NProbs:         nProbs,

@@ -22,6 +22,8 @@ import (
 
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // The native scorer needs a llama-server built with patches/0002-server-
@@ -270,7 +272,7 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 	ids := ts.tokenize(t, scoringPrompts()["long"]+" "+scoringPrompts()["multi-byte"], true)
 	ctx := context.Background()
 	for _, top := range []int{0, 1, 3} {
-		ask := func(flat, packed bool) (*nativeResponse, []byte) {
+		ask := func(flat, packed bool) (*llamaserver.Completion, []byte) {
 			req := &promptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: top, TopK: 1, Samplers: []string{"top_k"},
 				IDSlot: 0, ResponseFields: []string{"prompt_probabilities", "prompt_logprobs_flat"}, Flat: flat, Base64: packed}
 			body, _ := json.Marshal(req)
@@ -280,7 +282,7 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			data, _ := io.ReadAll(resp.Body)
-			var out nativeResponse
+			var out llamaserver.Completion
 			if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil {
 				t.Fatalf("prompt_logprobs %d, flat %v: status %d: %.300s", top, flat, resp.StatusCode, data)
 			}
@@ -374,7 +376,7 @@ func TestScoringPromptsStayOutOfThePromptCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, slot := range []int{1, 0, 1} {
-		if _, err := u.complete(ctx, &nativeRequest{Prompt: seq(1000+100*i, 61), NPredict: 1, CachePrompt: true, IDSlot: slot}); err != nil {
+		if _, err := u.complete(ctx, &llamaserver.CompletionRequest{Prompt: seq(1000+100*i, 61), NPredict: 1, CachePrompt: true, IDSlot: slot}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -578,7 +580,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				// the other did not; with warm 2 every kind is measured replayed.
 				for range warm + reps {
 					t0 := time.Now()
-					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, ReturnTokens: true})
+					resp, err := u.complete(ctx, &llamaserver.CompletionRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, ReturnTokens: true})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -590,7 +592,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 				for range warm + reps {
 					// the native request alone, for llama-server's own prompt time
 					one := 1
-					resp, err := u.complete(ctx, &nativeRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, PromptLogprobs: &one})
+					resp, err := u.complete(ctx, &llamaserver.CompletionRequest{Prompt: ids, NPredict: 1, CachePrompt: false, IDSlot: slot, PromptLogprobs: &one})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -607,7 +609,7 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 					data, err := io.ReadAll(hresp.Body)
 					hresp.Body.Close()
 					all := time.Since(t0)
-					var dresp nativeResponse
+					var dresp llamaserver.Completion
 					if err != nil || hresp.StatusCode != http.StatusOK || json.Unmarshal(data, &dresp) != nil || dresp.Timings == nil {
 						b.Fatalf("echo's request to llama-server: status %d, %v: %.200s", hresp.StatusCode, err, data)
 					}
@@ -781,7 +783,7 @@ func benchModelFile(b *testing.B, o gguf.TinyOptions, vocab int) string {
 // serverTime is llama-server's prompt processing time for one answer: the
 // decodes and, with prompt_logprobs, the prompt probabilities, but not
 // the response's JSON nor the HTTP around it.
-func serverTime(b *testing.B, resp *nativeResponse) time.Duration {
+func serverTime(b *testing.B, resp *llamaserver.Completion) time.Duration {
 	b.Helper()
 	if resp.Timings == nil {
 		b.Fatal("llama-server's answer has no timings")

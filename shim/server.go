@@ -17,6 +17,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // Options configure Run.
@@ -73,15 +75,6 @@ func (o Options) withDefaults() Options {
 	if o.SlotWait == 0 {
 		o.SlotWait = 60 * time.Second
 	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 10 * time.Minute
-	}
-	if o.MinBackoff == 0 {
-		o.MinBackoff = 250 * time.Millisecond
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 30 * time.Second
-	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 2 * time.Minute
 	}
@@ -95,7 +88,7 @@ func (o Options) withDefaults() Options {
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	sup  *supervisor
+	sup  *llamaserver.Process[*upstream]
 	mux  *http.ServeMux
 	key  [32]byte // sha256 of the API key, compared in constant time
 }
@@ -105,7 +98,13 @@ func newServer(opts Options, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: log, sup: newSupervisor(opts, log), mux: http.NewServeMux()}
+	s := &Server{opts: opts, log: log, mux: http.NewServeMux()}
+	s.sup = llamaserver.New(llamaserver.Options[*upstream]{
+		Path: opts.ServerPath, Args: opts.ServerArgs, Env: opts.Env, Dir: opts.Dir, Output: opts.ServerOutput,
+		ReadyTimeout: opts.ReadyTimeout, MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff,
+		Prepare:  prepare(opts.Dir),
+		Describe: func(u *upstream) []any { return []any{"scorer", u.scorer.Name()} },
+	}, log)
 	if opts.APIKey != "" {
 		s.key = sha256.Sum256([]byte(opts.APIKey))
 	}
@@ -158,7 +157,7 @@ func runServer(ctx context.Context, s *Server, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	supDone := make(chan error, 1)
-	go func() { supDone <- s.sup.run(ctx) }()
+	go func() { supDone <- s.sup.Run(ctx) }()
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -316,6 +315,15 @@ func (s *Server) requestFailed(r *http.Request, err error) {
 	s.log.Warn("request failed", "path", r.URL.Path, "err", err)
 }
 
+// current returns the ready llama-server, or a 503 saying why there is none.
+func (s *Server) current() (*upstream, error) {
+	_, u, err := s.sup.Current()
+	if err != nil {
+		return nil, unavailable("%s; retry shortly", err)
+	}
+	return u, nil
+}
+
 // healthTimeout bounds how long /health waits for llama-server's own.
 const healthTimeout = 2 * time.Second
 
@@ -323,7 +331,7 @@ const healthTimeout = 2 * time.Second
 // child that was killed (before the supervisor has reaped it) or hangs is 503
 // at once, as a completion sent to it would be.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -341,14 +349,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("its /health did not answer within %v", healthTimeout)
 	}
 	if err != nil {
-		writeError(w, unavailable("llama-server is not answering: %v", shortError(err)))
+		writeError(w, unavailable("llama-server is not answering: %v", llamaserver.ShortError(err)))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -358,7 +366,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		"data": []map[string]any{{
 			"id":            s.modelName(u),
 			"object":        "model",
-			"created":       s.sup.startedAt().Unix(),
+			"created":       s.sup.StartedAt().Unix(),
 			"owned_by":      "llbuild",
 			"max_model_len": u.info.NCtx,
 		}},

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // sse writes server-sent events.
@@ -146,7 +148,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 	emittedText := 0 // bytes of sent already emitted
 	emittedRows := 0 // generated rows already emitted
 	holding := false // a row lacks probabilities: emit the rest at the end
-	var final *nativeResponse
+	var final *llamaserver.Completion
 	flush := func(upto int, finish *string) error {
 		c := completionChoice{Index: j.index, Text: string(sent[emittedText:]), FinishReason: finish}
 		emittedText = len(sent)
@@ -169,7 +171,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 		}
 		return emit(c)
 	}
-	err = j.u.completeStream(ctx, j.nativeRequest(true), func(c *nativeResponse) error {
+	err = j.u.completeStream(ctx, j.nativeRequest(true), func(c *llamaserver.Completion) error {
 		if c.Stop {
 			final = c
 			return nil
@@ -192,7 +194,7 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 					g.add(id, nil)
 				}
 			}
-			var p *nativeProb
+			var p *llamaserver.TokenProb
 			if len(c.Probs) > 0 && c.Probs[0].ID == t {
 				p = &c.Probs[0]
 			}

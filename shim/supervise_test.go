@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,8 +46,8 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 	// The backoff keeps llama-server down long enough for a completion sent after /health
 	// said 503 to arrive while it still is: a restart within 200 ms once raced the request.
 	ts := ownShim(t, Options{MinBackoff: time.Second})
-	old := ts.srv.sup.currentPID()
-	if err := ts.srv.sup.kill(syscall.SIGKILL); err != nil {
+	old := ts.srv.sup.PID()
+	if err := ts.srv.sup.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	saw503, answered503 := false, false
@@ -59,7 +61,7 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 			switch {
 			case got == 503 && out.Error != nil:
 				answered503 = true
-			case got == 200 && ts.srv.sup.currentPID() != old:
+			case got == 200 && ts.srv.sup.PID() != old:
 				// the restart finished between the two requests
 			default:
 				t.Errorf("completion while restarting: status %d, error %+v; want 503 with an error object", got, out.Error)
@@ -79,7 +81,7 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 	if getStatus(t, ts.URL+"/health") != 200 {
 		t.Fatalf("not healthy again within a minute\n%s", ts.log)
 	}
-	if ts.srv.sup.currentPID() == old {
+	if ts.srv.sup.PID() == old {
 		t.Errorf("llama-server pid %d unchanged after restart", old)
 	}
 	ch := ts.complete(t, map[string]any{"prompt": "hello", "max_tokens": 2, "logprobs": 1, "echo": true})
@@ -93,7 +95,7 @@ func TestKilledServerAnswers503ThenRecovers(t *testing.T) {
 
 func TestStopEndsLlamaServer(t *testing.T) {
 	ts := ownShim(t, Options{})
-	pid := ts.srv.sup.currentPID()
+	pid := ts.srv.sup.PID()
 	ts.stop()
 	if err := syscall.Kill(pid, 0); err == nil {
 		// A zombie would still answer; /proc says whether it is gone.
@@ -281,11 +283,11 @@ func TestHealthFollowsLlamaServerItself(t *testing.T) {
 	if got := getStatus(t, ts.URL+"/health"); got != 200 {
 		t.Fatalf("health before = %d", got)
 	}
-	if err := ts.srv.sup.kill(syscall.SIGSTOP); err != nil {
+	if err := ts.srv.sup.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// the signal takes effect asynchronously: wait until the process is stopped
-	stat := "/proc/" + strconv.Itoa(ts.srv.sup.currentPID()) + "/stat"
+	stat := "/proc/" + strconv.Itoa(ts.srv.sup.PID()) + "/stat"
 	for i := 0; i < 200; i++ {
 		b, _ := os.ReadFile(stat)
 		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "T" {
@@ -296,7 +298,7 @@ func TestHealthFollowsLlamaServerItself(t *testing.T) {
 	t0 := time.Now()
 	got := getStatus(t, ts.URL+"/health")
 	took := time.Since(t0)
-	if err := ts.srv.sup.kill(syscall.SIGCONT); err != nil {
+	if err := ts.srv.sup.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if got != 503 || took > healthTimeout+2*time.Second {
@@ -305,4 +307,13 @@ func TestHealthFollowsLlamaServerItself(t *testing.T) {
 	if got := getStatus(t, ts.URL+"/health"); got != 200 {
 		t.Errorf("health after SIGCONT = %d, want 200", got)
 	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -37,7 +37,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("tokens", `"tokens" must be an array of non-negative integer token ids`))
 		return
 	}
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return
@@ -112,7 +112,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 // requires eos_token in it and derives token ids by tokenizing the
 // special tokens it names.
 func (s *Server) handleTokenizerInfo(w http.ResponseWriter, r *http.Request) {
-	u, err := s.sup.current()
+	u, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 func TestIncompleteUTF8MirrorsLlamaServer(t *testing.T) {
@@ -139,7 +141,7 @@ func TestAlignProbsSkipsTokensLlamaServerHoldsBack(t *testing.T) {
 	// a, then 世 spelled by three byte tokens, then b: llama-server gives no
 	// probabilities for E4 and B8 (the text ends incomplete after each).
 	ids := []int{1, 2, 3, 4, 5}
-	probs := []nativeProb{{ID: 1}, {ID: 4}, {ID: 5}}
+	probs := []llamaserver.TokenProb{{ID: 1}, {ID: 4}, {ID: 5}}
 	g := alignProbs(v, ids, probs)
 	var got []bool
 	for _, p := range g.probs {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // upstream is one running, ready llama-server: its address, what it told
@@ -23,37 +25,10 @@ type upstream struct {
 	// only the shim, not any local user who finds it.
 	key    string
 	client *http.Client
-	info   serverInfo
+	info   llamaserver.Info
 	vocab  *vocab
 	slots  *slotPool
 	scorer PromptScorer
-}
-
-// serverInfo is what the shim learns from /props and /v1/models.
-type serverInfo struct {
-	TotalSlots   int
-	NCtx         int
-	NVocab       int
-	ModelPath    string
-	ModelAlias   string
-	BuildInfo    string
-	BOS, EOS     string
-	ChatTemplate string
-	// PromptLogprobs is true when the server advertises native prompt
-	// logprobs (a patched llama-server); the shim then uses them.
-	PromptLogprobs bool
-	// PromptLogprobsFlat is true when the server can send them as flat
-	// number arrays (/props "prompt_logprobs_flat", patch 0008).
-	PromptLogprobsFlat bool
-	// PromptLogprobsBase64 is true when the flat arrays can come as base64
-	// of their float32 / int32 values (/props "prompt_logprobs_base64",
-	// patch 0009).
-	PromptLogprobsBase64 bool
-	// Series says the server was built with llbuild's patch series: its /props has the
-	// prompt_logprobs key (patch 0002), on or off.
-	Series bool
-	// Speculative says a slot drafts tokens (GET /slots "speculative").
-	Speculative bool
 }
 
 // draftedLogprobs refuses a request for the logprobs of more than one generated token
@@ -74,13 +49,6 @@ func newUpstreamClient(slots int) *http.Client {
 	t.DisableCompression = true
 	t.Proxy = nil // llama-server is on loopback; never route it through a proxy
 	return &http.Client{Transport: t}
-}
-
-// llamaError is llama-server's error object.
-type llamaError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Type    string `json:"type"`
 }
 
 // postJSON sends v to path as JSON and decodes the answer into out
@@ -118,8 +86,8 @@ func (u *upstream) callJSON(ctx context.Context, method, path string, body []byt
 		return statusError(path, resp.StatusCode, data)
 	}
 	decode := func() error { return json.Unmarshal(data, out) }
-	if r, ok := out.(*nativeResponse); ok {
-		decode = func() error { return r.decode(data) }
+	if r, ok := out.(*llamaserver.Completion); ok {
+		decode = func() error { return r.Decode(data) }
 	}
 	if err := decode(); err != nil {
 		return upstreamError("decoding llama-server's answer to %s: %v", path, err)
@@ -228,7 +196,7 @@ var errStreamEnded = errors.New("the stream ended without a final chunk")
 
 func statusError(path string, status int, data []byte) error {
 	var e struct {
-		Error llamaError `json:"error"`
+		Error llamaserver.Error `json:"error"`
 	}
 	msg := strings.TrimSpace(string(data))
 	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
@@ -252,87 +220,9 @@ func statusError(path string, status int, data []byte) error {
 	}
 }
 
-// nativeRequest is a body for llama-server's native POST /completion.
-type nativeRequest struct {
-	Prompt            any          `json:"prompt"`
-	NPredict          int          `json:"n_predict"`
-	NProbs            int          `json:"n_probs,omitempty"`
-	PostSamplingProbs bool         `json:"post_sampling_probs"`
-	Temperature       *float64     `json:"temperature,omitempty"`
-	TopP              *float64     `json:"top_p,omitempty"`
-	TopK              *int         `json:"top_k,omitempty"`
-	Samplers          []string     `json:"samplers,omitempty"`
-	Seed              *int64       `json:"seed,omitempty"`
-	Stop              []string     `json:"stop,omitempty"`
-	LogitBias         [][2]float64 `json:"logit_bias,omitempty"`
-	PresencePenalty   *float64     `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64     `json:"frequency_penalty,omitempty"`
-	MinP              *float64     `json:"min_p,omitempty"`
-	TypicalP          *float64     `json:"typical_p,omitempty"`
-	RepeatPenalty     *float64     `json:"repeat_penalty,omitempty"`
-	IgnoreEOS         bool         `json:"ignore_eos,omitempty"`
-	CachePrompt       bool         `json:"cache_prompt"`
-	IDSlot            int          `json:"id_slot"`
-	ReturnTokens      bool         `json:"return_tokens"`
-	Stream            bool         `json:"stream"`
-	ResponseFields    []string     `json:"response_fields,omitempty"`
-	// PromptLogprobs asks a server with native prompt logprobs for the
-	// prompt's, with this many alternatives (see nativeScorer).
-	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
-	// PromptLogprobsFlat asks for them as flat number arrays (patch 0008).
-	PromptLogprobsFlat bool `json:"prompt_logprobs_flat,omitempty"`
-	// PromptLogprobsBase64 asks for the flat arrays as base64 (patch 0009).
-	PromptLogprobsBase64 bool `json:"prompt_logprobs_base64,omitempty"`
-}
-
-// nativeResponse is an answer of POST /completion, or one streamed chunk.
-type nativeResponse struct {
-	Content         string         `json:"content"`
-	Tokens          []int          `json:"tokens"`
-	Stop            bool           `json:"stop"`
-	StopType        string         `json:"stop_type"`
-	TokensPredicted int            `json:"tokens_predicted"`
-	TokensEvaluated int            `json:"tokens_evaluated"`
-	Timings         *nativeTimings `json:"timings"`
-	Probs           []nativeProb   `json:"completion_probabilities"`
-	PromptProbs     *[]nativeProb  `json:"prompt_probabilities"`
-	PromptFlat      *flatLogprobs  `json:"prompt_logprobs_flat"`
-	Error           *llamaError    `json:"error"`
-}
-
-// prompt is the prompt logprobs of an answer, in whichever form the server sent them.
-func (r *nativeResponse) prompt() promptLogprobs {
-	return promptLogprobs{Full: r.PromptProbs, Flat: r.PromptFlat}
-}
-
-type nativeTimings struct {
-	CacheN   int     `json:"cache_n"`
-	PromptN  int     `json:"prompt_n"`
-	PromptMS float64 `json:"prompt_ms"`
-	// PredictedMS is the time of the generated tokens' decodes.
-	PredictedMS float64 `json:"predicted_ms"`
-	PredictedN  int     `json:"predicted_n"`
-}
-
-// nativeProb is one generated token with its raw-logit logprob and the
-// top alternatives.
-type nativeProb struct {
-	ID      int         `json:"id"`
-	Logprob float64     `json:"logprob"`
-	Top     []nativeAlt `json:"top_logprobs"`
-	// Bytes is the raw text llama-server sent with this token; its
-	// content field replaces invalid UTF-8 with U+FFFD, this does not.
-	Bytes []int `json:"bytes"`
-}
-
-type nativeAlt struct {
-	ID      int     `json:"id"`
-	Logprob float64 `json:"logprob"`
-}
-
-func (u *upstream) complete(ctx context.Context, req *nativeRequest) (*nativeResponse, error) {
+func (u *upstream) complete(ctx context.Context, req *llamaserver.CompletionRequest) (*llamaserver.Completion, error) {
 	req.Stream = false
-	var out nativeResponse
+	var out llamaserver.Completion
 	if err := u.postJSON(ctx, "/completion", req, &out); err != nil {
 		return nil, err
 	}
@@ -341,7 +231,7 @@ func (u *upstream) complete(ctx context.Context, req *nativeRequest) (*nativeRes
 
 // completeStream sends req with stream on and calls fn for every chunk
 // until the final one (Stop true), which it also passes to fn.
-func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn func(*nativeResponse) error) error {
+func (u *upstream) completeStream(ctx context.Context, req *llamaserver.CompletionRequest, fn func(*llamaserver.Completion) error) error {
 	req.Stream = true
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -364,7 +254,7 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 		if !ok {
 			continue // blank separators and ": ping" comments
 		}
-		var chunk nativeResponse
+		var chunk llamaserver.Completion
 		if err := json.Unmarshal(data, &chunk); err != nil {
 			return upstreamError("decoding a streamed chunk from llama-server: %v", err)
 		}
@@ -391,82 +281,30 @@ func (u *upstream) completeStream(ctx context.Context, req *nativeRequest, fn fu
 // with a string prompt (special tokens parsed, BOS added when the model
 // wants it) unless addSpecial is false.
 func (u *upstream) tokenize(ctx context.Context, text string, addSpecial bool) ([]int, error) {
-	var out struct {
-		Tokens []int `json:"tokens"`
-	}
-	req := map[string]any{"content": text, "add_special": addSpecial, "parse_special": true}
+	var out llamaserver.TokenizeResponse
+	parse := true
+	req := llamaserver.TokenizeRequest{Content: text, AddSpecial: addSpecial, ParseSpecial: &parse}
 	if err := u.postJSON(ctx, "/tokenize", req, &out); err != nil {
 		return nil, err
 	}
 	return out.Tokens, nil
 }
 
-// load reads /props and /v1/models of a server that just became healthy.
-func (u *upstream) load(ctx context.Context) error {
-	var props struct {
-		TotalSlots int    `json:"total_slots"`
-		ModelPath  string `json:"model_path"`
-		ModelAlias string `json:"model_alias"`
-		BuildInfo  string `json:"build_info"`
-		BOS        string `json:"bos_token"`
-		EOS        string `json:"eos_token"`
-		Template   string `json:"chat_template"`
-		Defaults   struct {
-			NCtx int `json:"n_ctx"`
-		} `json:"default_generation_settings"`
-		PromptLogprobs     *bool `json:"prompt_logprobs"`
-		PromptLogprobsFlat bool  `json:"prompt_logprobs_flat"`
-		PromptLogprobsB64  bool  `json:"prompt_logprobs_base64"`
-	}
-	if err := u.getJSON(ctx, "/props", &props); err != nil {
-		return fmt.Errorf("reading /props: %w", err)
-	}
-	var models struct {
-		Data []struct {
-			ID   string `json:"id"`
-			Meta struct {
-				NVocab int `json:"n_vocab"`
-				NCtx   int `json:"n_ctx"`
-			} `json:"meta"`
-		} `json:"data"`
-	}
-	if err := u.getJSON(ctx, "/v1/models", &models); err != nil {
-		return fmt.Errorf("reading /v1/models: %w", err)
-	}
-	if len(models.Data) == 0 || models.Data[0].Meta.NVocab <= 0 {
-		return errors.New("llama-server's /v1/models gives no vocabulary size (meta.n_vocab)")
-	}
-	u.info = serverInfo{
-		TotalSlots:     max(props.TotalSlots, 1),
-		NCtx:           props.Defaults.NCtx,
-		NVocab:         models.Data[0].Meta.NVocab,
-		ModelPath:      props.ModelPath,
-		ModelAlias:     props.ModelAlias,
-		BuildInfo:      props.BuildInfo,
-		BOS:            props.BOS,
-		EOS:            props.EOS,
-		ChatTemplate:   props.Template,
-		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
-		Series:         props.PromptLogprobs != nil,
-		// Only with prompt logprobs on: flat is a form of them, not a feature of its own.
-		PromptLogprobsFlat: props.PromptLogprobs != nil && *props.PromptLogprobs && props.PromptLogprobsFlat,
-	}
-	u.info.PromptLogprobsBase64 = u.info.PromptLogprobsFlat && props.PromptLogprobsB64
-	// /slots says whether the server speculates; a server started with --no-slots does not
-	// answer it and is taken not to.
-	var slots []struct {
-		Speculative bool `json:"speculative"`
-	}
-	if u.getJSON(ctx, "/slots", &slots) == nil {
-		for _, sl := range slots {
-			u.info.Speculative = u.info.Speculative || sl.Speculative
+// prepare makes the shim's view of a llama-server that just became ready: a client sized to
+// its slots, the slot pool, its vocabulary (read with llama-server run from dir) and the
+// prompt scorer that suits it.
+func prepare(dir string) func(ctx context.Context, ep llamaserver.Endpoint) (*upstream, error) {
+	return func(ctx context.Context, ep llamaserver.Endpoint) (*upstream, error) {
+		u := &upstream{base: ep.BaseURL, key: ep.APIKey, client: newUpstreamClient(ep.TotalSlots), info: ep.Info,
+			slots: newSlotPool(ep.TotalSlots)}
+		v, err := loadVocab(ctx, u, dir)
+		if err != nil {
+			return nil, err
 		}
+		u.vocab = v
+		u.scorer = chooseScorer(u)
+		return u, nil
 	}
-	if u.info.NCtx == 0 {
-		u.info.NCtx = models.Data[0].Meta.NCtx
-	}
-	u.slots = newSlotPool(u.info.TotalSlots)
-	return nil
 }
 
 // acquire takes a free slot for a prompt of key (slotKey; nil: unknown),

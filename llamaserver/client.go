@@ -1,4 +1,4 @@
-package bench
+package llamaserver
 
 import (
 	"bufio"
@@ -14,81 +14,31 @@ import (
 	"time"
 )
 
-// client speaks llama-server's own API (/completion, /tokenize), which carries the
-// timings, cache and draft counters that the OpenAI answers leave out.
-type client struct {
+// Client speaks llama-server's own API (/completion, /tokenize, /metrics), which carries
+// the timings, cache and draft counters that the OpenAI answers leave out.
+type Client struct {
 	base, key string
 	http      *http.Client
-	now       func() time.Time
+	// Now is the clock that times the chunks; NewClient sets time.Now.
+	Now func() time.Time
 }
 
-// newClient returns a client of the llama-server at base. Each request opens its own
+// NewClient returns a client of the llama-server at base. Each request opens its own
 // loopback connection: llama-server may close a connection after a streamed answer, and a
 // request sent on it would fail; a fresh connection costs tens of microseconds, counted in
 // the time to first token only.
-func newClient(base, key string) *client {
+func NewClient(base, key string) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableKeepAlives = true
 	t.DisableCompression = true
 	t.Proxy = nil // llama-server is on loopback
-	return &client{base: base, key: key, http: &http.Client{Transport: t}, now: time.Now}
+	return &Client{base: base, key: key, http: &http.Client{Transport: t}, Now: time.Now}
 }
 
-// completionRequest is the part of /completion's request the bench uses.
-type completionRequest struct {
-	Prompt       any     `json:"prompt"` // text or token ids
-	NPredict     int     `json:"n_predict"`
-	Temperature  float64 `json:"temperature"`
-	TopK         int     `json:"top_k"`
-	Seed         int     `json:"seed"`
-	IgnoreEOS    bool    `json:"ignore_eos"`
-	CachePrompt  bool    `json:"cache_prompt"`
-	Stream       bool    `json:"stream"`
-	ReturnTokens bool    `json:"return_tokens"`
-	// NProbs > 0 makes a server with llbuild's series generate without drafting (patch 0004).
-	NProbs int `json:"n_probs,omitempty"`
-}
-
-// Timings are llama-server's own figures for one response.
-type Timings struct {
-	CacheN             int     `json:"cache_n"`
-	PromptN            int     `json:"prompt_n"`
-	PromptMS           float64 `json:"prompt_ms"`
-	PromptPerSecond    float64 `json:"prompt_per_second"`
-	PredictedN         int     `json:"predicted_n"`
-	PredictedMS        float64 `json:"predicted_ms"`
-	PredictedPerSecond float64 `json:"predicted_per_second"`
-	DraftN             int     `json:"draft_n"`
-	DraftNAccepted     int     `json:"draft_n_accepted"`
-}
-
-type completionChunk struct {
-	Content         string   `json:"content"`
-	Tokens          []int    `json:"tokens"`
-	Stop            bool     `json:"stop"`
-	TokensPredicted int      `json:"tokens_predicted"`
-	TokensEvaluated int      `json:"tokens_evaluated"`
-	TokensCached    int      `json:"tokens_cached"`
-	StopType        string   `json:"stop_type"`
-	Timings         *Timings `json:"timings"`
-	// Probs are the chunk's tokens' probabilities, when the request asked for n_probs.
-	Probs []tokenProbs `json:"completion_probabilities"`
-}
-
-// tokenProbs is a generated token's log probability and the top alternatives at its position.
-type tokenProbs struct {
-	ID      int     `json:"id"`
-	Logprob float64 `json:"logprob"`
-	Top     []struct {
-		ID      int     `json:"id"`
-		Logprob float64 `json:"logprob"`
-	} `json:"top_logprobs"`
-}
-
-// response is one completion as the client saw it.
-type response struct {
+// Timed is one streamed completion as the client saw it.
+type Timed struct {
 	Tokens  []int
-	Probs   []tokenProbs // one per token when the request asked for n_probs
+	Probs   []TokenProb // one per token when the request asked for n_probs
 	Text    string
 	Timings Timings
 	// Sent is when the request was sent; First and Last when the first and the last
@@ -97,17 +47,17 @@ type response struct {
 	FirstN, LastN     int
 }
 
-// apiError is an error answer of llama-server.
-type apiError struct {
+// StatusError is an answer of llama-server with a status other than 200.
+type StatusError struct {
 	Status int
 	Body   string
 }
 
-func (e *apiError) Error() string {
+func (e *StatusError) Error() string {
 	return fmt.Sprintf("llama-server answered %d: %s", e.Status, strings.TrimSpace(e.Body))
 }
 
-func (c *client) post(ctx context.Context, path string, body any) (*http.Response, error) {
+func (c *Client) post(ctx context.Context, path string, body any) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -127,31 +77,29 @@ func (c *client) post(ctx context.Context, path string, body any) (*http.Respons
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("POST %s: %w", path, &apiError{Status: resp.StatusCode, Body: string(msg)})
+		return nil, fmt.Errorf("POST %s: %w", path, &StatusError{Status: resp.StatusCode, Body: string(msg)})
 	}
 	return resp, nil
 }
 
-// tokenize returns the token ids of text, with the model's BOS when it adds one.
-func (c *client) tokenize(ctx context.Context, text string) ([]int, error) {
-	resp, err := c.post(ctx, "/tokenize", map[string]any{"content": text, "add_special": true})
+// Tokenize returns the token ids of req's text.
+func (c *Client) Tokenize(ctx context.Context, req TokenizeRequest) ([]int, error) {
+	resp, err := c.post(ctx, "/tokenize", req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var out struct {
-		Tokens []int `json:"tokens"`
-	}
+	var out TokenizeResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("reading /tokenize: %w", err)
 	}
 	return out.Tokens, nil
 }
 
-// complete sends req streamed and times every chunk on the client's clock.
-func (c *client) complete(ctx context.Context, req completionRequest) (*response, error) {
+// CompleteTimed sends req streamed and times every chunk on the client's clock.
+func (c *Client) CompleteTimed(ctx context.Context, req CompletionRequest) (*Timed, error) {
 	req.Stream, req.ReturnTokens = true, true
-	r := &response{Sent: c.now()}
+	r := &Timed{Sent: c.Now()}
 	resp, err := c.post(ctx, "/completion", req)
 	if err != nil {
 		return nil, err
@@ -173,8 +121,8 @@ func (c *client) complete(ctx context.Context, req completionRequest) (*response
 		if bytes.Equal(data, []byte("[DONE]")) {
 			break
 		}
-		at := c.now()
-		var ch completionChunk
+		at := c.Now()
+		var ch Completion
 		if err := json.Unmarshal(data, &ch); err != nil {
 			return nil, fmt.Errorf("reading /completion's stream: %w (%.200s)", err, data)
 		}
@@ -211,15 +159,15 @@ func (c *client) complete(ctx context.Context, req completionRequest) (*response
 	return r, nil
 }
 
-// specCounters are llama-server's speculative-decoding counters from GET /metrics (upstream
+// SpecCounters are llama-server's speculative-decoding counters from GET /metrics (upstream
 // #26389, 34af94cd9 and later; /metrics needs --metrics or LLAMA_ARG_ENDPOINT_METRICS).
-type specCounters struct {
+type SpecCounters struct {
 	Drafted, Accepted, Drafts float64
 }
 
-// specMetrics reads the counters; ok is false when the server does not offer them (no
+// SpecMetrics reads the counters; ok is false when the server does not offer them (no
 // /metrics endpoint, or a build from before the counters).
-func (c *client) specMetrics(ctx context.Context) (m specCounters, ok bool, err error) {
+func (c *Client) SpecMetrics(ctx context.Context) (m SpecCounters, ok bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
 	if err != nil {
 		return m, false, err
@@ -240,11 +188,11 @@ func (c *client) specMetrics(ctx context.Context) (m specCounters, ok bool, err 
 	if err != nil {
 		return m, false, fmt.Errorf("reading /metrics: %w", err)
 	}
-	return parseSpecMetrics(string(body))
+	return ParseSpecMetrics(string(body))
 }
 
-// parseSpecMetrics reads the three spec-decode counters from Prometheus text.
-func parseSpecMetrics(text string) (m specCounters, ok bool, err error) {
+// ParseSpecMetrics reads the three spec-decode counters from Prometheus text.
+func ParseSpecMetrics(text string) (m SpecCounters, ok bool, err error) {
 	want := map[string]*float64{
 		"llamacpp:spec_decode_num_draft_tokens_total":    &m.Drafted,
 		"llamacpp:spec_decode_num_accepted_tokens_total": &m.Accepted,

@@ -1,4 +1,4 @@
-package shim
+package llamaserver
 
 import (
 	"encoding/base64"
@@ -40,9 +40,9 @@ func TestNativeResponseDecodeMatchesEncodingJSON(t *testing.T) {
 		{"truncated", `{"content":"x","prompt_logprobs_flat":` + flat[:40], true},
 		{"not an object", `[1,2]`, true},
 	} {
-		var want, got nativeResponse
+		var want, got Completion
 		wantErr := json.Unmarshal([]byte(tc.body), &want)
-		gotErr := got.decode([]byte(tc.body))
+		gotErr := got.Decode([]byte(tc.body))
 		if (wantErr != nil) != tc.fails || (gotErr != nil) != tc.fails {
 			t.Errorf("%s: decode error %v, json.Unmarshal error %v; want failure %v", tc.name, gotErr, wantErr, tc.fails)
 			continue
@@ -104,13 +104,13 @@ func TestFlatBase64IsTheArraysValues(t *testing.T) {
 		return out
 	}
 	arrays, _ := json.Marshal(map[string]any{"n_top": 1, "logprobs": wide(lps), "top_ids": ids, "top_logprobs": wide(tops)})
-	var want flatLogprobs
+	var want FlatLogprobs
 	if err := json.Unmarshal(arrays, &want); err != nil {
 		t.Fatal(err)
 	}
 	packed := fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":%q,"top_ids":%q,"top_logprobs":%q}`, f32(lps), i32(ids), f32(tops))
-	var got nativeResponse
-	if err := got.decode([]byte(`{"content":"x","prompt_logprobs_flat":` + packed + `}`)); err != nil || got.PromptFlat == nil {
+	var got Completion
+	if err := got.Decode([]byte(`{"content":"x","prompt_logprobs_flat":` + packed + `}`)); err != nil || got.PromptFlat == nil {
 		t.Fatalf("decode: %v", err)
 	}
 	if !reflect.DeepEqual(*got.PromptFlat, want) {
@@ -124,7 +124,7 @@ func TestFlatBase64IsTheArraysValues(t *testing.T) {
 		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":"!!!!","top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)),       // not base64
 		fmt.Sprintf(`{"n_top":1,"encoding":"base64","logprobs":"AAAA\u0041","top_ids":%q,"top_logprobs":%q}`, i32(ids), f32(tops)), // an escape
 	} {
-		var f flatLogprobs
+		var f FlatLogprobs
 		if f.fastUnmarshal([]byte(bad)) {
 			t.Errorf("fastUnmarshal took %s", bad)
 		}

@@ -1,4 +1,4 @@
-package bench
+package llamaserver
 
 import "testing"
 
@@ -19,15 +19,15 @@ llamacpp:spec_decode_num_drafts_total 301
 # TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter
 llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 290
 `
-	m, ok, err := parseSpecMetrics(newer)
-	if err != nil || !ok || m != (specCounters{Drafted: 1200, Accepted: 977, Drafts: 301}) {
-		t.Errorf("parseSpecMetrics(34af94cd9's) = %+v, %v, %v; want 1200 drafted, 977 accepted, 301 drafts", m, ok, err)
+	m, ok, err := ParseSpecMetrics(newer)
+	if err != nil || !ok || m != (SpecCounters{Drafted: 1200, Accepted: 977, Drafts: 301}) {
+		t.Errorf("ParseSpecMetrics(34af94cd9's) = %+v, %v, %v; want 1200 drafted, 977 accepted, 301 drafts", m, ok, err)
 	}
 	// 1425386fd's /metrics has no spec-decode counters: not offered, no error
-	if _, ok, err := parseSpecMetrics("llamacpp:prompt_tokens_total 612\nllamacpp:n_decode_total 40\n"); ok || err != nil {
+	if _, ok, err := ParseSpecMetrics("llamacpp:prompt_tokens_total 612\nllamacpp:n_decode_total 40\n"); ok || err != nil {
 		t.Errorf("an older build's /metrics: ok %v, err %v; want not offered and no error", ok, err)
 	}
-	if _, _, err := parseSpecMetrics("llamacpp:spec_decode_num_drafts_total many\n"); err == nil {
+	if _, _, err := ParseSpecMetrics("llamacpp:spec_decode_num_drafts_total many\n"); err == nil {
 		t.Error("a counter that is not a number: no error")
 	}
 }
