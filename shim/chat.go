@@ -122,18 +122,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := sc.Err(); err != nil {
 		s.requestFailed(r, err)
-		ev.send(asAPIError(upstreamOrCanceled(r.Context(), err)).body())
-		w.Write([]byte("data: [DONE]\n\n"))
-		if ev.f != nil {
-			ev.f.Flush()
-		}
+		ev.fail(upstreamOrCanceled(r.Context(), err))
 		return
 	}
-	ev.start()
-	w.Write([]byte("data: [DONE]\n\n"))
-	if ev.f != nil {
-		ev.f.Flush()
-	}
+	ev.done()
 }
 
 func jsonInt(n int) []byte {
@@ -280,12 +272,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, u *upstream, 
 			writeError(w, err)
 			return
 		}
-		// the error as an event, then the end of the stream, as /v1/completions ends it
-		out.send(asAPIError(err).body())
-		w.Write([]byte("data: [DONE]\n\n"))
-		if out.f != nil {
-			out.f.Flush()
-		}
+		out.fail(err) // as /v1/completions ends it
 		return
 	}
 	if g.IncludeUsage {
@@ -296,11 +283,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, u *upstream, 
 			return
 		}
 	}
-	out.start()
-	w.Write([]byte("data: [DONE]\n\n"))
-	if out.f != nil {
-		out.f.Flush()
-	}
+	out.done()
 }
 
 // chatResponse is a chat completion, or one chunk of a streamed one.

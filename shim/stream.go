@@ -28,6 +28,22 @@ func (e *sse) start() {
 	e.w.WriteHeader(http.StatusOK)
 }
 
+// done ends the stream with OpenAI's terminator, starting it if nothing was sent.
+func (e *sse) done() {
+	e.start()
+	e.w.Write([]byte("data: [DONE]\n\n"))
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+// fail ends a stream that has started with err as an error event and the terminator, as
+// vLLM ends it: a client that reads until [DONE] is not left waiting.
+func (e *sse) fail(err error) {
+	e.send(asAPIError(err).body())
+	e.done()
+}
+
 func (e *sse) send(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -85,13 +101,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, r *http.Request, u *up
 				writeError(w, err)
 				return
 			}
-			// the error as an event, then the end of the stream, as vLLM ends it: a client
-			// that reads until [DONE] is not left waiting
-			out.send(asAPIError(err).body())
-			w.Write([]byte("data: [DONE]\n\n"))
-			if out.f != nil {
-				out.f.Flush()
-			}
+			out.fail(err)
 			return
 		}
 		total.add(j.usage)
@@ -101,11 +111,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, r *http.Request, u *up
 			return
 		}
 	}
-	out.start()
-	w.Write([]byte("data: [DONE]\n\n"))
-	if out.f != nil {
-		out.f.Flush()
-	}
+	out.done()
 }
 
 // stream computes one choice and emits it as it is generated.
