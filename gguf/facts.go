@@ -7,8 +7,6 @@ import (
 	"errors"
 	"os"
 	"strings"
-
-	"github.com/llbuild/llbuild/internal/digest"
 )
 
 // Facts are what a bundle manifest records about a GGUF model and what a
@@ -119,7 +117,8 @@ func (f *File) Facts() Facts {
 		fa.VocabSize = uint64(v.Len())
 		if l, ok := v.v.(*lazyStrings); ok && l.order == binary.LittleEndian {
 			// The encoded array is exactly what vocabDigest hashes.
-			fa.VocabSHA256 = digest.SHA256Hex(l.raw)
+			sum := sha256.Sum256(l.raw)
+			fa.VocabSHA256 = hex.EncodeToString(sum[:])
 		} else if tokens, ok := v.AsStrings(); ok {
 			fa.VocabSHA256 = vocabDigest(tokens)
 		}
