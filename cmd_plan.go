@@ -180,7 +180,7 @@ func planCommand() *cli.Command {
 				_, err := out.Write(p.JSON())
 				return err
 			}
-			return writePlanText(out, p)
+			return p.WriteText(out)
 		},
 	}
 }
@@ -231,86 +231,6 @@ func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bo
 // defaultTarget is what `llbuild build` builds when no target is named.
 const defaultTarget = "cpu-v3"
 
-func writePlanText(w interface{ Write([]byte) (int, error) }, p *pipeline.Plan) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "plan %s  target %s  recipe %s  backend %s\n", p.ShortHash(), p.Target, p.Recipe, p.Backend)
-	if !p.Reproducible {
-		b.WriteString("NOT REPRODUCIBLE\n")
-	}
-	for _, w := range p.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	fmt.Fprintf(&b, "devel image:   %s\nruntime image: %s\n", p.Images.Devel.Ref, p.Images.Runtime.Ref)
-	fmt.Fprintf(&b, "source:        %s @ %s\n", p.Source.URL, p.Source.Commit)
-	if p.Vendor != nil {
-		fmt.Fprintf(&b, "vendored:      %s @ %s\n", p.Vendor.URL, p.Vendor.Commit)
-	}
-	for _, pt := range p.Patches {
-		fmt.Fprintf(&b, "patch:         %s sha256:%s\n", pt.Name, pt.SHA256)
-	}
-	if a := p.Apt; a != nil {
-		snap := a.Snapshot
-		if snap == "" {
-			snap = "none: apt reads the archive as it is on the day (not reproducible)"
-		}
-		distro := a.Distro
-		if distro == "" {
-			distro = "distribution not set"
-		}
-		fmt.Fprintf(&b, "apt snapshot:  %s (%s)\n", snap, distro)
-		for _, src := range a.Sources {
-			fmt.Fprintf(&b, "apt source:    %s\n", src)
-		}
-		if len(a.Bootstrap) > 0 {
-			fmt.Fprintf(&b, "apt bootstrap: %s (when the image lacks it: fetched before TLS can be verified)\n", strings.Join(a.BootstrapArgs(), " "))
-		}
-		fmt.Fprintf(&b, "apt:           %s\n", strings.Join(a.InstallArgs(), " "))
-	}
-	for _, e := range pipeline.SortedEnv(p.Env) {
-		fmt.Fprintf(&b, "env:           %s\n", e)
-	}
-	b.WriteString("configure:     cmake -S " + pipeline.SourceDirToken + " -B build \\\n")
-	for i := 0; i < len(p.Configure); i++ {
-		a := shellQuote(p.Configure[i])
-		if p.Configure[i] == "-G" && i+1 < len(p.Configure) {
-			i++
-			a += " " + shellQuote(p.Configure[i])
-		}
-		sep := " \\"
-		if i == len(p.Configure)-1 {
-			sep = ""
-		}
-		fmt.Fprintf(&b, "                 %s%s\n", a, sep)
-	}
-	if p.Recipe != "wheel" {
-		fmt.Fprintf(&b, "build:         cmake --build build --target %s\n", strings.Join(p.BuildTargets, " "))
-	}
-	for _, o := range p.Outputs {
-		fmt.Fprintf(&b, "output:        %s (%s)\n", o.Glob, o.Kind)
-	}
-	if p.CUDA != nil {
-		fmt.Fprintf(&b, "cuda:          toolkit %s, architectures %s built as %s, requires %s\n", p.CUDA.Toolkit, strings.Join(p.CUDA.Architectures, ";"), strings.Join(p.CUDA.BuiltAs, ";"), p.CUDA.RequireCUDA)
-	}
-	for _, e := range pipeline.SortedEnv(p.Runtime.Env) {
-		fmt.Fprintf(&b, "runtime env:   %s\n", e)
-	}
-	for _, l := range pipeline.SortedEnv(p.Runtime.Labels) {
-		fmt.Fprintf(&b, "label:         %s\n", l)
-	}
-	for _, n := range p.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	_, err := w.Write([]byte(b.String()))
-	return err
-}
-
-func shellQuote(s string) string {
-	if strings.ContainsAny(s, " \t'\"$\\;&|<>*?") {
-		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-	}
-	return s
-}
-
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -335,7 +255,7 @@ func printWheelPlan(c *cli.Context, out io.Writer) error {
 		_, err := out.Write(w.JSON())
 		return err
 	}
-	if err := writePlanText(out, w.Plan); err != nil {
+	if err := w.Plan.WriteText(out); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "wheel:         python -m build --wheel --no-isolation (%s), vendor/llama.cpp replaced by %s @ %s\n", w.Interpreter(), w.Plan.Vendor.URL, w.Plan.Vendor.Commit)

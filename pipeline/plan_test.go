@@ -62,6 +62,20 @@ func TestPlanGolden(t *testing.T) {
 				if string(want) != string(p.JSON()) {
 					t.Errorf("plan for %s/%s differs from %s; if intended, run go test ./pipeline -update and review the diff", target, recipe, golden)
 				}
+				// the text `llbuild plan` prints
+				var text strings.Builder
+				if err := p.WriteText(&text); err != nil {
+					t.Fatal(err)
+				}
+				goldenText := strings.TrimSuffix(golden, ".json") + ".txt"
+				if *update {
+					if err := os.WriteFile(goldenText, []byte(text.String()), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if want, err := os.ReadFile(goldenText); err != nil || string(want) != text.String() {
+					t.Errorf("plan text for %s/%s differs from %s (%v); if intended, run go test ./pipeline -update and review the diff", target, recipe, goldenText, err)
+				}
 			})
 		}
 	}
