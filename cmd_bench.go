@@ -72,6 +72,7 @@ func benchCommand() *cli.Command {
 			opts.Invocation = append(opts.Invocation, names...)
 			opts.Log = loggerOf(c)
 			opts.Progress = stderrOf(c)
+			opts.Status = termOf(c)
 			var bundles []*bench.Bundle
 			var dirs []string
 			for _, name := range names {

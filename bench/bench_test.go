@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llbuild/llbuild/internal/progress"
+	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -365,5 +368,40 @@ func TestDeviceEnv(t *testing.T) {
 		if got := strings.Join(deviceEnv(tc.backend, tc.gpu), " "); got != tc.want {
 			t.Errorf("deviceEnv(%s, %q) = %q, want %q", tc.backend, tc.gpu, got, tc.want)
 		}
+	}
+}
+
+// On a terminal each run shows where it is on the status line (the canaries, then the rows
+// with the last row's figure), while the progress lines land above it, each a line of its
+// own, and the line is gone when the run ends.
+func TestRunShowsItsStepOnTheStatusLine(t *testing.T) {
+	var out bytes.Buffer
+	term := progress.NewTerm(&out, 200)
+	fake := &fakeLlama{flipAt: -1}
+	if _, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(),
+		start: fake.starter(), Progress: term, Status: term}); err != nil {
+		t.Fatal(err)
+	}
+	raw := out.String()
+	for _, want := range []string{"bench b: starting llama-server", "bench b: canaries 1/4", "bench b: canaries 4/4", "bench b: rows 0/8", "bench b: rows 7/8 (row 6: 1000.00 tok/s)"} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("the status line never said %q", want)
+		}
+	}
+	screen := progresstest.Screen(raw)
+	if last := screen[len(screen)-1]; last != "" {
+		t.Errorf("the status line stayed after the run: %q", last)
+	}
+	rows := 0
+	for _, l := range screen[:len(screen)-1] {
+		if !strings.HasPrefix(l, "bench: ") {
+			t.Errorf("screen line %q: want every line a progress line of its own", l)
+		}
+		if strings.Contains(l, ": row ") {
+			rows++
+		}
+	}
+	if rows != 8 {
+		t.Errorf("%d row lines on the screen, want 8:\n%s", rows, strings.Join(screen, "\n"))
 	}
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/progress"
 )
 
 // RecordSchema is the version of record.json and records.json.
@@ -42,7 +44,9 @@ type Record struct {
 	// Dir is the run's directory.
 	Dir string `json:"dir"`
 
-	tmp string // the run's directory while it is written
+	tmp        string         // the run's directory while it is written
+	status     *progress.Part // the run's part of a terminal's status line, or nil
+	statusName string         // the bundle's name there
 }
 
 // ServerInfo is what the run's llama-server said about itself.

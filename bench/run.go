@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/llamaserver"
 )
 
@@ -26,6 +27,10 @@ type Options struct {
 	// Log receives the servers' supervision messages; Progress a line per step.
 	Log      *slog.Logger
 	Progress io.Writer
+	// Status is stderr's status line on a terminal (nil elsewhere): each run in progress shows
+	// its part there (the canaries or the row it is at, the elapsed time), beside the lines
+	// Progress gets.
+	Status *progress.Term
 	// ReadyTimeout bounds a server's start; 0 means 10 minutes.
 	ReadyTimeout time.Duration
 	// Invocation is the command line that asked for the runs, kept in each record.
@@ -70,6 +75,13 @@ func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log 
 		return nil, err
 	}
 	return process{p}, nil
+}
+
+// status shows where rec's run is on the status line, when there is one.
+func (o *Options) status(rec *Record, format string, args ...any) {
+	if rec.status != nil {
+		rec.status.Set(fmt.Sprintf(format, args...) + "  " + progress.Elapsed(time.Since(rec.Started)))
+	}
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -174,6 +186,12 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		start = o.startBundle
 	}
 	o.progress("%s: starting llama-server", rec.Identity.Label)
+	if o.Status != nil {
+		rec.status = o.Status.Part()
+		defer func() { rec.status.Remove(); rec.status = nil }()
+		rec.statusName = filepath.Base(b.Name)
+		o.status(rec, "bench %s: starting llama-server", rec.statusName)
+	}
 	srv, err := start(ctx, b, deviceEnv(b.Manifest.Target.Backend, gpu), serverLog)
 	if err != nil {
 		return err
@@ -270,6 +288,11 @@ func (o *Options) canaries(ctx context.Context, c *llamaserver.Client, ep llamas
 		} else {
 			can.Passed++
 		}
+		differ := ""
+		if can.Mismatched > 0 {
+			differ = fmt.Sprintf(", %d differ", can.Mismatched)
+		}
+		o.status(rec, "bench %s: canaries %d/%d%s", rec.statusName, i+1, n, differ)
 		if (i+1)%64 == 0 || i+1 == n {
 			if can.Mismatched > 0 {
 				o.progress("%s: canaries %d/%d, %d differ (%d near-ties)", rec.Identity.Label, i+1, n, can.Mismatched, can.NearTies)
@@ -378,6 +401,11 @@ func (o *Options) rows(ctx context.Context, c *llamaserver.Client, rec *Record, 
 		o.progress("%s: llama-server's /metrics: %v; its spec-decode counters are left out", rec.Identity.Label, err)
 	}
 	for i := 0; i < o.Protocol.Rows; i++ {
+		last := ""
+		if i > 0 {
+			last = fmt.Sprintf(" (row %d: %.2f tok/s)", i-1, rec.Rows[i-1].DecodeTPS)
+		}
+		o.status(rec, "bench %s: rows %d/%d%s", rec.statusName, i, o.Protocol.Rows, last)
 		r, err := c.CompleteTimed(ctx, greedy(prompt, o.Protocol.Generate))
 		if err != nil {
 			return fmt.Errorf("row %d: %w", i, err)
