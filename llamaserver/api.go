@@ -1,5 +1,7 @@
 package llamaserver
 
+import "encoding/json"
+
 // CompletionRequest is a body for llama-server's native POST /completion.
 type CompletionRequest struct {
 	Prompt   any `json:"prompt"` // text or token ids
@@ -137,5 +139,32 @@ type Models struct {
 
 // Slot is the part of an entry of GET /slots that llbuild reads.
 type Slot struct {
-	Speculative bool `json:"speculative"`
+	Speculative  bool `json:"speculative"`
+	IsProcessing bool `json:"is_processing"`
+}
+
+// TokenPiece is one token of an answer of POST /tokenize with_pieces: its piece is a
+// string, or an array of byte values when the piece is not valid UTF-8.
+type TokenPiece struct {
+	ID    int             `json:"id"`
+	Piece json.RawMessage `json:"piece"`
+}
+
+// PromptLogprobsRequest is a native /completion body asking a server with llbuild's series
+// for the prompt's logprobs (patch 0002); the one generated token is forced to a harmless
+// one with LogitBias.
+type PromptLogprobsRequest struct {
+	Prompt         []int        `json:"prompt"`
+	NPredict       int          `json:"n_predict"`
+	PromptLogprobs int          `json:"prompt_logprobs"`
+	Temperature    float64      `json:"temperature"`
+	TopK           int          `json:"top_k"`
+	Samplers       []string     `json:"samplers"`
+	LogitBias      [][2]float64 `json:"logit_bias,omitempty"`
+	CachePrompt    bool         `json:"cache_prompt"`
+	IDSlot         int          `json:"id_slot"`
+	ResponseFields []string     `json:"response_fields"`
+	// Flat asks for the flat form (patch 0008), Base64 for its arrays as base64 (0009).
+	Flat   bool `json:"prompt_logprobs_flat,omitempty"`
+	Base64 bool `json:"prompt_logprobs_base64,omitempty"`
 }

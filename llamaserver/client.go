@@ -23,16 +23,20 @@ type Client struct {
 	Now func() time.Time
 }
 
-// NewClient returns a client of the llama-server at base. Each request opens its own
-// loopback connection: llama-server may close a connection after a streamed answer, and a
-// request sent on it would fail; a fresh connection costs tens of microseconds, counted in
-// the time to first token only.
-func NewClient(base, key string) *Client {
+// NewClient returns a client of the llama-server at base. Without options each request
+// opens its own loopback connection: llama-server may close a connection after a streamed
+// answer, and a request sent on it would fail; a fresh connection costs tens of
+// microseconds, counted in the time to first token only. WithPool keeps connections alive.
+func NewClient(base, key string, opts ...Option) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableKeepAlives = true
 	t.DisableCompression = true
 	t.Proxy = nil // llama-server is on loopback
-	return &Client{base: base, key: key, http: &http.Client{Transport: t}, Now: time.Now}
+	c := &Client{base: base, key: key, http: &http.Client{Transport: t}, Now: time.Now}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Timed is one streamed completion as the client saw it.
@@ -47,60 +51,156 @@ type Timed struct {
 	FirstN, LastN     int
 }
 
-// StatusError is an answer of llama-server with a status other than 200.
-type StatusError struct {
-	Status int
-	Body   string
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("llama-server answered %d: %s", e.Status, strings.TrimSpace(e.Body))
-}
-
-func (c *Client) post(ctx context.Context, path string, body any) (*http.Response, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("POST %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("POST %s: %w", path, &StatusError{Status: resp.StatusCode, Body: string(msg)})
-	}
-	return resp, nil
-}
-
 // Tokenize returns the token ids of req's text.
 func (c *Client) Tokenize(ctx context.Context, req TokenizeRequest) ([]int, error) {
-	resp, err := c.post(ctx, "/tokenize", req)
-	if err != nil {
+	var out TokenizeResponse
+	if err := c.PostJSON(ctx, "/tokenize", req, &out); err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	var out TokenizeResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("reading /tokenize: %w", err)
+	return out.Tokens, nil
+}
+
+// TokenPieces returns the piece of every token of ids (POST /tokenize with_pieces).
+func (c *Client) TokenPieces(ctx context.Context, ids []int) ([]TokenPiece, error) {
+	var out struct {
+		Tokens []TokenPiece `json:"tokens"`
+	}
+	req := map[string]any{"content": ids, "with_pieces": true, "add_special": false}
+	if err := c.PostJSON(ctx, "/tokenize", req, &out); err != nil {
+		return nil, err
 	}
 	return out.Tokens, nil
+}
+
+// Detokenize returns the text of ids (POST /detokenize).
+func (c *Client) Detokenize(ctx context.Context, ids []int) (string, error) {
+	var out struct {
+		Content string `json:"content"`
+	}
+	if err := c.PostJSON(ctx, "/detokenize", map[string]any{"tokens": ids}, &out); err != nil {
+		return "", err
+	}
+	return out.Content, nil
+}
+
+// ApplyTemplate renders chat messages (a JSON array) with the model's template (POST
+// /apply-template); nil when the answer has no prompt.
+func (c *Client) ApplyTemplate(ctx context.Context, messages json.RawMessage) (*string, error) {
+	var out struct {
+		Prompt *string `json:"prompt"`
+	}
+	if err := c.PostJSON(ctx, "/apply-template", map[string]json.RawMessage{"messages": messages}, &out); err != nil {
+		return nil, err
+	}
+	return out.Prompt, nil
+}
+
+// Slots reads GET /slots.
+func (c *Client) Slots(ctx context.Context) ([]Slot, error) {
+	var out []Slot
+	if err := c.GetJSON(ctx, "/slots", &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Complete sends req unstreamed and returns the answer.
+func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {
+	req.Stream = false
+	var out Completion
+	if err := c.PostJSON(ctx, "/completion", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PromptLogprobs sends req, a request for the prompt's logprobs, and returns the answer.
+func (c *Client) PromptLogprobs(ctx context.Context, req *PromptLogprobsRequest) (*Completion, error) {
+	var out Completion
+	if err := c.PostJSON(ctx, "/completion", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CompleteStream sends req streamed and calls fn for every chunk until the final one (Stop
+// true), which it also passes to fn; fn's error stops the stream and is returned as it is.
+// A chunk with llama-server's error is a *StreamError, a stream that ends before the final
+// chunk ErrStreamEnded.
+func (c *Client) CompleteStream(ctx context.Context, req *CompletionRequest, fn func(*Completion) error) error {
+	req.Stream = true
+	resp, err := c.open(ctx, http.MethodPost, "/completion", req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue // blank separators and ": ping" comments
+		}
+		var chunk Completion
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return &DecodeError{Path: "/completion", Stream: true, Err: err}
+		}
+		if chunk.Error != nil {
+			return &StreamError{Err: *chunk.Error}
+		}
+		if err := fn(&chunk); err != nil {
+			return err
+		}
+		if chunk.Stop {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return &ReadError{Path: "/completion", Stream: true, Err: err}
+	}
+	return ErrStreamEnded
+}
+
+// Chat sends body, an OpenAI chat request with stream off, to /v1/chat/completions and
+// returns the answer as it came.
+func (c *Client) Chat(ctx context.Context, body []byte) ([]byte, error) {
+	return c.call(ctx, http.MethodPost, "/v1/chat/completions", body)
+}
+
+// ChatStream sends body, an OpenAI chat request with stream on, to /v1/chat/completions and
+// calls fn with the data of every event until [DONE] or the end of the stream; fn's error
+// stops the stream and is returned as it is.
+func (c *Client) ChatStream(ctx context.Context, body []byte, fn func(data []byte) error) error {
+	resp, err := c.open(ctx, http.MethodPost, "/v1/chat/completions", json.RawMessage(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			break
+		}
+		if err := fn(data); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return &ReadError{Path: "/v1/chat/completions", Stream: true, Err: err}
+	}
+	return nil
 }
 
 // CompleteTimed sends req streamed and times every chunk on the client's clock.
 func (c *Client) CompleteTimed(ctx context.Context, req CompletionRequest) (*Timed, error) {
 	req.Stream, req.ReturnTokens = true, true
 	r := &Timed{Sent: c.Now()}
-	resp, err := c.post(ctx, "/completion", req)
+	resp, err := c.open(ctx, http.MethodPost, "/completion", req)
 	if err != nil {
 		return nil, err
 	}
@@ -168,16 +268,9 @@ type SpecCounters struct {
 // SpecMetrics reads the counters; ok is false when the server does not offer them (no
 // /metrics endpoint, or a build from before the counters).
 func (c *Client) SpecMetrics(ctx context.Context) (m SpecCounters, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	resp, err := c.send(ctx, http.MethodGet, "/metrics", nil)
 	if err != nil {
 		return m, false, err
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return m, false, fmt.Errorf("GET /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -2,7 +2,6 @@ package llamaserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,11 +60,11 @@ func (c *Client) Health(ctx context.Context) error {
 // ReadInfo reads /props, /v1/models and /slots of a server that is healthy.
 func (c *Client) ReadInfo(ctx context.Context) (Info, error) {
 	var props Props
-	if err := c.getJSON(ctx, "/props", &props); err != nil {
+	if err := c.GetJSON(ctx, "/props", &props); err != nil {
 		return Info{}, fmt.Errorf("reading /props: %w", err)
 	}
 	var models Models
-	if err := c.getJSON(ctx, "/v1/models", &models); err != nil {
+	if err := c.GetJSON(ctx, "/v1/models", &models); err != nil {
 		return Info{}, fmt.Errorf("reading /v1/models: %w", err)
 	}
 	if len(models.Data) == 0 || models.Data[0].Meta.NVocab <= 0 {
@@ -89,8 +88,7 @@ func (c *Client) ReadInfo(ctx context.Context) (Info, error) {
 	info.PromptLogprobsBase64 = info.PromptLogprobsFlat && props.PromptLogprobsB64
 	// /slots says whether the server speculates; a server started with --no-slots does not
 	// answer it and is taken not to.
-	var slots []Slot
-	if c.getJSON(ctx, "/slots", &slots) == nil {
+	if slots, err := c.Slots(ctx); err == nil {
 		for _, sl := range slots {
 			info.Speculative = info.Speculative || sl.Speculative
 		}
@@ -99,27 +97,4 @@ func (c *Client) ReadInfo(ctx context.Context) (Info, error) {
 		info.NCtx = models.Data[0].Meta.NCtx
 	}
 	return info, nil
-}
-
-func (c *Client) getJSON(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %w", path, &StatusError{Status: resp.StatusCode, Body: string(msg)})
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decoding llama-server's answer to %s: %w", path, err)
-	}
-	return nil
 }
