@@ -124,9 +124,10 @@ func WithWireTime(ctx context.Context, d *time.Duration) context.Context {
 	return context.WithValue(ctx, wireKey{}, d)
 }
 
-// send sends a request with body (nil for none). An error is a *ConnError, or the
-// request could not be made.
-func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+// Send sends a request with body (nil for none) and returns the answer as it came, any
+// status, for a caller that reads it itself; the caller closes its body. An error is a
+// *ConnError, or the request could not be made.
+func (c *Client) Send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -157,7 +158,7 @@ func (c *Client) open(ctx context.Context, method, path string, body any) (*http
 	if err != nil {
 		return nil, fmt.Errorf("encoding request for %s: %w", path, err)
 	}
-	resp, err := c.send(ctx, method, path, b)
+	resp, err := c.Send(ctx, method, path, b)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (c *Client) open(ctx context.Context, method, path string, body any) (*http
 // call sends a request with body (nil for none) and returns the whole of a 200 answer.
 func (c *Client) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	t0 := time.Now()
-	resp, err := c.send(ctx, method, path, body)
+	resp, err := c.Send(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}

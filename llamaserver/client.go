@@ -14,8 +14,12 @@ import (
 	"time"
 )
 
-// Client speaks llama-server's own API (/completion, /tokenize, /metrics), which carries
-// the timings, cache and draft counters that the OpenAI answers leave out.
+// Client speaks llama-server's own API (/completion, /tokenize, /detokenize,
+// /apply-template, /slots, /metrics), which carries the timings, cache and draft counters
+// that the OpenAI answers leave out, and passes OpenAI chat requests through
+// (/v1/chat/completions). Its failures are a *ConnError (no answer), *ReadError (an
+// answer broke off), *StatusError (an error answer), *DecodeError, *StreamError or
+// ErrStreamEnded.
 type Client struct {
 	base, key string
 	http      *http.Client
@@ -268,7 +272,7 @@ type SpecCounters struct {
 // SpecMetrics reads the counters; ok is false when the server does not offer them (no
 // /metrics endpoint, or a build from before the counters).
 func (c *Client) SpecMetrics(ctx context.Context) (m SpecCounters, ok bool, err error) {
-	resp, err := c.send(ctx, http.MethodGet, "/metrics", nil)
+	resp, err := c.Send(ctx, http.MethodGet, "/metrics", nil)
 	if err != nil {
 		return m, false, err
 	}

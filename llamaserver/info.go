@@ -41,18 +41,14 @@ type Info struct {
 
 // Health says whether GET /health answers 200: the model is loaded.
 func (c *Client) Health(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/health", nil)
+	resp, err := c.Send(ctx, http.MethodGet, "/health", nil)
 	if err != nil {
 		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET /health: %w", err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /health: %w", &StatusError{Status: resp.StatusCode})
+		return &StatusError{Method: http.MethodGet, Path: "/health", Status: resp.StatusCode}
 	}
 	return nil
 }

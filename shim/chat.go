@@ -1,14 +1,14 @@
 package shim
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
+	"errors"
 	"math"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // handleChat validates a chat completion and serves it. A request that needs
@@ -70,24 +70,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	resp, err := u.do(r.Context(), http.MethodPost, "/v1/chat/completions", upBody)
-	if err != nil {
-		s.requestFailed(r, err)
-		writeError(w, err)
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		writeError(w, statusError("/v1/chat/completions", resp.StatusCode, data))
-		return
-	}
 	model := s.modelName(u)
 	if !req.Stream {
-		data, err := io.ReadAll(resp.Body)
+		data, err := u.ls.Chat(r.Context(), upBody)
 		if err != nil {
-			s.requestFailed(r, err)
-			writeError(w, upstreamOrCanceled(r.Context(), err))
+			writeError(w, s.chatFailure(r, err))
 			return
 		}
 		out, err := fixChat(data, model, trim, false)
@@ -102,30 +89,55 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ev := &sse{w: w}
 	ev.f, _ = w.(http.Flusher)
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
-		if !ok {
-			continue
-		}
-		if bytes.Equal(data, []byte("[DONE]")) {
-			break
-		}
+	started := false
+	err = u.ls.ChatStream(r.Context(), upBody, func(data []byte) error {
+		started = true
 		out, err := fixChat(data, model, trim, req.IncludeUsage)
 		if err != nil {
 			out = data
 		}
 		if err := ev.raw(out); err != nil {
-			return
+			return errClientGone
 		}
-	}
-	if err := sc.Err(); err != nil {
-		s.requestFailed(r, err)
-		ev.fail(upstreamOrCanceled(r.Context(), err))
+		return nil
+	})
+	switch {
+	case err == errClientGone:
+		return
+	case err != nil && !started && !isReadError(err):
+		// no answer, or an error answer: nothing was sent yet
+		writeError(w, s.chatFailure(r, err))
+		return
+	case err != nil:
+		ev.fail(s.chatFailure(r, err))
 		return
 	}
 	ev.done()
+}
+
+// errClientGone stops a chat stream whose client went away.
+var errClientGone = errors.New("the client went away")
+
+func isReadError(err error) bool {
+	var re *llamaserver.ReadError
+	return errors.As(err, &re)
+}
+
+// chatFailure is upstreamFailure for llama-server's chat endpoint, whose broken-off answers
+// say only what happened to the connection; all but an error answer are logged.
+func (s *Server) chatFailure(r *http.Request, err error) error {
+	var (
+		re *llamaserver.ReadError
+		se *llamaserver.StatusError
+	)
+	if errors.As(err, &se) {
+		return upstreamFailure(r.Context(), err)
+	}
+	s.requestFailed(r, err)
+	if errors.As(err, &re) {
+		return upstreamOrCanceled(r.Context(), re.Err)
+	}
+	return upstreamFailure(r.Context(), err)
 }
 
 func jsonInt(n int) []byte {
@@ -187,19 +199,18 @@ func reasoningTemplate(src string) bool {
 // naming the cause. As in /v1/completions, bytes that are not valid UTF-8 reach the content as
 // U+FFFD (a JSON string is UTF-8), and the logprobs' "bytes" carry them exactly.
 func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, u *upstream, g *completionRequest, messages json.RawMessage) {
-	var rendered struct {
-		Prompt *string `json:"prompt"`
-	}
-	if err := u.postJSON(r.Context(), "/apply-template", map[string]json.RawMessage{"messages": messages}, &rendered); err != nil {
+	text, err := u.ls.ApplyTemplate(r.Context(), messages)
+	if err != nil {
+		err = upstreamFailure(r.Context(), err)
 		s.requestFailed(r, err)
 		writeError(w, err)
 		return
 	}
-	if rendered.Prompt == nil {
+	if text == nil {
 		writeError(w, upstreamError("llama-server's /apply-template answered no prompt"))
 		return
 	}
-	g.Prompts = []prompt{{Text: *rendered.Prompt, IsText: true}}
+	g.Prompts = []prompt{{Text: *text, IsText: true}}
 	j := &job{s: s, u: u, req: g, p: g.Prompts[0]}
 	head := chatResponse{ID: s.newID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: s.modelName(u), SystemFingerprint: u.info.BuildInfo}
 	if !g.Stream {

@@ -35,23 +35,6 @@ func (n *nativeScorer) Name() string { return "native prompt logprobs" }
 // an H200 with a 1B-class model, fewer on a CPU.
 const forcingCostInPrefillTokens = 16
 
-// promptLogprobsRequest is a native /completion body asking for the
-// prompt's logprobs; the one generated token is forced to a harmless one.
-type promptLogprobsRequest struct {
-	Prompt         []int        `json:"prompt"`
-	NPredict       int          `json:"n_predict"`
-	PromptLogprobs int          `json:"prompt_logprobs"`
-	Temperature    float64      `json:"temperature"`
-	TopK           int          `json:"top_k"`
-	Samplers       []string     `json:"samplers"`
-	LogitBias      [][2]float64 `json:"logit_bias,omitempty"`
-	CachePrompt    bool         `json:"cache_prompt"`
-	IDSlot         int          `json:"id_slot"`
-	ResponseFields []string     `json:"response_fields"`
-	Flat           bool         `json:"prompt_logprobs_flat,omitempty"`
-	Base64         bool         `json:"prompt_logprobs_base64,omitempty"`
-}
-
 // promptLogprobsFields are the response fields that carry prompt logprobs: the
 // flat form where the server has it (patch 0008), else the full one.
 func promptLogprobsFields(u *upstream) []string {
@@ -74,7 +57,7 @@ func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions
 	if len(positions)*forcingCostInPrefillTokens < last {
 		return n.few.Score(ctx, slot, seq, positions, top)
 	}
-	req := &promptLogprobsRequest{
+	req := &llamaserver.PromptLogprobsRequest{
 		Prompt:         seq[:last+1],
 		NPredict:       1,
 		PromptLogprobs: max(top, 0),
@@ -91,11 +74,11 @@ func (n *nativeScorer) Score(ctx context.Context, slot int, seq []int, positions
 		// whose text is valid UTF-8 so that no llama-server fails on it.
 		req.LogitBias = [][2]float64{{float64(n.u.vocab.safe), forcingBias}}
 	}
-	var resp llamaserver.Completion
-	if err := n.u.postJSON(ctx, "/completion", req, &resp); err != nil {
-		return nil, fmt.Errorf("reading prompt logprobs: %w", err)
+	resp, err := n.u.ls.PromptLogprobs(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("reading prompt logprobs: %w", upstreamFailure(ctx, err))
 	}
-	return promptOf(&resp).rows(seq[:last+1], positions, top)
+	return promptOf(resp).rows(seq[:last+1], positions, top)
 }
 
 // promptLogprobs are a patched llama-server's prompt logprobs: the full form

@@ -273,7 +273,7 @@ func TestFlatPromptLogprobsAreTheFullFormsNumbers(t *testing.T) {
 	ctx := context.Background()
 	for _, top := range []int{0, 1, 3} {
 		ask := func(flat, packed bool) (*llamaserver.Completion, []byte) {
-			req := &promptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: top, TopK: 1, Samplers: []string{"top_k"},
+			req := &llamaserver.PromptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: top, TopK: 1, Samplers: []string{"top_k"},
 				IDSlot: 0, ResponseFields: []string{"prompt_probabilities", "prompt_logprobs_flat"}, Flat: flat, Base64: packed}
 			body, _ := json.Marshal(req)
 			resp, err := u.do(ctx, http.MethodPost, "/completion", body)

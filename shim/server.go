@@ -338,15 +338,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
-	resp, err := u.do(ctx, http.MethodGet, "/health", nil)
-	if err == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("its /health answered %d", resp.StatusCode)
+	err = u.ls.Health(ctx)
+	var se *llamaserver.StatusError
+	if errors.As(err, &se) {
+		err = fmt.Errorf("its /health answered %d", se.Status)
+	} else if err != nil {
+		err = upstreamOrCanceled(ctx, err)
+		if ctx.Err() != nil && r.Context().Err() == nil {
+			err = fmt.Errorf("its /health did not answer within %v", healthTimeout)
 		}
-	} else if ctx.Err() != nil && r.Context().Err() == nil {
-		err = fmt.Errorf("its /health did not answer within %v", healthTimeout)
 	}
 	if err != nil {
 		writeError(w, unavailable("llama-server is not answering: %v", llamaserver.ShortError(err)))

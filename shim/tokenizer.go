@@ -93,15 +93,13 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var out struct {
-		Content string `json:"content"`
-	}
-	if err := u.postJSON(r.Context(), "/detokenize", map[string]any{"tokens": ids}, &out); err != nil {
+	text, err := u.ls.Detokenize(r.Context(), ids)
+	if err != nil {
+		err = upstreamFailure(r.Context(), err)
 		s.requestFailed(r, err)
 		writeError(w, err)
 		return
 	}
-	text := out.Content
 	if u.vocab.spacePrefix {
 		text = strings.TrimPrefix(text, " ")
 	}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // While llama-server restarts, a request finds its connection closed or refused. The 503
@@ -45,7 +47,7 @@ func TestUnavailableHidesThePrivateUpstreamAddress(t *testing.T) {
 		{"connection refused while restarting", refusedAddr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := &upstream{base: "http://" + tc.addr, client: newUpstreamClient(1)}
+			u := &upstream{base: "http://" + tc.addr, ls: llamaserver.NewClient("http://"+tc.addr, "", llamaserver.WithPool(1))}
 			var out map[string]any
 			err := u.postJSON(context.Background(), "/completion", map[string]any{"prompt": "x"}, &out)
 			var ae *apiError

@@ -50,21 +50,15 @@ func loadVocab(ctx context.Context, u *upstream, dir string) (*vocab, error) {
 	for i := range ids {
 		ids[i] = i
 	}
-	var out struct {
-		Tokens []struct {
-			ID    int             `json:"id"`
-			Piece json.RawMessage `json:"piece"`
-		} `json:"tokens"`
+	pieces, err := u.ls.TokenPieces(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the vocabulary: %w", upstreamFailure(ctx, err))
 	}
-	req := map[string]any{"content": ids, "with_pieces": true, "add_special": false}
-	if err := u.postJSON(ctx, "/tokenize", req, &out); err != nil {
-		return nil, fmt.Errorf("reading the vocabulary: %w", err)
-	}
-	if len(out.Tokens) != n {
-		return nil, fmt.Errorf("reading the vocabulary: llama-server gave %d pieces for %d ids", len(out.Tokens), n)
+	if len(pieces) != n {
+		return nil, fmt.Errorf("reading the vocabulary: llama-server gave %d pieces for %d ids", len(pieces), n)
 	}
 	v := &vocab{pieces: make([][]byte, n), control: make([]bool, n), fragments: map[string]int{}, safe: -1}
-	for i, t := range out.Tokens {
+	for i, t := range pieces {
 		if t.ID != i {
 			return nil, fmt.Errorf("reading the vocabulary: piece %d is for token %d", i, t.ID)
 		}
