@@ -54,7 +54,10 @@ func TestScoresDoNotDependOnTraffic(t *testing.T) {
 // llama-server args and says, for each request whose log probabilities differ from the same
 // request alone, where and by how much.
 func scoreTrafficDifferences(t *testing.T, server, model string, args []string) []string {
-	ts, err := startShim(server, model, Options{ServerArgs: args})
+	// on one slot four requests queue behind each other: on a loaded machine (CI beside other
+	// work took 148 s for what takes 15 s alone) the default 60 s slot wait answered 503, which
+	// says nothing about the scores
+	ts, err := startShim(server, model, Options{ServerArgs: args, SlotWait: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
