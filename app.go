@@ -174,11 +174,14 @@ func setUsageHandler(c *cli.Command) {
 // stdoutOf is where a command writes its results: the app's Writer.
 func stdoutOf(c *cli.Context) io.Writer { return c.App.Writer }
 
-// engineLogOf is where the Dagger engine's own progress log goes: stderr, or nowhere with the
-// global --quiet.
+// engineLogOf is where the Dagger engine's own log goes: stderr, uncoloured where stderr is
+// not a terminal (a file or a CI log gets no escape sequences), nothing with --quiet.
 func engineLogOf(c *cli.Context) io.Writer {
 	if quietOf(c) {
 		return nil
+	}
+	if t, _ := c.Context.Value(keyTerm).(*progress.Term); t == nil {
+		return progress.Plain(stderrOf(c))
 	}
 	return stderrOf(c)
 }

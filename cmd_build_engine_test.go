@@ -34,6 +34,10 @@ func TestServerBuildsPinnedLlamaThroughEngine(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d; stderr (its end):\n%s", code, tailOf(stderr))
 	}
+	// stderr is not a terminal here: the engine's log comes without escape sequences
+	if i := strings.IndexByte(stderr, 0x1b); i >= 0 {
+		t.Errorf("stderr carries escape sequences where it is not a terminal: %q", stderr[max(0, i-40):min(len(stderr), i+40)])
+	}
 	dir := strings.TrimSpace(stdout)
 	a, err := artifacts.Open(dir)
 	if err != nil {

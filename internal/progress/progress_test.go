@@ -194,3 +194,23 @@ func TestTermOfTellsATerminal(t *testing.T) {
 		}
 	}
 }
+
+// Plain drops the escape sequences of the Dagger CLI's coloured log, also when one is split
+// between two writes, and keeps every other byte.
+func TestPlainDropsEscapes(t *testing.T) {
+	in := "\x1b[95m9   : \x1b[0m\x1b[90;2m\x1b[0mconsuming /v1/metrics\x1b[32m DONE\x1b[0m\x1b[90m [0.0s]\x1b[0m\n" +
+		"\x1b(Bplain: ü 50%\n"
+	want := "9   : consuming /v1/metrics DONE [0.0s]\nplain: ü 50%\n"
+	for split := range len(in) + 1 {
+		var out strings.Builder
+		w := Plain(&out)
+		for _, part := range []string{in[:split], in[split:]} {
+			if n, err := w.Write([]byte(part)); err != nil || n != len(part) {
+				t.Fatalf("split %d: Write = %d, %v", split, n, err)
+			}
+		}
+		if out.String() != want {
+			t.Fatalf("split %d: %q, want %q", split, out.String(), want)
+		}
+	}
+}
