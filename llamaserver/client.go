@@ -138,31 +138,44 @@ func (c *Client) CompleteStream(ctx context.Context, req *CompletionRequest, fn 
 		return err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	stopped, err := events(resp.Body, "/completion", func(data []byte) (bool, error) {
+		var chunk Completion
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return false, &DecodeError{Path: "/completion", Stream: true, Err: err}
+		}
+		if chunk.Error != nil {
+			return false, &StreamError{Err: *chunk.Error}
+		}
+		if err := fn(&chunk); err != nil {
+			return false, err
+		}
+		return chunk.Stop, nil
+	})
+	if err != nil || stopped {
+		return err
+	}
+	return ErrStreamEnded
+}
+
+// events calls fn with the data of every server-sent event of body ("data: " lines; blank
+// separators and ": ping" comments are skipped) until fn says stop (stopped true), fn fails,
+// or body ends; a failed read is a *ReadError for path.
+func events(body io.Reader, path string, fn func(data []byte) (stop bool, err error)) (stopped bool, err error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
 		if !ok {
-			continue // blank separators and ": ping" comments
+			continue
 		}
-		var chunk Completion
-		if err := json.Unmarshal(data, &chunk); err != nil {
-			return &DecodeError{Path: "/completion", Stream: true, Err: err}
-		}
-		if chunk.Error != nil {
-			return &StreamError{Err: *chunk.Error}
-		}
-		if err := fn(&chunk); err != nil {
-			return err
-		}
-		if chunk.Stop {
-			return nil
+		if stop, err := fn(data); err != nil || stop {
+			return stop, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return &ReadError{Path: "/completion", Stream: true, Err: err}
+		return false, &ReadError{Path: path, Stream: true, Err: err}
 	}
-	return ErrStreamEnded
+	return false, nil
 }
 
 // Chat sends body, an OpenAI chat request with stream off, to /v1/chat/completions and
@@ -180,24 +193,13 @@ func (c *Client) ChatStream(ctx context.Context, body []byte, fn func(data []byt
 		return err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
-		if !ok {
-			continue
-		}
+	_, err = events(resp.Body, "/v1/chat/completions", func(data []byte) (bool, error) {
 		if bytes.Equal(data, []byte("[DONE]")) {
-			break
+			return true, nil
 		}
-		if err := fn(data); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return &ReadError{Path: "/v1/chat/completions", Stream: true, Err: err}
-	}
-	return nil
+		return false, fn(data)
+	})
+	return err
 }
 
 // CompleteTimed sends req streamed and times every chunk on the client's clock.
