@@ -154,26 +154,7 @@ func dropTime(_ []string, a slog.Attr) slog.Attr {
 // TermOf finds a real terminal, a pseudo-terminal here, and its width; a pipe or a file is
 // not one.
 func TestTermOfTellsATerminal(t *testing.T) {
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
-	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 100}); err != nil {
-		t.Fatal(err)
-	}
+	_, pts := pseudoTerminal(t, 100)
 	if term := TermOf(pts); term == nil || term.width != 100 {
 		t.Errorf("TermOf(a pseudo-terminal 100 columns wide) = %+v, want a Term 100 wide", term)
 	}
@@ -191,6 +172,69 @@ func TestTermOfTellsATerminal(t *testing.T) {
 	for name, f := range map[string]io.Writer{"a pipe": w, "a file": file, "a buffer": &bytes.Buffer{}} {
 		if TermOf(f) != nil {
 			t.Errorf("TermOf(%s) is a terminal", name)
+		}
+	}
+}
+
+// pseudoTerminal opens a pseudo-terminal cols wide: its controller side and the terminal.
+func pseudoTerminal(t *testing.T, cols uint16) (ptmx, pts *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	resize(t, pts, cols)
+	return ptmx, pts
+}
+
+func resize(t *testing.T, pts *os.File, cols uint16) {
+	t.Helper()
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A terminal made narrower while a task runs: the next status line is cut to the new width
+// (it was cut to the width the terminal had at the start, and wrapped).
+func TestTermFollowsAResizedTerminal(t *testing.T) {
+	ptmx, pts := pseudoTerminal(t, 100)
+	screen := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(ptmx) // until the terminal closes
+		screen <- string(b)
+	}()
+	term := TermOf(pts)
+	part := term.Part()
+	long := strings.Repeat("x", 90)
+	part.Set("a " + long)
+	resize(t, pts, 40)
+	part.Set("b " + long)
+	resize(t, pts, 120)
+	part.Set("c " + long)
+	part.Remove()
+	pts.Close()
+	var got string
+	select {
+	case got = <-screen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pseudo-terminal's output did not end")
+	}
+	for _, want := range []string{"\ra " + long + "\x1b[K", "\rb " + long[:37] + "\x1b[K", "\rc " + long + "\x1b[K"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the screen has no %q:\n%q", want, got)
 		}
 	}
 }

@@ -18,6 +18,9 @@ type Term struct {
 	mu    sync.Mutex
 	w     io.Writer
 	width int
+	// widthNow, when set, reads the terminal's width at each draw, so that a resized
+	// terminal's line is cut to its new width; 0 keeps width.
+	widthNow func() int
 	parts []*Part
 	// shown: the status line is on the screen; midLine: the last write through Write ended
 	// without a newline, so the status line waits for the rest of that line.
@@ -37,11 +40,16 @@ func TermOf(w io.Writer) *Term {
 	if !IsTerminal(w) {
 		return nil
 	}
-	width := 0
-	if ws, err := unix.IoctlGetWinsize(int(w.(*os.File).Fd()), unix.TIOCGWINSZ); err == nil {
-		width = int(ws.Col)
+	fd := int(w.(*os.File).Fd())
+	widthNow := func() int {
+		if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
+			return int(ws.Col)
+		}
+		return 0
 	}
-	return NewTerm(w, width)
+	t := NewTerm(w, widthNow())
+	t.widthNow = widthNow
+	return t
 }
 
 // IsTerminal says whether w is a terminal.
@@ -128,6 +136,11 @@ func (t *Term) draw() {
 	if len(texts) == 0 {
 		t.clear()
 		return
+	}
+	if t.widthNow != nil {
+		if w := t.widthNow(); w > 0 {
+			t.width = w
+		}
 	}
 	line := strings.Join(texts, " | ")
 	if utf8.RuneCountInString(line) > t.width-1 {
