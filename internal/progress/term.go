@@ -21,7 +21,7 @@ type Term struct {
 	// widthNow, when set, reads the terminal's width at each draw, so that a resized
 	// terminal's line is cut to its new width; 0 keeps width.
 	widthNow func() int
-	parts []*Part
+	parts    []*Part
 	// shown: the status line is on the screen; midLine: the last write through Write ended
 	// without a newline, so the status line waits for the rest of that line.
 	shown, midLine bool
