@@ -2,6 +2,7 @@ package daggerexec
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,46 +65,15 @@ type Options struct {
 	conn engineconn.EngineConn
 }
 
-// Executor builds plans on one Dagger engine connection, shared by concurrent builds.
+// Executor builds plans on a Dagger engine: each build in a session of its own, so that the
+// engine's log of a session is the progress of that build alone (concurrent builds on one
+// session share one log whose lines do not say which build they are from); checks and wheels
+// share one session.
 type Executor struct {
 	opts Options
 
 	mu     sync.Mutex
 	client *dagger.Client
-	// following are the progress followers of the builds running, fed the engine's log;
-	// followMu guards it (not mu, which connect holds while the engine's log is written)
-	followMu  sync.Mutex
-	following map[*pipeline.NinjaProgress]bool
-}
-
-// engineLogTee hands the engine's progress log to the builds' progress followers.
-type engineLogTee Executor
-
-func (t *engineLogTee) Write(b []byte) (int, error) {
-	t.followMu.Lock()
-	defer t.followMu.Unlock()
-	for p := range t.following {
-		p.Write(b)
-	}
-	return len(b), nil
-}
-
-// follow reports a build's ninja progress from the engine's log until the returned stop.
-func (e *Executor) follow(log *slog.Logger, target string) (stop func()) {
-	p := pipeline.NewNinjaProgress(progress.Reporter{Term: e.opts.Progress, Log: log, Every: e.opts.ProgressEvery}, target)
-	e.followMu.Lock()
-	if e.following == nil {
-		e.following = map[*pipeline.NinjaProgress]bool{}
-	}
-	e.following[p] = true
-	e.followMu.Unlock()
-	p.Start()
-	return func() {
-		p.Stop()
-		e.followMu.Lock()
-		delete(e.following, p)
-		e.followMu.Unlock()
-	}
 }
 
 var _ pipeline.Executor = (*Executor)(nil)
@@ -249,12 +219,45 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
+// connect returns the executor's shared session, opened at the first call.
 func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client != nil {
 		return e.client, nil
 	}
+	c, err := e.dial(ctx, e.opts.LogOutput)
+	if err != nil {
+		return nil, err
+	}
+	e.client = c
+	return c, nil
+}
+
+// session opens a session of its own for one build: the engine's log of it goes to
+// LogOutput, each line headed by label, and to follow (the build's progress). close ends it.
+func (e *Executor) session(ctx context.Context, label string, follow io.Writer) (c *dagger.Client, close func() error, err error) {
+	var log io.Writer
+	var lines *labelledLines
+	if e.opts.LogOutput != nil {
+		lines = &labelledLines{w: e.opts.LogOutput, label: label + " | "}
+		log = io.MultiWriter(lines, follow)
+	}
+	c, err = e.dial(ctx, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() error {
+		err := c.Close()
+		if lines != nil {
+			lines.flush()
+		}
+		return err
+	}, nil
+}
+
+// dial opens an engine session whose log goes to log (nil: discarded).
+func (e *Executor) dial(ctx context.Context, log io.Writer) (*dagger.Client, error) {
 	var opts []dagger.ClientOpt
 	if e.opts.conn != nil {
 		opts = append(opts, dagger.WithConn(e.opts.conn))
@@ -262,9 +265,8 @@ func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 	if e.opts.Engine != "" {
 		opts = append(opts, dagger.WithRunnerHost(e.opts.Engine))
 	}
-	if e.opts.LogOutput != nil {
-		// the log is also where ninja's progress is read from (engine builds report it)
-		opts = append(opts, dagger.WithLogOutput(io.MultiWriter(e.opts.LogOutput, (*engineLogTee)(e))))
+	if log != nil {
+		opts = append(opts, dagger.WithLogOutput(log))
 	}
 	c, err := dagger.Connect(ctx, opts...)
 	if err != nil {
@@ -280,8 +282,48 @@ func (e *Executor) connect(ctx context.Context) (*dagger.Client, error) {
 		}
 		return nil, fmt.Errorf("%w: connecting: %s", ErrNoEngine, why)
 	}
-	e.client = c
 	return c, nil
+}
+
+// labelledLines writes whole lines to w, each headed by label, so that the logs of
+// concurrent sessions interleave by line and say whose each line is.
+type labelledLines struct {
+	mu      sync.Mutex
+	w       io.Writer
+	label   string
+	partial []byte
+}
+
+func (l *labelledLines) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	data := append(l.partial, b...)
+	var out []byte
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		out = append(append(out, l.label...), data[:i+1]...)
+		data = data[i+1:]
+	}
+	l.partial = append(l.partial[:0], data...)
+	if len(out) > 0 {
+		if _, err := l.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// flush writes a last line that did not end.
+func (l *labelledLines) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.partial) > 0 {
+		l.w.Write(append(append([]byte(l.label), l.partial...), '\n'))
+		l.partial = nil
+	}
 }
 
 // Close ends the engine session.
@@ -375,10 +417,13 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	if err != nil {
 		return "", err
 	}
-	c, err := e.connect(ctx)
+	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
+	follow := pipeline.NewNinjaProgress(progress.Reporter{Term: e.opts.Progress, Log: log, Every: e.opts.ProgressEvery}, p.Target)
+	c, closeSession, err := e.session(ctx, p.Target, follow)
 	if err != nil {
 		return "", err
 	}
+	defer closeSession()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
 	}
@@ -393,9 +438,9 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	defer os.RemoveAll(exportDir)
 	defer os.Remove(exportDir + "-devel.tar")
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
-	log := e.opts.Logger.With("target", p.Target, "plan", p.ShortHash())
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
-	defer e.follow(log, p.Target)()
+	follow.Start()
+	defer follow.Stop()
 	if err := pipeline.RunSteps(ctx, logged(log, steps()), s); err != nil {
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
 	}

@@ -15,12 +15,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -403,12 +405,19 @@ func countingCLI(t *testing.T) string {
 	return starts
 }
 
-func TestEngineBuildAllSharesOneSession(t *testing.T) {
+// Two builds side by side (BuildAll with 2 jobs) each run in an engine session of their own, so
+// each build's progress is read from its own log (issue 31: on one shared session each build's
+// progress followed both ninjas, its step going back and forth), and the engine's log says
+// which build each line is from.
+func TestEngineBuildsSideBySideEachInItsOwnSession(t *testing.T) {
 	series := fixture.Patches(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
-	opts, _ := engineOptions(t, series)
+	opts, engineLog := engineOptions(t, series)
 	starts := countingCLI(t)
 	// Both builds really run, side by side: a source copy the engine has not seen.
 	opts.Source = sourceCopy(t, nil)
+	var logs bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	opts.ProgressEvery = 5 * time.Millisecond
 	v4, err := targets.Load("cpu-v3")
 	if err != nil {
 		t.Fatal(err)
@@ -448,8 +457,45 @@ func TestEngineBuildAllSharesOneSession(t *testing.T) {
 			sessions = append(sessions, l)
 		}
 	}
-	if len(sessions) != 1 {
-		t.Errorf("engine sessions started = %d (%q), want 1 for both builds", len(sessions), sessions)
+	if len(sessions) != 2 {
+		t.Errorf("engine sessions started = %d (%q), want one for each build", len(sessions), sessions)
+	}
+	// Each build's progress: ninja's steps of that build only, so never going back.
+	step := regexp.MustCompile(`msg=building target=(\S+) plan=\S+ step=(\d+)/(\d+)`)
+	last := map[string]int{}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		m := step.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		if n < last[m[1]] {
+			t.Errorf("%s's progress went back from step %d to %s: %q", m[1], last[m[1]], m[2], l)
+		}
+		last[m[1]] = n
+	}
+	if len(last) != 2 {
+		t.Errorf("progress lines of %d builds, want 2:\n%s", len(last), logs.String())
+	}
+	// The engine's log: every line headed by its build, and each build's export is in its
+	// own lines only.
+	unlabelled := 0
+	for _, l := range strings.Split(strings.TrimRight(engineLog.String(), "\n"), "\n") {
+		own, _, ok := strings.Cut(l, " | ")
+		if !ok || (own != "cpu-v3" && own != "cpu-v4") {
+			if unlabelled++; unlabelled == 1 {
+				t.Errorf("an engine log line without its build: %q", l)
+			}
+			continue
+		}
+		for _, p := range plans {
+			if strings.Contains(l, ".export-"+p.Target+"-") && p.Target != own {
+				t.Errorf("%s's export in a line of %s: %q", p.Target, own, l)
+			}
+		}
+	}
+	if unlabelled > 1 {
+		t.Errorf("%d engine log lines without their build", unlabelled)
 	}
 }
 
