@@ -12,10 +12,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
 )
 
 // byteToken is the id of the tiny vocabulary's byte-fallback token for b.
@@ -245,5 +248,118 @@ func TestChatNeedingTheParserGoesToLlamaServer(t *testing.T) {
 		if got := reasoningTemplate(src); got != want {
 			t.Errorf("reasoningTemplate(%q) = %v, want %v", src, got, want)
 		}
+	}
+}
+
+// toolCallingModel is a bigram model of conversations in Mistral Nemo's chat format in which
+// the assistant always answers with a call of get_time: a model whose output is a tool call,
+// for llama-server's chat-output parser to find.
+func toolCallingModel(t *testing.T) string {
+	t.Helper()
+	var text strings.Builder
+	qs := strings.Fields("what time is it now please tell me the hour clock today")
+	for i := range 300 {
+		fmt.Fprintf(&text, "[INST]%s %s[/INST][TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}]\n", qs[i%len(qs)], qs[(i*7)%len(qs)])
+	}
+	b, _, err := gguf.BigramLlama(text.String(), gguf.BigramShapes["target"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), "tool-caller.gguf")
+	if err := b.WriteFile(model); err != nil {
+		t.Fatal(err)
+	}
+	return model
+}
+
+// A chat request with tools goes to llama-server, whose chat-output parser turns the model's
+// tool call into tool_calls, plain and streamed (issue 27: the routing was checked only by
+// TestChatNeedingTheParserGoesToLlamaServer's table). The template is upstream's own Mistral
+// Nemo template, read from the llama.cpp source the tests build (never copied here). The same
+// conversation without tools is the shim's: the call stays text.
+func TestChatWithToolsIsParsedByLlamaServer(t *testing.T) {
+	src := os.Getenv(enginetest.LlamaSourceEnv)
+	if src == "" {
+		enginetest.SkipUnlessCI(t, enginetest.LlamaSourceEnv+" is not set: the test reads a chat template with tool calls from the llama.cpp source (scripts/test.sh sets it)")
+	}
+	tmpl := filepath.Join(src, "models", "templates", "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+	if _, err := os.Stat(tmpl); err != nil {
+		t.Fatalf("upstream's Mistral Nemo chat template: %v", err)
+	}
+	ts, err := startShim(patchedServer(t), toolCallingModel(t), Options{ServerArgs: []string{"--chat-template-file", tmpl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.stop)
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_time", "description": "the time now",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}}}}
+	req := func(withTools bool) map[string]any {
+		r := map[string]any{"messages": []map[string]string{{"role": "user", "content": "what time is it"}}, "max_tokens": 40, "temperature": 0}
+		if withTools {
+			r["tools"], r["tool_choice"] = tools, "required"
+		}
+		return r
+	}
+	type toolCall struct {
+		Index    int    `json:"index"`
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	type answer struct {
+		Choices []struct {
+			Message struct {
+				Content   *string    `json:"content"`
+				ToolCalls []toolCall `json:"tool_calls"`
+			} `json:"message"`
+			Delta struct {
+				ToolCalls []toolCall `json:"tool_calls"`
+			} `json:"delta"`
+		} `json:"choices"`
+		Timings json.RawMessage `json:"timings"`
+	}
+
+	var plain answer
+	if st := ts.post(t, "/v1/chat/completions", req(true), &plain); st != 200 || len(plain.Choices) != 1 {
+		t.Fatalf("chat with tools: status %d, %+v", st, plain)
+	}
+	calls := plain.Choices[0].Message.ToolCalls
+	if len(calls) == 0 || calls[0].Type != "function" || calls[0].Function.Name != "get_time" || calls[0].Function.Arguments != "{}" || calls[0].ID == "" {
+		t.Errorf("tool_calls %+v, want a call of get_time with arguments {} and an id", calls)
+	}
+	if plain.Timings == nil {
+		t.Errorf("the answer carries no timings: it was not llama-server's")
+	}
+
+	st, events := chatStream(t, ts, req(true))
+	if st != 200 || len(events) == 0 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("streamed chat with tools: status %d, events %q", st, events)
+	}
+	var name, args strings.Builder
+	for _, e := range events[:len(events)-1] {
+		var ch answer
+		if err := json.Unmarshal([]byte(e), &ch); err != nil || len(ch.Choices) != 1 {
+			t.Fatalf("event %s: %v", e, err)
+		}
+		for _, c := range ch.Choices[0].Delta.ToolCalls {
+			if c.Index == 0 {
+				name.WriteString(c.Function.Name)
+				args.WriteString(c.Function.Arguments)
+			}
+		}
+	}
+	if name.String() != "get_time" || args.String() != "{}" {
+		t.Errorf("streamed tool call %q(%q), want get_time({})", name.String(), args.String())
+	}
+
+	var own answer
+	if st := ts.post(t, "/v1/chat/completions", req(false), &own); st != 200 || len(own.Choices) != 1 || own.Choices[0].Message.Content == nil {
+		t.Fatalf("chat without tools: status %d, %+v", st, own)
+	}
+	if c := own.Choices[0].Message; len(c.ToolCalls) != 0 || !strings.Contains(*c.Content, "[TOOL_CALLS]") || own.Timings != nil {
+		t.Errorf("without tools: content %q, tool_calls %+v, timings %s; want the call as text, served by the shim (no timings)", *c.Content, c.ToolCalls, own.Timings)
 	}
 }
