@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +25,10 @@ type Result struct {
 	Comparisons []*Comparison `json:"comparisons,omitempty"`
 	// Interrupted says the invocation was stopped before every run was done.
 	Interrupted bool `json:"interrupted"`
+	// SharedDevices, with --gpus, are the devices (by id) that runs given different entries
+	// were loaded on alike, with those entries: the lanes shared a GPU, so their figures are
+	// not independent (a list that names one device twice, or CUDA_VISIBLE_DEVICES already set).
+	SharedDevices map[string][]string `json:"sharedDevices,omitempty"`
 }
 
 // Comparison is bundle B against bundle A (the first one), round by round: the ratio of
@@ -140,6 +146,12 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 		}
 	}
 	res.Interrupted = res.Interrupted || ctx.Err() != nil
+	if shared := sharedDevices(res.Runs); len(shared) > 0 {
+		res.SharedDevices = shared
+		for _, id := range slices.Sorted(maps.Keys(shared)) {
+			o.progress("warning: the runs given --gpus %s were all loaded on one device, %s: the lanes shared it, so their figures are not independent (is CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR already set?)", strings.Join(shared[id], ", "), id)
+		}
+	}
 	for i := 1; i < len(bundles); i++ {
 		res.Comparisons = append(res.Comparisons, compare(bundles[0].Name, bundles[i].Name, records[0], records[i]))
 	}
@@ -218,7 +230,15 @@ func meanOf(xs []*float64) *float64 {
 // mean | Decision) and, for A/B, each comparison's ratios.
 func (res *Result) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "Run\tCanary\tFresh row 0 tok/s\tRepeated mean\tAcceptance\tDecision")
+	devices := false // a Device column when a run was on a GPU
+	for _, r := range res.Runs {
+		devices = devices || len(r.Server.Devices) > 0
+	}
+	head := "Run\tCanary\tFresh row 0 tok/s\tRepeated mean\tAcceptance\tDecision"
+	if devices {
+		head += "\tDevice"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range res.Runs {
 		name := r.Identity.Label
 		if r.Round > 0 {
@@ -228,11 +248,18 @@ func (res *Result) WriteTable(w io.Writer) error {
 		if len(r.Rows) > 0 {
 			row0 = fmt.Sprintf("%.2f", r.Summary.Row0TPS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, r.canaryCell(), row0, optional(r.Summary.RepeatedMeanTPS, "%.2f"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", name, r.canaryCell(), row0, optional(r.Summary.RepeatedMeanTPS, "%.2f"),
 			optional(percent(r.Summary.Acceptance), "%.1f%%"), r.Decision)
+		if devices {
+			fmt.Fprintf(tw, "\t%s", r.Server.deviceCell())
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.SharedDevices)) {
+		fmt.Fprintf(w, "\nwarning: the runs given --gpus %s were all loaded on device %s: not independent\n", strings.Join(res.SharedDevices[id], ", "), id)
 	}
 	for _, c := range res.Comparisons {
 		if len(c.Ratios) == 0 {

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,4 +408,91 @@ func TestRunShowsItsStepOnTheStatusLine(t *testing.T) {
 	if rows != 8 {
 		t.Errorf("%d row lines on the screen, want 8:\n%s", rows, strings.Join(screen, "\n"))
 	}
+}
+
+// With --gpus each record names the device its llama-server loaded the model on, as the
+// server's log says (the PCI bus id, whatever CUDA_VISIBLE_DEVICES numbered it), and the
+// table shows it; lanes whose servers all landed on one device are said to share it (issue
+// 32: "each lane ran on its own GPU" is read from the servers, not assumed from --gpus).
+func TestRunsNameTheirDeviceAndSayWhenLanesShareOne(t *testing.T) {
+	physical := map[string]string{"CUDA_VISIBLE_DEVICES=0": "0000:18:00.0", "CUDA_VISIBLE_DEVICES=1": "0000:2A:00.0"}
+	cuda := func(m *manifest.Manifest) { m.Target = manifest.Target{Name: "h200", Backend: "cuda"} }
+	for _, tc := range []struct {
+		name    string
+		device  func(env []string) string // the device id the server reports
+		shared  bool
+		wantIDs []string
+	}{
+		{"each lane on its own GPU", func(env []string) string { return physical[env[0]] }, false, []string{"0000:18:00.0", "0000:2A:00.0"}},
+		{"lanes that landed on one GPU", func([]string) string { return "0000:18:00.0" }, true, []string{"0000:18:00.0", "0000:18:00.0"}},
+	} {
+		fake := &fakeLlama{flipAt: -1}
+		start := func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
+			// the line llama.cpp's model loader writes (src/llama.cpp), then the next one
+			fmt.Fprintf(log, "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (%s) - 140362 MiB free\nllama_model_loader: loaded meta data\n", tc.device(env))
+			return fake.starter()(ctx, b, env, log)
+		}
+		a, b := testBundle(cuda), testBundle(cuda, func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "-t", "4") })
+		b.Name = "b2"
+		progress := &lockedBuilder{}
+		res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, GPUs: []string{"0", "1"}, start: start, Progress: progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range res.Runs {
+			if len(r.Server.Devices) != 1 || r.Server.Devices[0] != (Device{Name: "CUDA0", Description: "NVIDIA H200", ID: r.Server.Devices[0].ID, FreeMiB: 140362}) {
+				t.Fatalf("%s: run %s on --gpus %s: devices %+v, want the one the log names", tc.name, r.Bundle, r.Identity.GPU, r.Server.Devices)
+			}
+			ids = append(ids, r.Server.Devices[0].ID)
+			saved, err := os.ReadFile(filepath.Join(r.Dir, "record.json"))
+			if err != nil || !strings.Contains(string(saved), `"id": "`+r.Server.Devices[0].ID+`"`) {
+				t.Errorf("%s: %s/record.json does not name the device (%v):\n%s", tc.name, r.Dir, err, saved)
+			}
+		}
+		if strings.Join(ids, " ") != strings.Join(tc.wantIDs, " ") {
+			t.Errorf("%s: device ids %q, want %q", tc.name, ids, tc.wantIDs)
+		}
+		var table strings.Builder
+		res.WriteTable(&table)
+		if !strings.Contains(table.String(), "Device") || !strings.Contains(table.String(), "NVIDIA H200 "+tc.wantIDs[1]) {
+			t.Errorf("%s: table:\n%s\nwant a Device column naming the device", tc.name, table.String())
+		}
+		warned := strings.Contains(progress.String(), "--gpus 0, 1 were all loaded on one device, 0000:18:00.0") && strings.Contains(table.String(), "warning:")
+		if warned != tc.shared || (len(res.SharedDevices) > 0) != tc.shared {
+			t.Errorf("%s: shared %v (%v), want %v; progress:\n%s\ntable:\n%s", tc.name, warned, res.SharedDevices, tc.shared, progress.String(), table.String())
+		}
+	}
+}
+
+// devicesInLog reads llama.cpp's lines as they are: one per device, an id the backend does
+// not know left empty, a restarted server's repeated lines once.
+func TestDevicesInLog(t *testing.T) {
+	log := "0.00.031 I llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:18:00.0) - 140362 MiB free\n" +
+		"llama_model_load_from_file_impl: using device CUDA1 (NVIDIA GeForce RTX 3090 (24 GB)) (unknown id) - 23000 MiB free\n" +
+		"llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:18:00.0) - 140000 MiB free\n" +
+		"load_tensors: offloaded 3/3 layers to GPU\n"
+	got := devicesInLog(strings.NewReader(log))
+	want := []Device{{"CUDA0", "NVIDIA H200", "0000:18:00.0", 140362}, {"CUDA1", "NVIDIA GeForce RTX 3090 (24 GB)", "", 23000}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("devicesInLog = %+v, want %+v", got, want)
+	}
+}
+
+// lockedBuilder collects what lanes running side by side write.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

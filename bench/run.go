@@ -113,6 +113,10 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 		err = o.measure(ctx, b, rec, gpu, tmp)
 	}
 	rec.tmp = tmp
+	if f, ferr := os.Open(filepath.Join(tmp, "server.log")); tmp != "" && ferr == nil {
+		rec.Server.Devices = devicesInLog(f)
+		f.Close()
+	}
 	if err != nil {
 		rec.Error = err.Error()
 		if ctx.Err() != nil {
