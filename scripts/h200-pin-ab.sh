@@ -23,6 +23,15 @@
 #   STAGE series-cost PIN         what the series costs in decode speed on PIN (old or new): the
 #                                 pin built with 0001 alone against its series build, with the
 #                                 gemma4 bigram target's MTP assistant (needs build-PIN first)
+#   STAGE screen4                 issue 32's lab run on the new pin (needs build-new): four bundles
+#                                 of the gemma4 bigram target with its MTP assistant, each
+#                                 differing from B0 in one setting (B1 --ubatch-size 256, B2
+#                                 --threads 4, B3 --spec-draft-n-max 8); B0 alone (one lane's
+#                                 time), the four with --gpus $GPUS (default 0,1,2,3) --mode
+#                                 screen, B0 against a copy of itself on two GPUs for 3 rounds
+#                                 (are GPUs comparable), then the screen's winner --mode full;
+#                                 nvidia-smi's compute processes sampled every second throughout
+#                                 ($OUT/smi-apps.csv: which GPU each lane's server ran on, when)
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
@@ -131,5 +140,56 @@ series-cost)
 	echo "bench series-cost $pin: exit $?, $((SECONDS - t0)) s"
 	grep -v '^  io.llbuild.patches' "$OUT/bench-sc-$pin.txt" | head -40
 	tar -C /tmp -czf "$OUT/runs-sc-$pin.tgz" --exclude=server.log runs-sc-"$pin" ;;
+screen4)
+	gpus=${GPUS:-0,1,2,3}
+	IFS=, read -r -a lanes <<<"$gpus"
+	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	a=$(artifacts new)
+	mk() { # mk NAME SERVER-ARGS...
+		local name=$1
+		shift
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/s4-"$name" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" "$@" >/dev/null
+	}
+	mk B0 --server-arg=--threads --server-arg=8 && mk B1 --server-arg=--threads --server-arg=8 --server-arg=--ubatch-size --server-arg=256 &&
+		mk B2 --server-arg=--threads --server-arg=4 && mk B3 --server-arg=--threads --server-arg=8 --server-arg=--spec-draft-n-max --server-arg=8 || exit 1
+	rm -rf /tmp/s4-B0copy && cp -a /tmp/s4-B0 /tmp/s4-B0copy
+	nvidia-smi -L | tee "$OUT/gpus.txt"
+	nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee -a "$OUT/gpus.txt"
+	(while :; do nvidia-smi --query-compute-apps=pid,gpu_bus_id,used_memory --format=csv,noheader 2>/dev/null | sed "s/^/$(date +%s),/"; sleep 1; done >"$OUT/smi-apps.csv") &
+	smi=$!
+	trap 'kill $smi 2>/dev/null' EXIT
+	bench() { # bench NAME ARGS...: one campaign, timed, its table and the last lines of its log
+		local name=$1 t0=$SECONDS
+		shift
+		"$D"/llbuild bench "$@" --dir /tmp/runs-s4-"$name" --json >"$OUT/s4-$name.json" 2>"$OUT/s4-$name.log"
+		echo "bench $name: exit $?, $((SECONDS - t0)) s"
+		python3 - "$OUT/s4-$name.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))
+for r in res["runs"]:
+    devs = ", ".join(f'{d["description"]} {d.get("id", "")}' for d in r["server"].get("devices") or [])
+    print(f'  {r["identity"]["label"]} r{r["round"]} gpu={r["identity"].get("gpu", "-")} [{devs}] {r["started"]} .. {r["finished"]} '
+          f'row0 {r["summary"].get("row0TokPerSec", 0):.2f} canary {r["canary"]["passed"]}/{r["canary"]["checks"]} {r["decision"]}')
+for c in res.get("comparisons") or []:
+    print(f'  A/B {c["b"]} / {c["a"]}: {c["ratios"]} min {c["min"]:.3f} median {c["median"]:.3f} max {c["max"]:.3f} ({c["verdict"]})')
+if res.get("sharedDevices"):
+    print("  SHARED DEVICES:", res["sharedDevices"])
+PY
+		grep -E 'warning|failed' "$OUT/s4-$name.log" | tail -5
+	}
+	bench one /tmp/s4-B0 --mode screen --rounds 1 --gpus "${lanes[0]}"
+	bench four /tmp/s4-B0 /tmp/s4-B1 /tmp/s4-B2 /tmp/s4-B3 --mode screen --rounds 1 --gpus "$gpus"
+	if [ "${#lanes[@]}" -ge 2 ]; then
+		bench same /tmp/s4-B0 /tmp/s4-B0copy --mode screen --rounds 3 --gpus "${lanes[0]},${lanes[1]}"
+	fi
+	winner=$(python3 -c '
+import json, sys
+runs = [r for r in json.load(open(sys.argv[1]))["runs"] if r["valid"]]
+print(max(runs, key=lambda r: r["summary"]["row0TokPerSec"])["bundle"] if runs else "")' "$OUT/s4-four.json")
+	echo "screen winner: ${winner:-none}"
+	[ -n "$winner" ] && bench full "$winner" --mode full --rounds 1 --gpus "${lanes[0]}"
+	kill $smi 2>/dev/null
+	tar -C /tmp -czf "$OUT/runs-screen4.tgz" --exclude=server.log runs-s4-one runs-s4-four runs-s4-same runs-s4-full 2>/dev/null ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
