@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -410,39 +411,42 @@ func TestRunShowsItsStepOnTheStatusLine(t *testing.T) {
 	}
 }
 
-// With --gpus each record names the device its llama-server loaded the model on, as the
-// server's log says (the PCI bus id, whatever CUDA_VISIBLE_DEVICES numbered it), and the
-// table shows it; lanes whose servers all landed on one device are said to share it (issue
-// 32: "each lane ran on its own GPU" is read from the servers, not assumed from --gpus).
+// With --gpus each record names the GPU its llama-server holds, as nvidia-smi's compute
+// processes say (the PCI bus id, whatever CUDA_VISIBLE_DEVICES numbered it), and the table
+// shows it; lanes whose servers all landed on one GPU are said to share it (issue 32: "each
+// lane ran on its own GPU" is read from the machine, not assumed from --gpus).
 func TestRunsNameTheirDeviceAndSayWhenLanesShareOne(t *testing.T) {
-	physical := map[string]string{"CUDA_VISIBLE_DEVICES=0": "0000:18:00.0", "CUDA_VISIBLE_DEVICES=1": "0000:2A:00.0"}
+	// the fake servers' pids by the device the bench gave them
+	pids := map[string]int{"CUDA_VISIBLE_DEVICES=0": 4100, "CUDA_VISIBLE_DEVICES=1": 4101}
 	cuda := func(m *manifest.Manifest) { m.Target = manifest.Target{Name: "h200", Backend: "cuda"} }
 	for _, tc := range []struct {
 		name    string
-		device  func(env []string) string // the device id the server reports
+		smi     string // nvidia-smi --query-compute-apps=pid,gpu_bus_id,gpu_name,gpu_uuid --format=csv,noheader
 		shared  bool
 		wantIDs []string
 	}{
-		{"each lane on its own GPU", func(env []string) string { return physical[env[0]] }, false, []string{"0000:18:00.0", "0000:2A:00.0"}},
-		{"lanes that landed on one GPU", func([]string) string { return "0000:18:00.0" }, true, []string{"0000:18:00.0", "0000:18:00.0"}},
+		{"each lane on its own GPU", "4100, 00000000:18:00.0, NVIDIA H200, GPU-aaaa\n4101, 00000000:2A:00.0, NVIDIA H200, GPU-bbbb\n999, 00000000:2A:00.0, NVIDIA H200, GPU-bbbb\n",
+			false, []string{"00000000:18:00.0", "00000000:2A:00.0"}},
+		{"lanes that landed on one GPU", "4100, 00000000:18:00.0, NVIDIA H200, GPU-aaaa\n4101, 00000000:18:00.0, NVIDIA H200, GPU-aaaa\n",
+			true, []string{"00000000:18:00.0", "00000000:18:00.0"}},
 	} {
 		fake := &fakeLlama{flipAt: -1}
 		start := func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
-			// the line llama.cpp's model loader writes (src/llama.cpp), then the next one
-			fmt.Fprintf(log, "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (%s) - 140362 MiB free\nllama_model_loader: loaded meta data\n", tc.device(env))
-			return fake.starter()(ctx, b, env, log)
+			return &fakeServer{ts: httptest.NewServer(fake.handler()), fakePID: pids[env[0]]}, nil
 		}
+		smi := func(context.Context) ([]computeApp, error) { return parseComputeApps(tc.smi) }
 		a, b := testBundle(cuda), testBundle(cuda, func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "-t", "4") })
 		b.Name = "b2"
 		progress := &lockedBuilder{}
-		res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, GPUs: []string{"0", "1"}, start: start, Progress: progress})
+		res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, GPUs: []string{"0", "1"},
+			start: start, computeApps: smi, Progress: progress})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
 		for _, r := range res.Runs {
-			if len(r.Server.Devices) != 1 || r.Server.Devices[0] != (Device{Name: "CUDA0", Description: "NVIDIA H200", ID: r.Server.Devices[0].ID, FreeMiB: 140362}) {
-				t.Fatalf("%s: run %s on --gpus %s: devices %+v, want the one the log names", tc.name, r.Bundle, r.Identity.GPU, r.Server.Devices)
+			if len(r.Server.Devices) != 1 || r.Server.Devices[0].Description != "NVIDIA H200" || r.Server.Devices[0].UUID == "" {
+				t.Fatalf("%s: run %s on --gpus %s: devices %+v, want the one nvidia-smi names for its pid", tc.name, r.Bundle, r.Identity.GPU, r.Server.Devices)
 			}
 			ids = append(ids, r.Server.Devices[0].ID)
 			saved, err := os.ReadFile(filepath.Join(r.Dir, "record.json"))
@@ -458,24 +462,38 @@ func TestRunsNameTheirDeviceAndSayWhenLanesShareOne(t *testing.T) {
 		if !strings.Contains(table.String(), "Device") || !strings.Contains(table.String(), "NVIDIA H200 "+tc.wantIDs[1]) {
 			t.Errorf("%s: table:\n%s\nwant a Device column naming the device", tc.name, table.String())
 		}
-		warned := strings.Contains(progress.String(), "--gpus 0, 1 were all loaded on one device, 0000:18:00.0") && strings.Contains(table.String(), "warning:")
+		warned := strings.Contains(progress.String(), "--gpus 0, 1 were all loaded on one device, 00000000:18:00.0") && strings.Contains(table.String(), "warning:")
 		if warned != tc.shared || (len(res.SharedDevices) > 0) != tc.shared {
 			t.Errorf("%s: shared %v (%v), want %v; progress:\n%s\ntable:\n%s", tc.name, warned, res.SharedDevices, tc.shared, progress.String(), table.String())
 		}
 	}
 }
 
-// devicesInLog reads llama.cpp's lines as they are: one per device, an id the backend does
-// not know left empty, a restarted server's repeated lines once.
-func TestDevicesInLog(t *testing.T) {
-	log := "0.00.031 I llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:18:00.0) - 140362 MiB free\n" +
-		"llama_model_load_from_file_impl: using device CUDA1 (NVIDIA GeForce RTX 3090 (24 GB)) (unknown id) - 23000 MiB free\n" +
-		"llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:18:00.0) - 140000 MiB free\n" +
-		"load_tensors: offloaded 3/3 layers to GPU\n"
-	got := devicesInLog(strings.NewReader(log))
-	want := []Device{{"CUDA0", "NVIDIA H200", "0000:18:00.0", 140362}, {"CUDA1", "NVIDIA GeForce RTX 3090 (24 GB)", "", 23000}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("devicesInLog = %+v, want %+v", got, want)
+// A server's GPUs are the compute processes of its pid or of its process group (a wrapper
+// that forked); nvidia-smi's output that is not its CSV is an error.
+func TestDevicesOfAServer(t *testing.T) {
+	// this test's own process group stands for a server's: a child of it holds the GPU
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	group := processGroup(os.Getpid())
+	if group == 0 || processGroup(child.Process.Pid) != group {
+		t.Fatalf("process groups: this %d, child %d", group, processGroup(child.Process.Pid))
+	}
+	apps, err := parseComputeApps(fmt.Sprintf("%d, 00000000:18:00.0, NVIDIA H200, GPU-aaaa\n1, 00000000:2A:00.0, NVIDIA H200, GPU-bbbb\n", child.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := devicesOf(apps, group); len(got) != 1 || got[0] != (Device{Description: "NVIDIA H200", ID: "00000000:18:00.0", UUID: "GPU-aaaa"}) {
+		t.Errorf("devicesOf(the child's group) = %+v, want the child's GPU", got)
+	}
+	if got := devicesOf(apps, 999999); len(got) != 0 {
+		t.Errorf("devicesOf(another pid) = %+v, want none", got)
+	}
+	if _, err := parseComputeApps("No devices were found\n"); err == nil {
+		t.Errorf("parseComputeApps accepted nvidia-smi's message that is not CSV")
 	}
 }
 

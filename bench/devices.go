@@ -1,40 +1,96 @@
 package bench
 
 import (
-	"bufio"
-	"io"
+	"context"
+	"encoding/csv"
+	"fmt"
 	"maps"
-	"regexp"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// usingDevice is llama.cpp's line for each device a model is loaded on (src/llama.cpp,
-// llama_model_load_from_file_impl): "using device CUDA0 (NVIDIA H200) (0000:18:00.0) - 140362
-// MiB free", the id "unknown id" where the backend has none.
-var usingDevice = regexp.MustCompile(`using device (\S+) \((.*)\) \(([^()]*)\) - (\d+) MiB free`)
+// smiQuery asks nvidia-smi which processes hold a CUDA context on which GPU.
+var smiQuery = []string{"--query-compute-apps=pid,gpu_bus_id,gpu_name,gpu_uuid", "--format=csv,noheader"}
 
-// devicesInLog reads the devices a llama-server's log says the model was loaded on.
-func devicesInLog(r io.Reader) []Device {
+// computeApp is one line of nvidia-smi's compute processes.
+type computeApp struct {
+	PID    int
+	Device Device
+}
+
+// nvidiaSMI runs nvidia-smi's query of compute processes.
+func nvidiaSMI(ctx context.Context) ([]computeApp, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "nvidia-smi", smiQuery...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi %s: %w", strings.Join(smiQuery, " "), err)
+	}
+	return parseComputeApps(string(out))
+}
+
+// parseComputeApps reads nvidia-smi's CSV of compute processes (pid, bus id, name, uuid).
+func parseComputeApps(out string) ([]computeApp, error) {
+	r := csv.NewReader(strings.NewReader(out))
+	r.TrimLeadingSpace = true
+	rows, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi's compute processes: %w", err)
+	}
+	var apps []computeApp
+	for _, row := range rows {
+		if len(row) != 4 {
+			return nil, fmt.Errorf("nvidia-smi's compute processes: %q has %d fields, want 4 (pid, bus id, name, uuid)", strings.Join(row, ","), len(row))
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(row[0]))
+		if err != nil {
+			return nil, fmt.Errorf("nvidia-smi's compute processes: pid %q: %w", row[0], err)
+		}
+		apps = append(apps, computeApp{PID: pid, Device: Device{Description: row[2], ID: row[1], UUID: row[3]}})
+	}
+	return apps, nil
+}
+
+// devicesOf are the GPUs the server process (or a process of its group: a loader or wrapper
+// that forked) holds a CUDA context on, as nvidia-smi sees them.
+func devicesOf(apps []computeApp, serverPID int) []Device {
 	var ds []Device
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	seen := map[string]bool{}
-	for sc.Scan() {
-		m := usingDevice.FindStringSubmatch(sc.Text())
-		if m == nil || seen[m[1]] { // a restarted server logs its devices again
+	for _, a := range apps {
+		if a.PID != serverPID && processGroup(a.PID) != serverPID {
 			continue
 		}
-		seen[m[1]] = true
-		free, _ := strconv.Atoi(m[4])
-		d := Device{Name: m[1], Description: m[2], ID: m[3], FreeMiB: free}
-		if d.ID == "unknown id" {
-			d.ID = ""
+		if !seen[a.Device.UUID+a.Device.ID] {
+			seen[a.Device.UUID+a.Device.ID] = true
+			ds = append(ds, a.Device)
 		}
-		ds = append(ds, d)
 	}
 	return ds
+}
+
+// processGroup is pid's process group, 0 when unknown (a process of another PID namespace,
+// or gone).
+func processGroup(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return 0
+	}
+	g, _ := strconv.Atoi(f[2])
+	return g
 }
 
 // sharedDevices names the devices that runs given different --gpus entries were loaded on
@@ -65,7 +121,8 @@ func sharedDevices(runs []*Record) map[string][]string {
 	return shared
 }
 
-// deviceCell names the run's devices for the table: "NVIDIA H200 0000:18:00.0", "-" for none.
+// deviceCell names the run's devices for the table: "NVIDIA H200 00000000:18:00.0", "-" for
+// none.
 func (s ServerInfo) deviceCell() string {
 	if len(s.Devices) == 0 {
 		return "-"

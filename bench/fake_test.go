@@ -89,8 +89,9 @@ func (f *fakeLlama) handler() http.Handler {
 }
 
 type fakeServer struct {
-	ts   *httptest.Server
-	nctx int
+	ts      *httptest.Server
+	nctx    int
+	fakePID int
 }
 
 func (s *fakeServer) ready(context.Context) (llamaserver.Endpoint, error) {
@@ -98,6 +99,7 @@ func (s *fakeServer) ready(context.Context) (llamaserver.Endpoint, error) {
 }
 func (s *fakeServer) restarts() int { return 0 }
 func (s *fakeServer) stop()         { s.ts.Close() }
+func (s *fakeServer) pid() int      { return s.fakePID }
 
 func (f *fakeLlama) starter() func(context.Context, *Bundle, []string, io.Writer) (server, error) {
 	return func(context.Context, *Bundle, []string, io.Writer) (server, error) {

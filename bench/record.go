@@ -56,21 +56,18 @@ type ServerInfo struct {
 	Speculative bool   `json:"speculative"`
 	Slots       int    `json:"slots"`
 	Restarts    int    `json:"restarts"`
-	// Devices are the GPUs the model was loaded on, as llama-server's log names them: the
-	// physical device (its PCI bus id, for CUDA), whatever CUDA_VISIBLE_DEVICES numbered it.
-	// None for a CPU run.
+	// Devices are the GPUs the server held a CUDA context on once it was ready, as nvidia-smi
+	// sees them: the physical device, whatever CUDA_VISIBLE_DEVICES numbered it. None for a
+	// CPU or SYCL run, or where nvidia-smi is not on PATH.
 	Devices []Device `json:"devices,omitempty"`
 }
 
 // Device is one GPU a run's llama-server used.
 type Device struct {
-	// Name is the backend's name of it (CUDA0: the first device the process sees).
-	Name        string `json:"name"`
 	Description string `json:"description"`
-	// ID is the device's own id: the PCI bus id for CUDA ("0000:18:00.0"); "" when unknown.
-	ID string `json:"id,omitempty"`
-	// FreeMiB is the device memory free when the model was loaded.
-	FreeMiB int `json:"freeMiB"`
+	// ID is the device's PCI bus id ("00000000:18:00.0"); UUID nvidia-smi's GPU-… id.
+	ID   string `json:"id"`
+	UUID string `json:"uuid,omitempty"`
 }
 
 // Canary is the outcome of a run's canary checks.

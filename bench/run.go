@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -39,13 +40,18 @@ type Options struct {
 	// start starts a bundle's server; tests put a fake llama-server here (it stands for one
 	// that answers a different token). nil means startBundle.
 	start func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error)
-	now   func() time.Time
+	// computeApps lists the processes that hold a GPU (nvidia-smi's query); nil runs
+	// nvidia-smi when it is on PATH.
+	computeApps func(ctx context.Context) ([]computeApp, error)
+	now         func() time.Time
 }
 
 // server is a started llama-server.
 type server interface {
 	ready(ctx context.Context) (llamaserver.Endpoint, error)
 	restarts() int
+	// pid is the server's process id (0 for none), to find its GPUs.
+	pid() int
 	stop()
 }
 
@@ -56,6 +62,7 @@ type process struct {
 func (p process) ready(ctx context.Context) (llamaserver.Endpoint, error) { return p.p.Ready(ctx) }
 func (p process) restarts() int                                           { return p.p.Restarts() }
 func (p process) stop()                                                   { p.p.Stop() }
+func (p process) pid() int                                                { return p.p.PID() }
 
 // startBundle starts b's llama-server exactly as llbuild serve does (llamaserver.Start with
 // the manifest's launch), with env added to the environment.
@@ -75,6 +82,27 @@ func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log 
 		return nil, err
 	}
 	return process{p}, nil
+}
+
+// devices are the GPUs a CUDA bundle's ready server holds, as nvidia-smi sees them; a
+// failed query is said and leaves none.
+func (o *Options) devices(ctx context.Context, b *Bundle, rec *Record, pid int) []Device {
+	if b.Manifest.Target.Backend != "cuda" || pid == 0 {
+		return nil
+	}
+	query := o.computeApps
+	if query == nil {
+		if _, err := exec.LookPath("nvidia-smi"); err != nil {
+			return nil
+		}
+		query = nvidiaSMI
+	}
+	apps, err := query(ctx)
+	if err != nil {
+		o.progress("%s: which GPU its server runs on is not known: %v", rec.Identity.Label, err)
+		return nil
+	}
+	return devicesOf(apps, pid)
 }
 
 // status shows where rec's run is on the status line, when there is one.
@@ -113,10 +141,6 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 		err = o.measure(ctx, b, rec, gpu, tmp)
 	}
 	rec.tmp = tmp
-	if f, ferr := os.Open(filepath.Join(tmp, "server.log")); tmp != "" && ferr == nil {
-		rec.Server.Devices = devicesInLog(f)
-		f.Close()
-	}
 	if err != nil {
 		rec.Error = err.Error()
 		if ctx.Err() != nil {
@@ -209,6 +233,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		return err
 	}
 	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots}
+	rec.Server.Devices = o.devices(ctx, b, rec, srv.pid())
 	c := llamaserver.NewClient(ep.BaseURL, ep.APIKey)
 	if o.now != nil {
 		c.Now = o.now
