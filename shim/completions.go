@@ -108,15 +108,28 @@ func (j *job) promptIDs(ctx context.Context) ([]int, error) {
 		j.ids = j.p.IDs
 		return j.ids, nil
 	}
-	ids, err := j.u.tokenize(ctx, j.p.Text, true)
+	ids, err := j.u.tokenize(ctx, j.p.Text, !j.req.NoSpecialTokens)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizing prompt %d: %w", j.index, err)
 	}
 	if len(ids) == 0 {
+		if j.req.NoSpecialTokens {
+			return nil, badRequest("prompt", "prompt %d is empty after tokenization, and \"add_special_tokens\": false adds no BOS token", j.index)
+		}
 		return nil, badRequest("prompt", "prompt %d is empty after tokenization and the model adds no BOS token", j.index)
 	}
 	j.ids = ids
 	return ids, nil
+}
+
+// ownTokens tokenizes a text prompt here when llama-server must not (add_special_tokens
+// false: its /completion always adds the model's BOS to a text prompt), so that the ids go.
+func (j *job) ownTokens(ctx context.Context) error {
+	if !j.req.NoSpecialTokens || !j.p.IsText {
+		return nil
+	}
+	_, err := j.promptIDs(ctx)
+	return err
 }
 
 // layoutPrompt fixes the echoed text and where each prompt token starts
@@ -416,6 +429,9 @@ func (j *job) run(ctx context.Context) (completionChoice, error) {
 	}
 	defer j.u.release(slot, key)
 	j.slot = slot
+	if err := j.ownTokens(ctx); err != nil {
+		return completionChoice{}, err
+	}
 	oneRequest := j.echoInOneRequest()
 	if j.req.Echo {
 		if err := j.echoRows(ctx, !oneRequest); err != nil {

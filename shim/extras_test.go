@@ -7,6 +7,8 @@ package shim
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,4 +137,56 @@ func TestIgnoreEOSAndTopKThroughTheShim(t *testing.T) {
 	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": "a", "frobnicate": 1}, &e); code != 400 || e.Error.Param != "frobnicate" {
 		t.Errorf("an unknown field: status %d, %+v; want 400 naming it", code, e.Error)
 	}
+}
+
+// vLLM's add_special_tokens false: a text prompt is tokenized without the BOS the model adds,
+// so a client that counted the prompt's tokens without it (lm-evaluation-harness with
+// tokenized_requests=False slices the echo rows at its own count) finds its rows where it
+// counted them: the same rows as the ids of the prompt sent without BOS. Default: BOS first.
+func TestAddSpecialTokensFalseLeavesOutBOS(t *testing.T) {
+	ts := sharedShim(t)
+	const text = "the capital of france is paris"
+	var noBOS []int
+	if st := ts.post(t, "/tokenize", map[string]any{"prompt": text, "add_special_tokens": false}, &struct {
+		Tokens *[]int `json:"tokens"`
+	}{&noBOS}); st != 200 || len(noBOS) < 3 {
+		t.Fatalf("/tokenize without special tokens: %d %v", st, noBOS)
+	}
+	echo := func(prompt any, extra map[string]any) cmplResp {
+		req := map[string]any{"prompt": prompt, "echo": true, "logprobs": 1, "max_tokens": 1, "temperature": 0}
+		maps.Copy(req, extra)
+		var r cmplResp
+		if st := ts.post(t, "/v1/completions", req, &r); st != 200 || len(r.Choices) != 1 || r.Choices[0].Logprobs == nil {
+			t.Fatalf("echo of %v %v: status %d, %+v", prompt, extra, st, r)
+		}
+		return r
+	}
+	plain := echo(text, nil).Choices[0].Logprobs
+	off := echo(text, map[string]any{"add_special_tokens": false})
+	ids := echo(noBOS, nil).Choices[0].Logprobs
+	lp := off.Choices[0].Logprobs
+	if len(plain.Tokens) != len(noBOS)+2 || plain.Tokens[0] != "<s>" {
+		t.Errorf("default rows %q, want <s>, the %d prompt tokens and the generated one", plain.Tokens, len(noBOS))
+	}
+	if !slices.Equal(lp.Tokens, ids.Tokens) || len(lp.Tokens) != len(noBOS)+1 || lp.Tokens[0] == "<s>" {
+		t.Errorf("add_special_tokens false rows %q, want the rows of the ids without BOS %q", lp.Tokens, ids.Tokens)
+	}
+	for i := range min(len(lp.TokenLogprobs), len(ids.TokenLogprobs)) {
+		if (lp.TokenLogprobs[i] == nil) != (ids.TokenLogprobs[i] == nil) || lp.TokenLogprobs[i] != nil && *lp.TokenLogprobs[i] != *ids.TokenLogprobs[i] {
+			t.Errorf("row %d: %v, the ids' row %v", i, lp.TokenLogprobs[i], ids.TokenLogprobs[i])
+		}
+	}
+	if off.Usage == nil || off.Usage.PromptTokens != len(noBOS) {
+		t.Errorf("usage %+v, want %d prompt tokens", off.Usage, len(noBOS))
+	}
+	// without echo too: llama-server gets the ids, not the text it would add BOS to
+	var gen cmplResp
+	if st := ts.post(t, "/v1/completions", map[string]any{"prompt": text, "max_tokens": 2, "temperature": 0, "add_special_tokens": false}, &gen); st != 200 || gen.Usage == nil || gen.Usage.PromptTokens != len(noBOS) {
+		t.Errorf("a generation with add_special_tokens false: status %d, usage %+v, want %d prompt tokens", st, gen.Usage, len(noBOS))
+	}
+	s := ts.streamCompletion(t, map[string]any{"prompt": text, "echo": true, "logprobs": 1, "max_tokens": 1, "temperature": 0, "add_special_tokens": false})
+	if !slices.Equal(s.lp.Tokens, lp.Tokens) {
+		t.Errorf("streamed rows %q, want %q", s.lp.Tokens, lp.Tokens)
+	}
+	wantRefused(t, `{"prompt":"a","add_special_tokens":"no"}`, false, "add_special_tokens", "must be true or false")
 }

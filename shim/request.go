@@ -49,6 +49,10 @@ type completionRequest struct {
 	IgnoreEOS                     bool
 	TopK                          *int
 	MinP, TypicalP, RepeatPenalty *float64
+	// NoSpecialTokens is vLLM's add_special_tokens false: a text prompt is tokenized
+	// without the BOS token the model adds, for clients that count the prompt's tokens with a
+	// tokenizer that adds none.
+	NoSpecialTokens bool
 }
 
 // The request fields each endpoint reads. Any other field is refused with 400 naming it, as
@@ -56,7 +60,7 @@ type completionRequest struct {
 var (
 	completionFields = fieldSet("model", "prompt", "max_tokens", "temperature", "top_p", "presence_penalty",
 		"frequency_penalty", "seed", "stop", "logprobs", "echo", "stream", "stream_options", "n", "best_of",
-		"suffix", "user", "logit_bias", "return_tokens_as_token_ids",
+		"suffix", "user", "logit_bias", "return_tokens_as_token_ids", "add_special_tokens",
 		"ignore_eos", "top_k", "min_p", "typical_p", "repetition_penalty")
 	chatFields = fieldSet("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
 		"presence_penalty", "frequency_penalty", "seed", "stop", "logprobs", "top_logprobs", "stream",
@@ -262,6 +266,13 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	}
 	if r.IgnoreEOS, r.TopK, r.MinP, r.TypicalP, r.RepeatPenalty, err = f.samplingExtras(); err != nil {
 		return nil, err
+	}
+	if f.has("add_special_tokens") {
+		add, err := f.boolean("add_special_tokens")
+		if err != nil {
+			return nil, err
+		}
+		r.NoSpecialTokens = !add
 	}
 	if r.Model, err = f.str("model"); err != nil {
 		return nil, err

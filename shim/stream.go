@@ -123,6 +123,9 @@ func (j *job) stream(ctx context.Context, emit func(completionChoice) error) err
 	}
 	defer j.u.release(slot, key)
 	j.slot = slot
+	if err := j.ownTokens(ctx); err != nil {
+		return err
+	}
 	v, lp := j.u.vocab, j.req.Logprobs
 	var text []byte // the choice's text so far
 	if j.req.Echo {
