@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
@@ -280,6 +281,19 @@ func prepareSource(ctx context.Context, s *state) error {
 	if _, err := hasCommits.output(ctx); gitErr == nil && err == nil {
 		if out, err := (command{env: s.env, args: []string{"git", "-C", src, "cat-file", "-e", commit + "^{commit}"}}).output(ctx); err != nil {
 			return fmt.Errorf("source %s does not have the plan's commit %s (fetch it into the repository): %s", src, commit, oneLine(out))
+		}
+		// A mirror may lack blobs that no build reads (upstream's large vocabulary files, say):
+		// a checkout would fail on them, so the commit's tree is archived without them.
+		missing, err := gitref.MissingBlobs(ctx, src, commit)
+		if err != nil {
+			return fmt.Errorf("reading %s's tree in %s: %w", commit, src, err)
+		}
+		if len(missing) > 0 {
+			s.opts.Logger.Warn("the source lacks some files of the commit; building without them", "commit", commit, "missing", strings.Join(missing, " "))
+			if err := gitref.Archive(ctx, src, commit, s.src, missing); err != nil {
+				return err
+			}
+			return s.cmd(s.src, "git-init", "git", "init", "--quiet").run(ctx)
 		}
 		if err := s.cmd("", "clone", "git", "clone", "--quiet", "--no-checkout", src, s.src).run(ctx); err != nil {
 			return fmt.Errorf("cloning %s: %w", src, err)

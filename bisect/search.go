@@ -1,0 +1,231 @@
+package bisect
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/llbuild/llbuild/internal/gitref"
+)
+
+// Phases of a campaign, as State reports them.
+const (
+	PhaseEnds      = "ends"      // the ends are not measured yet
+	PhaseNoStep    = "no-step"   // the ends do not differ: nothing to bisect
+	PhaseProbing   = "probing"   // commits remain between the last good and the first bad
+	PhaseConfirm   = "confirm"   // the culprit is named; its A/B against its parent is not measured yet
+	PhaseDone      = "done"      // the culprit is named and confirmed
+	PhaseAmbiguous = "ambiguous" // only skipped commits remain: the first bad is one of them or the bad after them
+	PhaseEndsBad   = "ends-unusable"
+)
+
+// State is where a campaign stands: a pure function of its log.
+type State struct {
+	Phase string `json:"phase"`
+	// Message says the phase in a sentence.
+	Message string        `json:"message"`
+	Path    []gitref.Commit `json:"-"`
+	// Ends is the good end measured against the bad one.
+	Ends *Probe `json:"ends,omitempty"`
+	// Threshold is the probe/good ratio that divides good from bad.
+	Threshold float64 `json:"threshold,omitempty"`
+	// Direction is "slower" when the bad end is slower than the good one, "faster" otherwise.
+	Direction string `json:"direction,omitempty"`
+	// Good and Bad are the path indexes of the last good and the first bad commit known.
+	Good int `json:"lastGood"`
+	Bad  int `json:"firstBad"`
+	// Next is the path index to probe next, -1 when none.
+	Next int `json:"next"`
+	// Culprit is the first bad commit once it is known; Candidates when only skipped commits
+	// remain (the culprit is one of them).
+	Culprit    *gitref.Commit  `json:"culprit,omitempty"`
+	Candidates []gitref.Commit `json:"candidates,omitempty"`
+	Confirm    *Probe          `json:"confirm,omitempty"`
+	Probes     []Probe         `json:"probes"`
+	// Left is about how many more probes the search needs (log2 of the commits between).
+	Left int `json:"stepsLeft"`
+}
+
+// Replay computes the state of a campaign from its events.
+func Replay(events []Event) (*State, error) {
+	if len(events) == 0 || events[0].Kind != EventStart {
+		return nil, fmt.Errorf("a log starts with its %q event", EventStart)
+	}
+	st := &State{Path: events[0].Path, Good: 0, Bad: len(events[0].Path) - 1, Next: -1, Probes: []Probe{}}
+	set := events[0].Settings
+	verdicts := map[int]string{}
+	for _, e := range events[1:] {
+		p := *e.Probe
+		switch e.Kind {
+		case EventEnds:
+			st.Ends = &p
+		case EventProbe:
+			if p.Index <= 0 || p.Index >= len(st.Path) || st.Path[p.Index].Hash != p.Commit.Hash {
+				return nil, fmt.Errorf("probe %s is not commit %d of the campaign's path", p.Commit.Short(), p.Index)
+			}
+			verdicts[p.Index] = p.Verdict
+			st.Probes = append(st.Probes, p)
+		case EventConfirm:
+			st.Confirm = &p
+		}
+	}
+	if st.Ends == nil {
+		st.Phase, st.Message = PhaseEnds, "the ends are not measured yet"
+		st.Next = st.Bad
+		return st, nil
+	}
+	if st.Ends.Verdict != Bad {
+		st.Phase = PhaseNoStep
+		if st.Ends.Measurement == nil {
+			st.Phase = PhaseEndsBad
+		}
+		st.Message = st.Ends.Reason
+		return st, nil
+	}
+	st.Threshold = st.Ends.Threshold
+	st.Direction = "slower"
+	if st.Ends.Measurement.Median > 1 {
+		st.Direction = "faster"
+	}
+	_ = set
+	for i, v := range verdicts {
+		switch {
+		case v == Good && i > st.Good:
+			st.Good = i
+		case v == Bad && i < st.Bad:
+			st.Bad = i
+		}
+	}
+	if st.Good >= st.Bad {
+		return nil, fmt.Errorf("the log says %s is good and %s, older, is bad: the verdicts contradict each other; edit the log (llbuild bisect replay) to drop the wrong one",
+			st.Path[st.Good].Short(), st.Path[st.Bad].Short())
+	}
+	var open []int
+	for i := st.Good + 1; i < st.Bad; i++ {
+		if verdicts[i] != Skip {
+			open = append(open, i)
+		}
+	}
+	switch {
+	case st.Bad == st.Good+1:
+		c := st.Path[st.Bad]
+		st.Culprit = &c
+		if st.Confirm == nil {
+			st.Phase = PhaseConfirm
+			st.Message = fmt.Sprintf("first %s commit: %s; its A/B against its parent %s is next", st.Direction, c, st.Path[st.Good].Short())
+		} else {
+			st.Phase = PhaseDone
+			st.Message = fmt.Sprintf("first %s commit: %s (%s against its parent: %s)", st.Direction, c, st.Confirm.Verdict, ratioText(st.Confirm.Measurement))
+		}
+	case len(open) == 0:
+		st.Phase = PhaseAmbiguous
+		for i := st.Good + 1; i <= st.Bad; i++ {
+			st.Candidates = append(st.Candidates, st.Path[i])
+		}
+		var names []string
+		for _, c := range st.Candidates {
+			names = append(names, c.Short())
+		}
+		st.Message = fmt.Sprintf("only skipped commits remain between good %s and bad %s: the first %s commit is one of %s", st.Path[st.Good].Short(), st.Path[st.Bad].Short(), st.Direction, strings.Join(names, " "))
+	default:
+		st.Phase = PhaseProbing
+		st.Next = nearest(open, (st.Good+st.Bad)/2)
+		st.Left = int(math.Ceil(math.Log2(float64(len(open) + 1))))
+		st.Message = fmt.Sprintf("%d commits left between good %s and bad %s (about %d probes); next %s", len(open), st.Path[st.Good].Short(), st.Path[st.Bad].Short(), st.Left, st.Path[st.Next])
+	}
+	return st, nil
+}
+
+// nearest is the element of sorted xs closest to mid, the older one on a tie.
+func nearest(xs []int, mid int) int {
+	best := xs[0]
+	for _, x := range xs {
+		if abs(x-mid) < abs(best-mid) {
+			best = x
+		}
+	}
+	return best
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// spread is the minimum, median and maximum of xs (zeros when empty).
+func spread(xs []float64) (lo, med, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[0], med, s[n-1]
+}
+
+func ratioText(m *Measurement) string {
+	if m == nil || len(m.Ratios) == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("median %.3f (%.3f-%.3f, %d rounds)", m.Median, m.Min, m.Max, len(m.Ratios))
+}
+
+// judgeEnds decides whether the bad end differs from the good one enough to bisect, and the
+// threshold probes are judged by. The verdict is Bad when it does (a step to find), else Skip.
+func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold float64) {
+	if len(m.Ratios) < 2 {
+		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): too few to say whether there is a step; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; ")), 0
+	}
+	slower, faster := m.Max < 1, m.Min > 1
+	if !slower && !faster {
+		return Skip, fmt.Sprintf("no step between the ends: bad/good %s lies on both sides of 1, so there is nothing to bisect", ratioText(m)), 0
+	}
+	if math.Abs(m.Median-1) < set.MinStep {
+		return Skip, fmt.Sprintf("no step worth bisecting between the ends: bad/good %s differs from 1 by less than --min-step %.3f", ratioText(m), set.MinStep), 0
+	}
+	threshold = (1 + m.Median) / 2
+	if set.Threshold != nil {
+		threshold = *set.Threshold
+		if (slower && !(threshold < 1 && threshold > m.Median)) || (faster && !(threshold > 1 && threshold < m.Median)) {
+			return Skip, fmt.Sprintf("--threshold %.3f does not lie between 1 and the ends' ratio %.3f: no probe could be judged by it", threshold, m.Median), 0
+		}
+	}
+	dir := "slower"
+	if faster {
+		dir = "faster"
+	}
+	return Bad, fmt.Sprintf("bad is %s than good in every round: bad/good %s; probes are judged against %.3f", dir, ratioText(m), threshold), threshold
+}
+
+// judgeProbe says whether a probe's rounds all lie on the good end's or the bad end's side of
+// the threshold. Undecided means more rounds may tell.
+func judgeProbe(m *Measurement, threshold float64, slower bool) (verdict, reason string, undecided bool) {
+	if len(m.Ratios) == 0 {
+		return Skip, "no round counted: " + strings.Join(m.Invalid, "; "), false
+	}
+	if len(m.Ratios) < 2 {
+		return Skip, fmt.Sprintf("one round counted (%s): no spread to judge by", strings.Join(m.Invalid, "; ")), true
+	}
+	below, above := m.Max < threshold, m.Min > threshold
+	switch {
+	case below == slower && (below || above):
+		return Bad, fmt.Sprintf("probe/good %s, every round %s %.3f: like the bad end", ratioText(m), side(slower), threshold), false
+	case below || above:
+		return Good, fmt.Sprintf("probe/good %s, every round %s %.3f: like the good end", ratioText(m), side(!slower), threshold), false
+	}
+	return Skip, fmt.Sprintf("not significant: probe/good %s lies on both sides of %.3f", ratioText(m), threshold), true
+}
+
+func side(below bool) string {
+	if below {
+		return "below"
+	}
+	return "above"
+}
