@@ -73,7 +73,7 @@ type Event struct {
 	Machine string `json:"machine,omitempty"`
 
 	// start
-	Settings *Settings      `json:"settings,omitempty"`
+	Settings *Settings       `json:"settings,omitempty"`
 	Path     []gitref.Commit `json:"path,omitempty"`
 
 	// ends, probe, confirm

@@ -24,7 +24,7 @@ const (
 type State struct {
 	Phase string `json:"phase"`
 	// Message says the phase in a sentence.
-	Message string        `json:"message"`
+	Message string          `json:"message"`
 	Path    []gitref.Commit `json:"-"`
 	// Ends is the good end measured against the bad one.
 	Ends *Probe `json:"ends,omitempty"`
