@@ -20,6 +20,7 @@ func commands() []*cli.Command {
 		verifyCommand(),
 		serveCommand(),
 		benchCommand(),
+		bisectCommand(),
 		buildCommand(),
 		renamed(buildCommand(), "server"),
 		wheelCommand(),

@@ -1,0 +1,223 @@
+package bisect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// PlanBuilder builds a commit as llbuild build does: the recipe with its source moved to the
+// commit (committer time and build number read from the history), resolved for the target
+// with the series, carried out by an executor. Artifacts already built from the same plan are
+// reused.
+type PlanBuilder struct {
+	Repo     string
+	Target   *targets.Target
+	Recipe   *recipes.Recipe
+	Series   []patches.Patch
+	Anchor   *gitref.Anchor
+	Executor pipeline.Executor
+	Out      string
+	Options  pipeline.Options
+	Log      *slog.Logger
+}
+
+var _ Builder = (*PlanBuilder)(nil)
+
+// Plan resolves the plan of commit c.
+func (b *PlanBuilder) Plan(ctx context.Context, c gitref.Commit) (*pipeline.Plan, error) {
+	r := *b.Recipe
+	r.Source.Commit, r.Source.Epoch = c.Hash, c.Time
+	bn, err := gitref.BuildNumber(ctx, b.Repo, c.Hash, b.Anchor)
+	if err != nil {
+		return nil, err
+	}
+	r.Source.BuildNumber = bn
+	return pipeline.Resolve(b.Target, &r, b.Series, nil, b.Options)
+}
+
+// Build builds c, or finds its artifacts built already.
+func (b *PlanBuilder) Build(ctx context.Context, c gitref.Commit) (*Build, error) {
+	p, err := b.Plan(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	dir := artifacts.Dir(b.Out, p.Target, p.Hash)
+	if a, err := artifacts.Open(dir); err == nil && a.Provenance.PlanHash == p.Hash {
+		return &Build{Dir: dir, PlanHash: p.Hash, Reused: true}, nil
+	}
+	t0 := time.Now()
+	got, err := b.Executor.Build(ctx, p, b.Out)
+	if err != nil {
+		return nil, err
+	}
+	return &Build{Dir: got, PlanHash: p.Hash, Seconds: time.Since(t0).Round(time.Second).Seconds()}, nil
+}
+
+// Metrics a campaign can judge by; higher is better for each.
+const (
+	MetricRow0       = "row0"        // row 0's decode tok/s by llama-server's timings
+	MetricRow0Client = "row0-client" // row 0's decode tok/s by the bench's clock
+	MetricRepeated   = "repeated"    // the mean decode tok/s of rows 1..N-1
+)
+
+// Metrics lists the metrics.
+var Metrics = []string{MetricRow0, MetricRow0Client, MetricRepeated}
+
+// MetricOf reads a metric from a bench record; ok is false when the run has none.
+func MetricOf(metric string, r *bench.Record) (float64, bool) {
+	switch metric {
+	case MetricRow0:
+		return r.Summary.Row0TPS, r.Summary.Row0TPS > 0
+	case MetricRow0Client:
+		return r.Summary.Row0ClientTPS, r.Summary.Row0ClientTPS > 0
+	case MetricRepeated:
+		if r.Summary.RepeatedMeanTPS == nil {
+			return 0, false
+		}
+		return *r.Summary.RepeatedMeanTPS, *r.Summary.RepeatedMeanTPS > 0
+	}
+	return 0, false
+}
+
+// BenchMeasurer measures with llbuild bench: each side's artifacts bundled as the template
+// bundle is (its models hard-linked, not copied), the two bundles benched interleaved on this
+// machine, each run's record kept in the campaign's bench directory.
+type BenchMeasurer struct {
+	// Dir is the campaign directory: bundles/ holds the bundles made, bench/ the bench's
+	// campaign (records.json, runs/).
+	Dir      string
+	Template string
+	Target   *targets.Target
+	Protocol bench.Protocol
+	Metric   string
+	// ReadyTimeout, Log, Progress and Invocation are passed to the bench.
+	ReadyTimeout time.Duration
+	Log          *slog.Logger
+	Progress     io.Writer
+	Invocation   []string
+}
+
+var _ Bencher = (*BenchMeasurer)(nil)
+
+// BundleDir is where the bundle of a build is made in the campaign.
+func (m *BenchMeasurer) BundleDir(s Side) string {
+	return filepath.Join(m.Dir, "bundles", s.Commit.Short()+"-"+shortPlan(s.Build.PlanHash))
+}
+
+func shortPlan(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// Bundle makes (or finds) the bundle of one side.
+func (m *BenchMeasurer) Bundle(ctx context.Context, s Side) (*bench.Bundle, error) {
+	dir := m.BundleDir(s)
+	name := s.Commit.Short()
+	if _, err := os.Stat(filepath.Join(dir, manifest.FileName)); err == nil {
+		if b, err := bench.OpenBundle(dir, name); err == nil && b.Manifest.Build.PlanHash == s.Build.PlanHash {
+			return b, nil
+		}
+	}
+	in, err := manifest.TemplateInput(m.Template, m.Target, s.Build.Dir)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := manifest.PlanBundle(in)
+	if err != nil {
+		return nil, fmt.Errorf("bundling %s as the template is: %w", s.Commit.Short(), err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := manifest.WriteBundle(ctx, plan, manifest.BundleOutput{Dir: dir, Force: true, Link: true, Epoch: time.Unix(0, 0).UTC(), Log: m.Log}); err != nil {
+		return nil, fmt.Errorf("bundling %s: %w", s.Commit.Short(), err)
+	}
+	return bench.OpenBundle(dir, name)
+}
+
+// Measure benches b against a for rounds interleaved rounds.
+func (m *BenchMeasurer) Measure(ctx context.Context, a, b Side, rounds int) (*Measurement, error) {
+	ba, err := m.Bundle(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	bb, err := m.Bundle(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	benchDir := filepath.Join(m.Dir, "bench")
+	res, err := bench.Run(ctx, []*bench.Bundle{ba, bb}, bench.Options{
+		Protocol: m.Protocol, Dir: benchDir, Rounds: rounds, Log: m.Log, Progress: m.Progress,
+		ReadyTimeout: m.ReadyTimeout, Invocation: m.Invocation,
+	})
+	if res == nil {
+		return nil, err
+	}
+	if res.Interrupted {
+		return nil, errors.Join(context.Canceled, err)
+	}
+	out := &Measurement{A: a.Commit.Hash, B: b.Commit.Hash}
+	byRound := map[int][2]*bench.Record{}
+	for _, r := range res.Runs {
+		pair := byRound[r.Round]
+		if r.Bundle == ba.Name && pair[0] == nil {
+			pair[0] = r
+		} else {
+			pair[1] = r
+		}
+		byRound[r.Round] = pair
+		if rel, err := filepath.Rel(m.Dir, filepath.Join(r.Dir, "record.json")); err == nil {
+			out.Records = append(out.Records, rel)
+		}
+	}
+	for round := 0; round < rounds; round++ {
+		pair := byRound[round]
+		var vals [2]float64
+		ok := true
+		for i, r := range pair {
+			side := []string{a.Commit.Short(), b.Commit.Short()}[i]
+			if r == nil {
+				out.Invalid = append(out.Invalid, fmt.Sprintf("%s round %d: not run", side, round))
+				ok = false
+				continue
+			}
+			v, has := MetricOf(m.Metric, r)
+			vals[i] = v
+			if !r.Valid || !r.Complete || !has {
+				why := r.Decision
+				if len(r.Invalid) > 0 {
+					why = strings.Join(r.Invalid, ", ")
+				}
+				if r.Error != "" {
+					why += ": " + r.Error
+				}
+				out.Invalid = append(out.Invalid, fmt.Sprintf("%s round %d: %s", side, round, why))
+				ok = false
+			}
+		}
+		out.AValue, out.BValue = append(out.AValue, vals[0]), append(out.BValue, vals[1])
+		if ok {
+			out.Ratios = append(out.Ratios, vals[1]/vals[0])
+		}
+	}
+	out.summarize()
+	return out, nil
+}

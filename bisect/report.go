@@ -1,0 +1,95 @@
+package bisect
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the campaign as a person reads it: the ends, every probe in path order
+// with its ratios, and where the search stands or what it found.
+func (st *State) WriteText(w io.Writer, set *Settings) error {
+	fmt.Fprintf(w, "range:     %s (good) .. %s (bad), %d commits, target %s, series %s, metric %s, %s x%d rounds\n",
+		set.Good.Short(), set.Bad.Short(), len(st.Path)-1, set.Target, set.Series, set.Metric, set.Mode, set.Rounds)
+	if st.Ends != nil {
+		fmt.Fprintf(w, "ends:      bad/good %s\n", ratioText(st.Ends.Measurement))
+		if st.Threshold > 0 {
+			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when every round's probe/good ratio is %s it)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"])
+		}
+	}
+	if len(st.Probes) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tcommit\tverdict\tprobe/good\trounds\tbuild\tsubject")
+		for _, p := range sortedByIndex(st.Probes) {
+			build := "-"
+			if p.Build != nil {
+				build = "built " + fmt.Sprint(p.Build.Seconds) + " s"
+				if p.Build.Reused {
+					build = "reused"
+				}
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Index, p.Commit.Short(), p.Verdict, ratioCell(p.Measurement), roundsCell(p.Measurement), build, p.Commit.Subject)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%s: %s\n", st.Phase, st.Message)
+	if c := st.Culprit; c != nil {
+		pr := ""
+		if c.PR > 0 {
+			pr = fmt.Sprintf(", https://github.com/ggml-org/llama.cpp/pull/%d", c.PR)
+		}
+		fmt.Fprintf(w, "culprit:   %s %s (#%d%s)\n", c.Hash, c.Subject, c.PR, pr)
+		if st.Confirm != nil {
+			fmt.Fprintf(w, "confirm:   culprit/parent %s: %s\n", ratioText(st.Confirm.Measurement), st.Confirm.Reason)
+		}
+	}
+	return nil
+}
+
+func sortedByIndex(ps []Probe) []Probe {
+	out := append([]Probe(nil), ps...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Index < out[j-1].Index; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func ratioCell(m *Measurement) string {
+	if m == nil || len(m.Ratios) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f (%.3f-%.3f)", m.Median, m.Min, m.Max)
+}
+
+func roundsCell(m *Measurement) string {
+	if m == nil {
+		return "0"
+	}
+	s := fmt.Sprint(len(m.AValue))
+	if bad := len(m.AValue) - len(m.Ratios); bad > 0 {
+		s += fmt.Sprintf(" (%d invalid)", bad)
+	}
+	return s
+}
+
+// Summary is the campaign as --json prints it.
+type Summary struct {
+	Dir      string    `json:"dir"`
+	Settings *Settings `json:"settings"`
+	*State
+	Commits int `json:"commits"`
+}
+
+// Lines is the log as git bisect log writes it: one line per verdict.
+func (st *State) Lines() string {
+	var b strings.Builder
+	for _, p := range st.Probes {
+		fmt.Fprintf(&b, "# %s: [%s] %s\n", p.Verdict, p.Commit.Hash, p.Commit.Subject)
+	}
+	return b.String()
+}

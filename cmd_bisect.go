@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/bisect"
+	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+func bisectCommand() *cli.Command {
+	dirFlag := &cli.StringFlag{Name: "dir", Value: "bisect", Usage: "campaign `DIR`: bisect.log, bundles/, bench/ (every run's record)"}
+	runFlags := append([]cli.Flag{
+		dirFlag,
+		&cli.StringFlag{Name: "good", Usage: "the good end, a commit `REV` (hash, tag, branch) of --source: speed as it was"},
+		&cli.StringFlag{Name: "bad", Usage: "the bad end, a later commit `REV` on its first-parent line: speed as it became (slower or faster)"},
+		&cli.StringFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME` each probe is built for"},
+		&cli.StringFlag{Name: "template", Usage: "bundle `DIR` whose model, draft, arguments and environment every probe is bundled with"},
+		&cli.StringFlag{Name: "series", Usage: "what each probe carries: `scoring` (the built-in series), plain (patch 0001 alone) or a series FILE (default: scoring where it applies at both ends, else plain)"},
+		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "the bench's `mode`: screen or full"},
+		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "interleaved rounds per measurement, `N`"},
+		&cli.IntFlag{Name: "max-rounds", Value: 6, Usage: "rounds a probe may take in all, `N`, before a verdict that stays not significant skips it"},
+		&cli.StringFlag{Name: "metric", Value: bisect.MetricRow0, Usage: "what is compared: `row0` (row 0's decode tok/s, llama-server's timings), row0-client (the bench's clock) or repeated (rows 1..N-1)"},
+		&cli.Float64Flag{Name: "threshold", Usage: "probe/good `RATIO` that divides good from bad (default: midway between 1 and the ends' ratio)"},
+		&cli.Float64Flag{Name: "min-step", Value: 0.02, Usage: "least |bad/good - 1| worth bisecting, `FRACTION`"},
+		&cli.IntFlag{Name: "max-probes", Usage: "stop after `N` measurements (ends and confirmation count); the log resumes anywhere"},
+		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
+		jsonFlag,
+	}, executorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)
+	return &cli.Command{
+		Name:  "bisect",
+		Usage: "find the upstream commit that made a build slower or faster: build, bundle and bench commits of a range",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "run",
+				Usage: "start a campaign, or resume the one in --dir, until the first bad commit is named and confirmed",
+				Description: "The ends are built (artifacts reused by plan hash) and bundled as --template is, then benched\n" +
+					"interleaved on this machine: if bad/good lies on one side of 1 in every round and differs by\n" +
+					"--min-step, there is a step. Each probe (the commit nearest the middle of what is left) is\n" +
+					"built, bundled and benched against the good end; it is bad when every round's probe/good ratio\n" +
+					"lies on the bad end's side of the threshold, good when on the other, else measured again up to\n" +
+					"--max-rounds and skipped. A failed build or failed canaries skip it too. The first bad commit is\n" +
+					"then benched against its parent. Every step is appended to DIR/bisect.log before the next starts:\n" +
+					"run again with --dir (and --source) on any machine to go on. stdout: the campaign's table\n" +
+					"(--json: its state). Exit status: 0 the campaign ended or paused at --max-probes, 1 a failure,\n" +
+					"2 usage.",
+				Flags:  runFlags,
+				Action: bisectRun,
+			},
+			{
+				Name:      "log",
+				Usage:     "show a campaign: its ends, every probe, and where it stands",
+				ArgsUsage: "DIR",
+				Flags:     []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "verdicts", Usage: "print only the verdict lines, as git bisect log does"}},
+				Action:    bisectLog,
+			},
+			{
+				Name:      "replay",
+				Usage:     "start a campaign in --dir from a log FILE (one edited to drop a wrong verdict, say), then run resumes it",
+				ArgsUsage: "FILE",
+				Flags:     []cli.Flag{dirFlag, jsonFlag},
+				Action:    bisectReplay,
+			},
+		},
+	}
+}
+
+// bisectBencher measures for bisect run: llbuild bench itself; a test puts in its place a
+// measurement read from the built tree, where no model can show a speed step.
+var bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher { return m }
+
+func bisectRun(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("bisect run takes no arguments, got %q", c.Args().Slice())
+	}
+	dir, err := filepath.Abs(c.String("dir"))
+	if err != nil {
+		return err
+	}
+	eo, err := executorOptionsOf(c)
+	if err != nil {
+		return err
+	}
+	if eo.Source == "" {
+		return usagef("bisect run needs --source DIR: the llama.cpp git repository or mirror holding the range")
+	}
+	if err := eo.check(); err != nil {
+		return err
+	}
+	ctx := c.Context
+	if !gitref.IsRepository(ctx, eo.Source) {
+		return usagef("--source %s is not a git repository: give a checkout or mirror of llama.cpp (git clone --mirror https://github.com/ggml-org/llama.cpp)", eo.Source)
+	}
+	log, existing := bisect.ReadLog(dir)
+	starting := errors.Is(existing, bisect.ErrNoLog)
+	if existing != nil && !starting {
+		return existing
+	}
+	var set *bisect.Settings
+	var path []gitref.Commit
+	given := c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template")
+	if starting || given {
+		if set, path, err = bisectSettings(c, eo.Source); err != nil {
+			return err
+		}
+	}
+	if !starting {
+		set = nil
+		if given {
+			// checked against the log's by bisect.Run
+			set, _, _ = bisectSettings(c, eo.Source)
+		}
+	}
+	start := set
+	if start == nil {
+		start = log.Start().Settings
+	}
+	t, err := loadTarget(start.Target, "")
+	if err != nil {
+		return err
+	}
+	series, err := seriesByName(start.Series)
+	if err != nil {
+		return err
+	}
+	if got := patchIDs(series); strings.Join(got, " ") != strings.Join(start.SeriesPatches, " ") {
+		return usagef("the campaign's series %s is %v, but here it is %v: give --series FILE with the campaign's patches", start.Series, start.SeriesPatches, got)
+	}
+	template := c.String("template")
+	if template == "" {
+		template = start.Template
+	}
+	if id, err := templateIdentity(template, t); err != nil {
+		return usagef("--template %s: %v", template, err)
+	} else if id != start.TemplateIdentity {
+		return usagef("--template %s is not the campaign's template (%s): give the bundle it was started with", template, start.Template)
+	}
+	recipe, err := recipes.Load("server")
+	if err != nil {
+		return err
+	}
+	if !c.IsSet("out") {
+		eo.Out = filepath.Join(dir, "artifacts")
+	}
+	ex, err := newExecutor(c, eo, series, termOf(c))
+	if err != nil {
+		return err
+	}
+	if cl, ok := ex.(interface{ Close() error }); ok {
+		defer cl.Close()
+	}
+	proto, err := bench.DefaultProtocol(start.Mode)
+	if err != nil {
+		return usagef("--mode: %v", err)
+	}
+	host, _ := os.Hostname()
+	st, runErr := bisect.Run(ctx, bisect.Options{
+		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), Machine: host, Log: loggerOf(c),
+		Builder: &bisect.PlanBuilder{
+			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: loggerOf(c),
+			Anchor: &gitref.Anchor{Commit: recipe.Source.Commit, BuildNumber: recipe.Source.BuildNumber},
+		},
+		Bencher: bisectBencher(&bisect.BenchMeasurer{
+			Dir: dir, Template: template, Target: t, Protocol: proto, Metric: start.Metric,
+			ReadyTimeout: c.Duration("ready-timeout"), Log: loggerOf(c), Progress: stderrOf(c),
+			Invocation: []string{"llbuild", "bisect", "run", "--dir", dir},
+		}),
+	})
+	if st != nil {
+		if err := printBisect(c, dir, st); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		if errors.Is(runErr, bisect.ErrSettingsDiffer) {
+			return usageError{runErr}
+		}
+		if errors.Is(runErr, context.Canceled) {
+			return cli.Exit("bisect: interrupted; the log keeps every verdict so far: run again with --dir "+dir, exitInterrupted)
+		}
+		return fmt.Errorf("%w\n(the log keeps every verdict so far: run again with --dir %s)", runErr, dir)
+	}
+	if st.Phase == bisect.PhaseProbing || st.Phase == bisect.PhaseEnds || st.Phase == bisect.PhaseConfirm {
+		loggerOf(c).Info("bisect: paused at --max-probes; resume with llbuild bisect run --dir " + dir + " --source " + eo.Source)
+	}
+	return nil
+}
+
+// bisectSettings reads a new campaign's settings from the flags, all problems together.
+func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Commit, error) {
+	var problems []string
+	for _, f := range []string{"good", "bad", "target", "template"} {
+		if c.String(f) == "" {
+			problems = append(problems, "--"+f+" is needed to start a campaign")
+		}
+	}
+	metric := c.String("metric")
+	okMetric := false
+	for _, m := range bisect.Metrics {
+		okMetric = okMetric || m == metric
+	}
+	if !okMetric {
+		problems = append(problems, fmt.Sprintf("--metric %q: want one of %s", metric, strings.Join(bisect.Metrics, ", ")))
+	}
+	if _, err := bench.DefaultProtocol(c.String("mode")); err != nil {
+		problems = append(problems, "--"+err.Error())
+	}
+	rounds, maxRounds := c.Int("rounds"), c.Int("max-rounds")
+	if rounds < 2 {
+		problems = append(problems, fmt.Sprintf("--rounds %d: a verdict needs a spread, give 2 or more (3 is the default)", rounds))
+	}
+	if maxRounds < rounds {
+		problems = append(problems, fmt.Sprintf("--max-rounds %d is below --rounds %d", maxRounds, rounds))
+	}
+	if s := c.Float64("min-step"); s < 0 || s >= 1 {
+		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.02 is 2%%)", s))
+	}
+	if len(problems) > 0 {
+		return nil, nil, usagef("bisect run: %s", strings.Join(problems, "; "))
+	}
+	t, err := loadTarget(c.String("target"), "")
+	if err != nil {
+		return nil, nil, err
+	}
+	path, err := gitref.Path(c.Context, repo, c.String("good"), c.String("bad"))
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	template, err := filepath.Abs(c.String("template"))
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := templateIdentity(template, t)
+	if err != nil {
+		return nil, nil, usagef("--template %s: %v", c.String("template"), err)
+	}
+	set := &bisect.Settings{
+		Good: path[0], Bad: path[len(path)-1], Target: t.Name, Template: template, TemplateIdentity: id,
+		Mode: c.String("mode"), Rounds: rounds, MaxRounds: maxRounds, Metric: metric, MinStep: c.Float64("min-step"),
+	}
+	if c.IsSet("threshold") {
+		th := c.Float64("threshold")
+		set.Threshold = &th
+	}
+	set.Series = c.String("series")
+	if set.Series == "" {
+		// The scoring series is made for one commit; across a range it often stops applying, and
+		// every probe must carry the same patches to be comparable.
+		set.Series = patches.SeriesPlain
+		scoring, err := patches.Named(patches.SeriesScoring)
+		if err != nil {
+			return nil, nil, err
+		}
+		both := true
+		for _, end := range []gitref.Commit{set.Good, set.Bad} {
+			rep, err := patches.Status(c.Context, repo, end.Hash, scoring)
+			both = both && err == nil && rep.OK()
+		}
+		if both {
+			set.Series = patches.SeriesScoring
+		}
+		loggerOf(c).Info("bisect: series chosen", "series", set.Series, "why", map[bool]string{true: "the scoring series applies at both ends", false: "the scoring series does not apply at both ends: patch 0001 alone"}[both])
+	} else if set.Series != patches.SeriesScoring && set.Series != patches.SeriesPlain {
+		if set.Series, err = filepath.Abs(set.Series); err != nil {
+			return nil, nil, err
+		}
+	}
+	series, err := seriesByName(set.Series)
+	if err != nil {
+		return nil, nil, err
+	}
+	set.SeriesPatches = patchIDs(series)
+	return set, path, nil
+}
+
+// seriesByName is a named series (scoring, plain) or the series file at path.
+func seriesByName(name string) ([]patches.Patch, error) {
+	switch name {
+	case patches.SeriesScoring, patches.SeriesPlain:
+		return patches.Named(name)
+	}
+	if _, err := os.Stat(name); err != nil {
+		return nil, usagef("--series %s: neither a named series (%s) nor a file: %v", name, strings.Join(patches.SeriesNames, ", "), err)
+	}
+	s, err := patches.Load(os.DirFS(filepath.Dir(name)), filepath.Base(name))
+	return s, usageOf(err)
+}
+
+func patchIDs(series []patches.Patch) []string {
+	ids := []string{}
+	for _, p := range series {
+		ids = append(ids, p.Name+" sha256:"+p.SHA256)
+	}
+	return ids
+}
+
+// templateIdentity names what a template bundle gives each probe, wherever it lies: its
+// models by sha256, the arguments and environment it adds.
+func templateIdentity(dir string, t *targets.Target) (string, error) {
+	m, err := manifest.Load(dir)
+	if err != nil {
+		return "", err
+	}
+	in, err := manifest.TemplateInput(dir, t, "")
+	if err != nil {
+		return "", err
+	}
+	sums := map[string]string{}
+	for _, f := range m.Files {
+		if f.Kind == manifest.KindModel || f.Kind == manifest.KindDraft {
+			sums[f.Kind] = f.SHA256
+		}
+	}
+	b, err := json.Marshal(struct {
+		Models map[string]string
+		Args   []string
+		Env    map[string]string
+		Knobs  manifest.ServerKnobs
+	}{sums, in.ExtraArgs, in.Env, in.Knobs})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+func printBisect(c *cli.Context, dir string, st *bisect.State) error {
+	l, err := bisect.ReadLog(dir)
+	if err != nil {
+		return err
+	}
+	set := l.Start().Settings
+	if c.Bool("json") {
+		return writeJSON(stdoutOf(c), bisect.Summary{Dir: dir, Settings: set, State: st, Commits: len(st.Path) - 1})
+	}
+	if c.Bool("verdicts") {
+		_, err := fmt.Fprint(stdoutOf(c), st.Lines())
+		return err
+	}
+	return st.WriteText(stdoutOf(c), set)
+}
+
+func bisectLog(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("bisect log takes one campaign DIR")
+	}
+	dir := c.Args().First()
+	l, err := bisect.ReadLog(dir)
+	if errors.Is(err, bisect.ErrNoLog) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	st, err := bisect.Replay(l.Events)
+	if err != nil {
+		return err
+	}
+	return printBisect(c, dir, st)
+}
+
+func bisectReplay(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("bisect replay takes one log FILE")
+	}
+	f, err := os.Open(c.Args().First())
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer f.Close()
+	events, err := bisect.DecodeEvents(f, c.Args().First())
+	if err != nil {
+		return usageError{err}
+	}
+	st, err := bisect.Replay(events)
+	if err != nil {
+		return usageError{err}
+	}
+	dir, err := filepath.Abs(c.String("dir"))
+	if err != nil {
+		return err
+	}
+	if _, err := bisect.ReadLog(dir); !errors.Is(err, bisect.ErrNoLog) {
+		return usagef("%s already holds a campaign: replay into a new --dir", dir)
+	}
+	l := &bisect.Log{Dir: dir}
+	for _, e := range events {
+		if err := l.Append(e); err != nil {
+			return err
+		}
+	}
+	return printBisect(c, dir, st)
+}
+

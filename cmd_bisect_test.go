@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/llbuild/llbuild/bisect"
+	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/gitfixture"
+	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline/hostexec"
+	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// upstreamHistory makes a git history of the fixture tree, upstream's shape: twelve commits
+// after the first, one a day, subjects ending in their PR number. Commit 6 breaks the build and
+// 7 mends it; commit 8 (PR 8008) puts the server on a "slow path", the change the bisect must
+// find. docs/ops/big.csv is in every commit but its blob is deleted, as the mirrors of upstream
+// lack vocabulary files: a checkout fails, an archive without it builds.
+func upstreamHistory(t *testing.T) (dir string, commits []string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "llama.cpp")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(gitfixture.Root(), "pipeline", "testdata", "fakellama"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "docs", "ops"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit := func(name, old, new string) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !strings.Contains(string(b), old) {
+			t.Fatalf("%s lacks %q (%v)", name, old, err)
+		}
+		write(name, strings.Replace(string(b), old, new, 1))
+	}
+	write("docs/ops/big.csv", strings.Repeat("op,backend,supported\n", 100))
+	git := func(when int64, args ...string) string { return gitfixture.Git(t, dir, when, args...) }
+	git(0, "init", "--quiet", "--initial-branch=master")
+	for i := 0; i <= 12; i++ {
+		subject := fmt.Sprintf("docs : note %d (#%d)", i, 8000+i)
+		write("docs/notes.md", strings.Repeat("note\n", i+1))
+		switch i {
+		case 6:
+			edit("ggml/src/ggml.c", "#include", "#error upstream broke the build for a day\n#include")
+			subject = "ggml : refactor (#8006)"
+		case 7:
+			edit("ggml/src/ggml.c", "#error upstream broke the build for a day\n", "")
+			subject = "ggml : fix the build (#8007)"
+		case 8:
+			edit("tools/server/server.cpp", `"fake llama-server"`, `"fake llama-server (slow path)"`)
+			subject = "server : take the slow path (#8008)"
+		}
+		git(0, "add", "-A")
+		git(1700000000+int64(i)*86400, "commit", "--quiet", "-m", subject)
+		commits = append(commits, git(0, "rev-parse", "HEAD"))
+	}
+	git(0, "tag", "b100", commits[0])
+	blob := git(0, "rev-parse", "HEAD:docs/ops/big.csv")
+	if err := os.Remove(filepath.Join(dir, ".git", "objects", blob[:2], blob[2:])); err != nil {
+		t.Fatalf("removing the blob of docs/ops/big.csv: %v", err)
+	}
+	return dir, commits
+}
+
+// treeBencher stands for the GPU bench where no model can show a speed step: each side is
+// bundled from the template as the real bench bundles it, and its llama-server (the fixture's)
+// is run; a server that says it takes the slow path reads 80 tok/s, any other 100, each run
+// with ±1% noise.
+type treeBencher struct {
+	m   *bisect.BenchMeasurer
+	mu  sync.Mutex
+	rng *rand.Rand
+	ran []string
+}
+
+func (f *treeBencher) Measure(ctx context.Context, a, b bisect.Side, rounds int) (*bisect.Measurement, error) {
+	speed := map[string]float64{}
+	for _, s := range []bisect.Side{a, b} {
+		bundle, err := f.m.Bundle(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(bundle.Dir, "bin", "llama-server"))
+		cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(bundle.Dir, "lib"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("running %s's server: %v: %s", s.Commit.Short(), err, out)
+		}
+		speed[s.Commit.Hash] = 100
+		if strings.Contains(string(out), "slow path") {
+			speed[s.Commit.Hash] = 80
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ran = append(f.ran, b.Commit.Short())
+	m := &bisect.Measurement{A: a.Commit.Hash, B: b.Commit.Hash}
+	for r := 0; r < rounds; r++ {
+		av := speed[a.Commit.Hash] * (1 + 0.01*(2*f.rng.Float64()-1))
+		bv := speed[b.Commit.Hash] * (1 + 0.01*(2*f.rng.Float64()-1))
+		m.AValue, m.BValue, m.Ratios = append(m.AValue, av), append(m.BValue, bv), append(m.Ratios, bv/av)
+	}
+	return m, nil
+}
+
+// A real bisect end to end: a generated upstream history built by the host executor at each
+// probe, each bundled from a template bundle; the measurement is read from the built tree.
+// Stopped after two measurements and resumed, it names commit 8 and its PR, skips the commit
+// whose build fails, and keeps its log.
+func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
+	needDemoTools(t)
+	repo, commits := upstreamHistory(t)
+	camp, work := filepath.Join(t.TempDir(), "campaign"), t.TempDir()
+	empty := filepath.Join(t.TempDir(), "none.series")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The template: the good end built as the campaign builds it (so the campaign reuses it)
+	// and bundled with a tiny model.
+	tgt, err := targets.Load("cpu-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := recipes.Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := hostexec.New(hostexec.Options{Source: repo, WorkDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := gitref.Resolve(context.Background(), repo, "b100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := &bisect.PlanBuilder{Repo: repo, Target: tgt, Recipe: recipe, Series: []patches.Patch{}, Executor: ex, Out: filepath.Join(camp, "artifacts")}
+	built, err := pb.Build(context.Background(), good)
+	if err != nil {
+		t.Fatalf("building the good end: %v", err)
+	}
+	model := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	template := filepath.Join(t.TempDir(), "template")
+	if code, _, stderr := runCLI(t, "bundle", "-t", "cpu-v3", "--artifacts", built.Dir, "--model", model, "-o", template,
+		"--threads", "2", "--server-arg=--no-warmup", "--env", "GGML_CUDA_DISABLE_GRAPHS=1"); code != exitOK {
+		t.Fatalf("bundling the template: exit %d\n%s", code, stderr)
+	}
+
+	var fake *treeBencher
+	defer func(old func(*bisect.BenchMeasurer) bisect.Bencher) { bisectBencher = old }(bisectBencher)
+	bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher {
+		if fake == nil {
+			fake = &treeBencher{rng: rand.New(rand.NewSource(7))}
+		}
+		fake.m = m
+		return fake
+	}
+	common := []string{"--dir", camp, "--source", repo, "--executor", "host", "--work-dir", work}
+	code, stdout, stderr := runCLI(t, append([]string{"bisect", "run", "--good", "b100", "--bad", "master", "-t", "cpu-v3",
+		"--template", template, "--series", empty, "--max-probes", "2"}, common...)...)
+	if code != exitOK || !strings.Contains(stdout, "probing: ") {
+		t.Fatalf("first part: exit %d, want 0 and the campaign still probing\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "lacks some files") || !strings.Contains(stderr, "docs/ops/big.csv") {
+		t.Errorf("the missing blob was not named on stderr:\n%s", stderr)
+	}
+	// Resumed as on another machine would be: only --dir and --source.
+	code, stdout, stderr = runCLI(t, append([]string{"bisect", "run", "--json"}, common...)...)
+	if code != exitOK {
+		t.Fatalf("resumed: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var sum struct {
+		Phase   string
+		Culprit *gitref.Commit
+		Probes  []bisect.Probe
+		Confirm *bisect.Probe
+		Ends    *bisect.Probe
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if sum.Phase != bisect.PhaseDone || sum.Culprit == nil || sum.Culprit.Hash != commits[8] || sum.Culprit.PR != 8008 {
+		t.Fatalf("phase %s culprit %+v, want done at commit 8 (%s, PR 8008)\n%s", sum.Phase, sum.Culprit, commits[8], stdout)
+	}
+	if sum.Confirm == nil || sum.Confirm.Verdict != bisect.Bad || sum.Confirm.Against != commits[7] {
+		t.Errorf("confirmation %+v, want commit 8 bad against commit 7", sum.Confirm)
+	}
+	if sum.Ends == nil || sum.Ends.Measurement.Median > 0.85 || sum.Ends.Measurement.Median < 0.75 {
+		t.Errorf("ends %+v, want bad/good near 0.8", sum.Ends)
+	}
+	verdicts := map[string]string{}
+	for _, p := range sum.Probes {
+		verdicts[p.Commit.Hash] = p.Verdict
+		if p.Commit.Hash == commits[6] && (p.Verdict != bisect.Skip || !strings.Contains(p.Reason, "upstream broke the build")) {
+			t.Errorf("commit 6: %s %q, want skipped with the compiler's error", p.Verdict, p.Reason)
+		}
+	}
+	if verdicts[commits[6]] != bisect.Skip || verdicts[commits[7]] != bisect.Good || verdicts[commits[8]] != bisect.Bad {
+		t.Errorf("verdicts 6 %q 7 %q 8 %q, want skip good bad", verdicts[commits[6]], verdicts[commits[7]], verdicts[commits[8]])
+	}
+	// Each probe's bundle is the template re-made: the same arguments and environment.
+	for _, want := range []string{"--threads", "--no-warmup"} {
+		b, err := os.ReadFile(filepath.Join(camp, "bundles", commits[8][:9]+"-"+sum.Culprit.Hash[:0]))
+		_ = b
+		_ = err
+		matches, _ := filepath.Glob(filepath.Join(camp, "bundles", commits[8][:9]+"-*", "manifest.json"))
+		if len(matches) != 1 {
+			t.Fatalf("bundles of commit 8: %v", matches)
+		}
+		m, _ := os.ReadFile(matches[0])
+		if !strings.Contains(string(m), want) || !strings.Contains(string(m), "GGML_CUDA_DISABLE_GRAPHS") {
+			t.Errorf("commit 8's bundle lacks the template's %s or its environment", want)
+		}
+	}
+	// The log reads back the same, as text too.
+	code, text, _ := runCLI(t, "bisect", "log", camp)
+	if code != exitOK || !strings.Contains(text, "culprit:   "+commits[8]+" server : take the slow path (#8008)") || !strings.Contains(text, "confirm:") {
+		t.Errorf("bisect log: exit %d\n%s", code, text)
+	}
+	// A campaign done does nothing more when run again.
+	n := len(fake.ran)
+	if code, _, stderr := runCLI(t, append([]string{"bisect", "run"}, common...)...); code != exitOK || len(fake.ran) != n {
+		t.Errorf("run after done: exit %d, %d more measurements\n%s", code, len(fake.ran)-n, stderr)
+	}
+}
+
+func TestBisectUsage(t *testing.T) {
+	repo, _ := upstreamHistory(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host"}, "needs --source"},
+		{"not a repository", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", t.TempDir()}, "is not a git repository"},
+		{"nothing to resume", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo}, "--good is needed"},
+		{"bad metric and rounds", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b100", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir(), "--metric", "speed", "--rounds", "1"}, "--metric \"speed\""},
+		{"reversed range", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "master", "--bad", "b100", "-t", "cpu-v3", "--template", t.TempDir()}, "is not an ancestor"},
+		{"unknown commit", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b99", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir()}, "has no commit \"b99\""},
+		{"log of nothing", []string{"bisect", "log", t.TempDir()}, "has no bisect.log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d stdout %q stderr %q; want exit 2 saying %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
