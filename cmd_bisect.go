@@ -406,4 +406,3 @@ func bisectReplay(c *cli.Context) error {
 	}
 	return printBisect(c, dir, st)
 }
-
