@@ -1,0 +1,89 @@
+#!/bin/bash
+# h200-bisect.sh: which upstream commit between the two pins made the H200 slower? Runs
+# `llbuild bisect run` for two campaigns over 1425386fd..34af94cd9 of the shallow history in
+# ../shared/llama.cpp/llama.cpp-history.git.tar, each probe an h200 build with patch 0001 alone
+# (the scoring series does not apply across the range): ds, the llama bigram pair of the Old
+# Testament (1b-cost target, its draft: draft-simple), and mtp, the gemma4 bigram pair (gemma4-1b
+# target, its MTP assistant: draft-mtp). Both campaigns share one artifact directory, so a commit
+# both probe is built once. For a GPU machine without Go or network, lent a few minutes at a time:
+# each call resumes from the logs carried in and carries them out again.
+# Prepare a folder git ignores (.carry/) here with
+#   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/bigramgguf ./internal/tools/bigramgguf
+#   xz -9 .carry/llbuild .carry/bigramgguf; bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >.carry/old-testament.txt.xz
+#   cp ../shared/llama.cpp/llama.cpp-history.git.tar .carry/
+#   (and the logs of an earlier part: cp bisect-h200/{ds,mtp}.log .carry/ )
+# then, from the repository root: bash scripts/h200-bisect.sh .carry start SECONDS
+#   start SECONDS   unpack, build the good end, make the models and templates, and start the
+#                   campaigns in the background (setsid: they outlive the call while the machine
+#                   is held); then wait up to SECONDS, copying the state to $OUT
+#   wait SECONDS    wait up to SECONDS more, copying the state to $OUT
+# $OUT gets ds.log and mtp.log (each campaign's bisect.log: resume from them), ds.txt and
+# mtp.txt (llbuild bisect log), progress.log (the campaigns' stderr, last lines) and records.tgz
+# (every bench record of both campaigns, without server logs).
+set -uo pipefail
+D=$(cd "${1:?usage: h200-bisect.sh CARRY_DIR start|wait SECONDS}" && pwd); stage=${2:?stage}; secs=${3:-540}
+OUT=${OUT:-/tmp/h200-bisect-out}; mkdir -p "$OUT"
+B=/tmp/bisect REPO=/tmp/bisect/llrange.git
+export PATH=$PATH:/usr/local/cuda/bin
+good=1425386fd996511e1f3295e7366c38289a92a271 bad=34af94cd9ab277632e27caeec2d41de2fd091b31
+
+collect() {
+	for c in ds mtp; do
+		[ -f $B/$c/bisect.log ] && cp $B/$c/bisect.log "$OUT/$c.log" && "$D"/llbuild bisect log $B/$c >"$OUT/$c.txt" 2>&1
+	done
+	tail -c 60000 $B/progress.log >"$OUT/progress.log" 2>/dev/null
+	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log ds/bench mtp/bench 2>/dev/null)
+	cat "$OUT"/ds.txt "$OUT"/mtp.txt 2>/dev/null | grep -E '^(ends|threshold|[0-9]+ |probing|done|no-step|ambiguous|confirm|culprit)' | tail -30
+}
+
+waitfor() { # waitfor SECONDS: until the campaigns end or the time is up
+	local t0=$SECONDS
+	while [ $((SECONDS - t0)) -lt "$1" ] && ! [ -f $B/finished ]; do sleep 10; done
+	[ -f $B/finished ] && echo "campaigns finished: $(cat $B/finished)"
+	tail -5 $B/progress.log
+	collect
+}
+
+case $stage in
+start)
+	for f in "$D"/llbuild.xz "$D"/bigramgguf.xz "$D"/old-testament.txt.xz; do
+		[ -e "${f%.xz}" ] || { xz -dk "$f" && chmod +x "${f%.xz}"; }
+	done
+	mkdir -p $B && tar -xf "$D"/llama.cpp-history.git.tar -C $B || exit 1
+	for c in ds mtp; do # an earlier part's log, carried in
+		[ -f "$D/$c.log" ] && mkdir -p $B/$c && cp "$D/$c.log" $B/$c/bisect.log && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
+	done
+	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
+	setsid bash -c '
+		D=$1 B=$2 REPO=$3 good=$4 bad=$5
+		exec >>$B/progress.log 2>&1
+		t0=$SECONDS
+		mkdir -p $B/plain && cp patches/0001-ggml-cuda-link-driver-interface.patch $B/plain/ && grep "^0001-" patches/series >$B/plain/series
+		# the good end, built as the campaigns build it (the same plan, so they reuse it): the
+		# templates need its artifacts
+		a=$("$D"/llbuild build --executor host -t h200 --source $REPO --recipe patches/1425386fd/server.yaml --series $B/plain/series --out $B/artifacts --work-dir $B/work) || { echo "good end: build failed"; exit 1; }
+		echo "good end built in $((SECONDS - t0)) s: $a"
+		"$D"/bigramgguf -text "$D"/old-testament.txt -shape 1b -o $B/m.gguf && "$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o $B/d.gguf &&
+			"$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o $B/g.gguf -assistant $B/ga.gguf || exit 1
+		common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --link --force -q)
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o $B/tpl-ds --model $B/m.gguf --draft $B/d.gguf "${common[@]}" >/dev/null &&
+			"$D"/llbuild bundle -t h200 --artifacts "$a" -o $B/tpl-mtp --model $B/g.gguf --draft $B/ga.gguf "${common[@]}" >/dev/null || exit 1
+		ended() { [ -f $B/$1.failed ] || "$D"/llbuild bisect log $B/$1 --json 2>/dev/null | grep -qE "\"phase\": \"(done|no-step|ambiguous|ends-unusable)\""; }
+		while :; do
+			for c in ds mtp; do
+				ended $c && continue
+				echo "== $c: one step, $((SECONDS - t0)) s into the part"
+				"$D"/llbuild bisect run --dir $B/$c --source $REPO --good $good --bad $bad -t h200 --template $B/tpl-$c --series plain \
+					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 >$B/$c.out
+				rc=$?
+				grep -E "^(ends|threshold|probing|done|no-step|ambiguous|culprit|confirm)" $B/$c.out
+				[ $rc -eq 0 ] || { echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1; }
+			done
+			ended ds && ended mtp && { echo "ds and mtp ended after $((SECONDS - t0)) s" >$B/finished; break; }
+		done
+	' _ "$D" $B $REPO $good $bad </dev/null &
+	sleep 5
+	waitfor "$secs" ;;
+wait) waitfor "$secs" ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
