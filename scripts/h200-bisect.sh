@@ -24,12 +24,13 @@ set -uo pipefail
 D=$(cd "${1:?usage: h200-bisect.sh CARRY_DIR start|wait SECONDS}" && pwd); stage=${2:?stage}; secs=${3:-540}
 OUT=${OUT:-/tmp/h200-bisect-out}; mkdir -p "$OUT"
 B=/tmp/bisect REPO=/tmp/bisect/llrange.git
+L=$B/bin # the unpacked tools: each call replaces the checkout (and .carry), the background job outlives it
 export PATH=$PATH:/usr/local/cuda/bin
 good=1425386fd996511e1f3295e7366c38289a92a271 bad=34af94cd9ab277632e27caeec2d41de2fd091b31
 
 collect() {
 	for c in ds mtp; do
-		[ -f $B/$c/bisect.log ] && cp $B/$c/bisect.log "$OUT/$c.log" && "$D"/llbuild bisect log $B/$c >"$OUT/$c.txt" 2>&1
+		[ -f $B/$c/bisect.log ] && cp $B/$c/bisect.log "$OUT/$c.log" && $L/llbuild bisect log $B/$c >"$OUT/$c.txt" 2>&1
 	done
 	tail -c 60000 $B/progress.log >"$OUT/progress.log" 2>/dev/null
 	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log ds/bench mtp/bench 2>/dev/null)
@@ -46,10 +47,17 @@ waitfor() { # waitfor SECONDS: until the campaigns end or the time is up
 
 case $stage in
 start)
-	for f in "$D"/llbuild.xz "$D"/bigramgguf.xz "$D"/old-testament.txt.xz; do
-		[ -e "${f%.xz}" ] || { xz -dk "$f" && chmod +x "${f%.xz}"; }
+	if [ -f $B/running ] && kill -0 "$(cat $B/running)" 2>/dev/null; then
+		echo "the campaigns are running already (pid $(cat $B/running)): waiting"
+		waitfor "$secs"
+		exit 0
+	fi
+	rm -f $B/finished $B/*.failed $B/*.failed1
+	mkdir -p $L $B/src && cp -r patches $B/src/ || exit 1
+	for f in llbuild bigramgguf old-testament.txt; do
+		[ -e $L/$f ] || { xz -dc "$D/$f.xz" >$L/$f && chmod +x $L/$f; } || exit 1
 	done
-	mkdir -p $B && tar -xf "$D"/llama.cpp-history.git.tar -C $B || exit 1
+	[ -d $REPO ] || tar -xf "$D"/llama.cpp-history.git.tar -C $B || exit 1
 	for c in ds mtp; do # an earlier part's log, carried in
 		[ -f "$D/$c.log" ] && mkdir -p $B/$c && cp "$D/$c.log" $B/$c/bisect.log && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
 	done
@@ -57,14 +65,18 @@ start)
 	setsid bash -c '
 		D=$1 B=$2 REPO=$3 good=$4 bad=$5
 		exec >>$B/progress.log 2>&1
+		echo $$ >$B/running
+		cd $B/src || exit 1
 		t0=$SECONDS
 		mkdir -p $B/plain && cp patches/0001-ggml-cuda-link-driver-interface.patch $B/plain/ && grep "^0001-" patches/series >$B/plain/series
 		# the good end, built as the campaigns build it (the same plan, so they reuse it): the
 		# templates need its artifacts
-		a=$("$D"/llbuild build --executor host -t h200 --source $REPO --recipe patches/1425386fd/server.yaml --series $B/plain/series --out $B/artifacts --work-dir $B/work) || { echo "good end: build failed"; exit 1; }
+		a=$(ls -d $B/artifacts/h200/3708fd884f2d 2>/dev/null) || a=$("$D"/llbuild build --executor host -t h200 --source $REPO --recipe patches/1425386fd/server.yaml --series $B/plain/series --out $B/artifacts --work-dir $B/work) || { echo "good end: build failed"; exit 1; }
 		echo "good end built in $((SECONDS - t0)) s: $a"
-		"$D"/bigramgguf -text "$D"/old-testament.txt -shape 1b -o $B/m.gguf && "$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o $B/d.gguf &&
-			"$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o $B/g.gguf -assistant $B/ga.gguf || exit 1
+		if ! [ -f $B/ga.gguf ]; then
+			"$D"/bigramgguf -text "$D"/old-testament.txt -shape 1b -o $B/m.gguf && "$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o $B/d.gguf &&
+				"$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o $B/g.gguf -assistant $B/ga.gguf || exit 1
+		fi
 		common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --link --force -q)
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o $B/tpl-ds --model $B/m.gguf --draft $B/d.gguf "${common[@]}" >/dev/null &&
 			"$D"/llbuild bundle -t h200 --artifacts "$a" -o $B/tpl-mtp --model $B/g.gguf --draft $B/ga.gguf "${common[@]}" >/dev/null || exit 1
@@ -81,7 +93,7 @@ start)
 			done
 			ended ds && ended mtp && { echo "ds and mtp ended after $((SECONDS - t0)) s" >$B/finished; break; }
 		done
-	' _ "$D" $B $REPO $good $bad </dev/null &
+	' _ $L $B $REPO $good $bad </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
 wait) waitfor "$secs" ;;
