@@ -34,7 +34,11 @@ func bisectCommand() *cli.Command {
 		&cli.StringFlag{Name: "series", Usage: "what each probe carries: `scoring` (the built-in series), plain (patch 0001 alone) or a series FILE (default: scoring where it applies at both ends, else plain)"},
 		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "the bench's `mode`: screen or full"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "interleaved rounds per measurement, `N`"},
-		&cli.IntFlag{Name: "max-rounds", Value: 6, Usage: "rounds a probe may take in all, `N`, before a verdict that stays not significant skips it"},
+		&cli.IntFlag{Name: "max-rounds", Value: 9, Usage: "rounds a measurement may take in all, `N`, before a verdict that stays not significant skips the probe"},
+		&cli.Float64Flag{Name: "alpha", Value: bisect.DefaultAlpha, Usage: "the sign test's level, `P`: a side is decided when that many rounds fall on it with chance P or less"},
+		&cli.IntFlag{Name: "generate", Usage: "tokens each row generates, `G` (default: the bench's 512); longer rows read less noisy"},
+		&cli.IntFlag{Name: "rows", Usage: "rows per run, `N` (default from --mode)"},
+		&cli.IntFlag{Name: "canaries", Usage: "canary checks per run, `N` (default from --mode)"},
 		&cli.StringFlag{Name: "metric", Value: bisect.MetricRow0, Usage: "what is compared: `row0` (row 0's decode tok/s, llama-server's timings), row0-client (the bench's clock) or repeated (rows 1..N-1)"},
 		&cli.Float64Flag{Name: "threshold", Usage: "probe/good `RATIO` that divides good from bad (default: midway between 1 and the ends' ratio)"},
 		&cli.Float64Flag{Name: "min-step", Value: 0.02, Usage: "least |bad/good - 1| worth bisecting, `FRACTION`"},
@@ -164,9 +168,9 @@ func bisectRun(c *cli.Context) error {
 	if cl, ok := ex.(interface{ Close() error }); ok {
 		defer cl.Close()
 	}
-	proto, err := bench.DefaultProtocol(start.Mode)
+	proto, err := bisectProtocol(start)
 	if err != nil {
-		return usagef("--mode: %v", err)
+		return usagef("bisect run: %v", err)
 	}
 	host, _ := os.Hostname()
 	st, runErr := bisect.Run(ctx, bisect.Options{
@@ -227,6 +231,14 @@ func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Com
 	if maxRounds < rounds {
 		problems = append(problems, fmt.Sprintf("--max-rounds %d is below --rounds %d", maxRounds, rounds))
 	}
+	if a := c.Float64("alpha"); a <= 0 || a >= 0.5 {
+		problems = append(problems, fmt.Sprintf("--alpha %v: want a level between 0 and 0.5 (0.05 is the default)", a))
+	}
+	for _, f := range []string{"generate", "rows", "canaries"} {
+		if c.Int(f) < 0 {
+			problems = append(problems, fmt.Sprintf("--%s %d: want 1 or more", f, c.Int(f)))
+		}
+	}
 	if s := c.Float64("min-step"); s < 0 || s >= 1 {
 		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.02 is 2%%)", s))
 	}
@@ -252,6 +264,10 @@ func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Com
 	set := &bisect.Settings{
 		Good: path[0], Bad: path[len(path)-1], Target: t.Name, Template: template, TemplateIdentity: id,
 		Mode: c.String("mode"), Rounds: rounds, MaxRounds: maxRounds, Metric: metric, MinStep: c.Float64("min-step"),
+		Alpha: c.Float64("alpha"), Generate: c.Int("generate"), Rows: c.Int("rows"), Canaries: c.Int("canaries"),
+	}
+	if _, err := bisectProtocol(set); err != nil {
+		return nil, nil, usagef("bisect run: %v", err)
 	}
 	if c.IsSet("threshold") {
 		th := c.Float64("threshold")
@@ -286,6 +302,24 @@ func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Com
 	}
 	set.SeriesPatches = patchIDs(series)
 	return set, path, nil
+}
+
+// bisectProtocol is the bench protocol of a campaign: its mode's, with the campaign's overrides.
+func bisectProtocol(set *bisect.Settings) (bench.Protocol, error) {
+	p, err := bench.DefaultProtocol(set.Mode)
+	if err != nil {
+		return p, err
+	}
+	if set.Generate > 0 {
+		p.Generate = set.Generate
+	}
+	if set.Rows > 0 {
+		p.Rows = set.Rows
+	}
+	if set.Canaries > 0 {
+		p.Canaries = set.Canaries
+	}
+	return p, p.Validate()
 }
 
 // seriesByName is a named series (scoring, plain) or the series file at path.

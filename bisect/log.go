@@ -61,6 +61,23 @@ type Settings struct {
 	Threshold *float64 `json:"threshold,omitempty"`
 	// MinStep is the least |bad/good - 1| (median) that counts as a step worth bisecting.
 	MinStep float64 `json:"minStep"`
+	// Alpha is the sign test's level: rounds decide a side when as many of them fall on it as
+	// chance gives with probability alpha or less. 0 means DefaultAlpha.
+	Alpha float64 `json:"alpha,omitempty"`
+	// Generate, Rows and Canaries override the bench mode's protocol where set (> 0).
+	Generate int `json:"generate,omitempty"`
+	Rows     int `json:"rows,omitempty"`
+	Canaries int `json:"canaries,omitempty"`
+}
+
+// DefaultAlpha is the sign test's default level.
+const DefaultAlpha = 0.05
+
+func (s *Settings) alpha() float64 {
+	if s.Alpha > 0 {
+		return s.Alpha
+	}
+	return DefaultAlpha
 }
 
 // Event is one line of the log.

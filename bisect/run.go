@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/gitref"
@@ -88,8 +89,10 @@ func compareSettings(a, b *Settings) string {
 		return fmt.Sprintf("template %s (%s), not %s (%s)", a.Template, a.TemplateIdentity, b.Template, b.TemplateIdentity)
 	case a.Mode != b.Mode || a.Rounds != b.Rounds || a.MaxRounds != b.MaxRounds || a.Metric != b.Metric:
 		return fmt.Sprintf("--mode %s --rounds %d --max-rounds %d --metric %s, not %s %d %d %s", a.Mode, a.Rounds, a.MaxRounds, a.Metric, b.Mode, b.Rounds, b.MaxRounds, b.Metric)
-	case fmt.Sprint(deref(a.Threshold)) != fmt.Sprint(deref(b.Threshold)) || a.MinStep != b.MinStep:
-		return fmt.Sprintf("--threshold %v --min-step %v, not %v %v", deref(a.Threshold), a.MinStep, deref(b.Threshold), b.MinStep)
+	case fmt.Sprint(deref(a.Threshold)) != fmt.Sprint(deref(b.Threshold)) || a.MinStep != b.MinStep || a.alpha() != b.alpha():
+		return fmt.Sprintf("--threshold %v --min-step %v --alpha %v, not %v %v %v", deref(a.Threshold), a.MinStep, a.alpha(), deref(b.Threshold), b.MinStep, b.alpha())
+	case a.Generate != b.Generate || a.Rows != b.Rows || a.Canaries != b.Canaries:
+		return fmt.Sprintf("--generate %d --rows %d --canaries %d, not %d %d %d", a.Generate, a.Rows, a.Canaries, b.Generate, b.Rows, b.Canaries)
 	}
 	return ""
 }
@@ -183,14 +186,45 @@ func (o *Options) ends(ctx context.Context, st *State, set *Settings) (Event, er
 	if err != nil {
 		return Event{}, fmt.Errorf("building the bad end %s: %w", bad.Short(), err)
 	}
-	m, err := o.Bencher.Measure(ctx, Side{good, gb}, Side{bad, bb}, set.Rounds)
+	p := &Probe{Commit: bad, Index: len(st.Path) - 1, Against: good.Hash, Build: bb}
+	p.Measurement, err = o.measure(ctx, Side{good, gb}, Side{bad, bb}, set, func(m *Measurement) (string, string, bool) {
+		v, r, _, undecided := judgeEnds(m, set)
+		return v, r, undecided
+	})
 	if err != nil {
 		return Event{}, fmt.Errorf("measuring the ends: %w", err)
 	}
-	m.summarize()
-	p := &Probe{Commit: bad, Index: len(st.Path) - 1, Against: good.Hash, Build: bb, Measurement: m}
-	p.Verdict, p.Reason, p.Threshold = judgeEnds(m, set)
+	p.Verdict, p.Reason, p.Threshold = judgeEndsOf(p.Measurement, set)
 	return Event{Kind: EventEnds, Probe: p}, nil
+}
+
+func judgeEndsOf(m *Measurement, set *Settings) (string, string, float64) {
+	v, r, th, undecided := judgeEnds(m, set)
+	if undecided && v == Skip {
+		r += fmt.Sprintf(" after %d rounds", len(m.AValue))
+	}
+	return v, r, th
+}
+
+// measure benches b against a for set.Rounds rounds, then more, up to set.MaxRounds in all,
+// while judge says the rounds so far cannot tell.
+func (o *Options) measure(ctx context.Context, a, b Side, set *Settings, judge func(*Measurement) (string, string, bool)) (*Measurement, error) {
+	m := &Measurement{}
+	for rounds := set.Rounds; rounds > 0; {
+		more, err := o.Bencher.Measure(ctx, a, b, rounds)
+		if err != nil {
+			return nil, err
+		}
+		m.merge(more)
+		_, _, undecided := judge(m)
+		have := len(m.AValue)
+		if !undecided || have >= set.MaxRounds {
+			break
+		}
+		rounds = min(set.Rounds, set.MaxRounds-have)
+		o.Log.Info("bisect: not significant yet, measuring more rounds", "commit", b.Commit.Short(), "rounds", rounds)
+	}
+	return m, nil
 }
 
 func (o *Options) probe(ctx context.Context, st *State, set *Settings, i int) (Event, error) {
@@ -210,26 +244,15 @@ func (o *Options) probe(ctx context.Context, st *State, set *Settings, i int) (E
 	}
 	p.Build = cb
 	slower := st.Direction == "slower"
-	m := &Measurement{}
-	for rounds := set.Rounds; rounds > 0; {
-		more, err := o.Bencher.Measure(ctx, Side{good, gb}, Side{c, cb}, rounds)
-		if err != nil {
-			return Event{}, fmt.Errorf("measuring %s: %w", c.Short(), err)
-		}
-		m.merge(more)
-		var undecided bool
-		p.Verdict, p.Reason, undecided = judgeProbe(m, st.Threshold, slower)
-		have := len(m.AValue)
-		if !undecided || have >= set.MaxRounds {
-			if undecided {
-				p.Reason += fmt.Sprintf(" after %d rounds", have)
-			}
-			break
-		}
-		rounds = min(set.Rounds, set.MaxRounds-have)
-		o.Log.Info("bisect: not significant yet, measuring more rounds", "commit", c.Short(), "rounds", rounds)
+	judge := func(m *Measurement) (string, string, bool) { return judgeProbe(m, st.Threshold, slower, set.alpha()) }
+	if p.Measurement, err = o.measure(ctx, Side{good, gb}, Side{c, cb}, set, judge); err != nil {
+		return Event{}, fmt.Errorf("measuring %s: %w", c.Short(), err)
 	}
-	p.Measurement = m
+	var undecided bool
+	p.Verdict, p.Reason, undecided = judge(p.Measurement)
+	if undecided {
+		p.Reason += fmt.Sprintf(" after %d rounds", len(p.Measurement.AValue))
+	}
 	return Event{Kind: EventProbe, Probe: p}, nil
 }
 
@@ -243,22 +266,29 @@ func (o *Options) confirm(ctx context.Context, st *State, set *Settings) (Event,
 	if err != nil {
 		return Event{}, fmt.Errorf("building the culprit %s: %w", c.Short(), err)
 	}
-	m, err := o.Bencher.Measure(ctx, Side{parent, pb}, Side{c, cb}, set.Rounds)
+	slower := st.Direction == "slower"
+	judge := func(m *Measurement) (string, string, bool) {
+		if len(m.Ratios) < 2 {
+			return Skip, "too few comparable rounds to confirm: " + ratioText(m) + "; " + strings.Join(m.Invalid, "; "), len(m.Ratios) == 1
+		}
+		dir, pv := decide(m.Ratios, 1, set.alpha())
+		switch {
+		case dir == 0:
+			return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (sign test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), pv), true
+		case (dir < 0) == slower:
+			return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (sign test p = %.3f)", ratioText(m), st.Direction, pv), false
+		}
+		return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (sign test p = %.3f); the step may be spread over several commits", ratioText(m), pv), false
+	}
+	m, err := o.measure(ctx, Side{parent, pb}, Side{c, cb}, set, judge)
 	if err != nil {
 		return Event{}, fmt.Errorf("measuring the culprit against its parent: %w", err)
 	}
-	m.summarize()
 	p := &Probe{Commit: c, Index: st.Bad, Against: parent.Hash, Build: cb, Measurement: m}
-	slower := st.Direction == "slower"
-	switch {
-	case len(m.Ratios) < 2:
-		p.Verdict, p.Reason = Skip, "too few comparable rounds to confirm: "+ratioText(m)
-	case slower && m.Max < 1, !slower && m.Min > 1:
-		p.Verdict, p.Reason = Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s in every round", ratioText(m), st.Direction)
-	case slower && m.Min > 1, !slower && m.Max < 1:
-		p.Verdict, p.Reason = Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way; the step may be spread over several commits", ratioText(m))
-	default:
-		p.Verdict, p.Reason = Skip, fmt.Sprintf("not confirmed: culprit/parent %s lies on both sides of 1; the step may be spread over several commits, or smaller than the noise", ratioText(m))
+	var undecided bool
+	p.Verdict, p.Reason, undecided = judge(m)
+	if undecided {
+		p.Reason += fmt.Sprintf(" after %d rounds", len(m.AValue))
 	}
 	return Event{Kind: EventConfirm, Probe: p}, nil
 }

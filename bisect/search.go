@@ -177,50 +177,93 @@ func ratioText(m *Measurement) string {
 	return fmt.Sprintf("median %.3f (%.3f-%.3f, %d rounds)", m.Median, m.Min, m.Max, len(m.Ratios))
 }
 
-// judgeEnds decides whether the bad end differs from the good one enough to bisect, and the
-// threshold probes are judged by. The verdict is Bad when it does (a step to find), else Skip.
-func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold float64) {
-	if len(m.Ratios) < 2 {
-		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): too few to say whether there is a step; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; ")), 0
+// signP is the one-sided sign test's p-value: the chance that k or more of n rounds fall on
+// one side of a value the true ratio sits exactly at (each round then a coin toss).
+func signP(k, n int) float64 {
+	p := 0.0
+	for i := k; i <= n; i++ {
+		p += binom(n, i)
 	}
-	slower, faster := m.Max < 1, m.Min > 1
-	if !slower && !faster {
-		return Skip, fmt.Sprintf("no step between the ends: bad/good %s lies on both sides of 1, so there is nothing to bisect", ratioText(m)), 0
+	return p / math.Pow(2, float64(n))
+}
+
+func binom(n, k int) float64 {
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
+// sides counts the ratios below and above x.
+func sides(ratios []float64, x float64) (below, above int) {
+	for _, r := range ratios {
+		switch {
+		case r < x:
+			below++
+		case r > x:
+			above++
+		}
+	}
+	return below, above
+}
+
+// decide is the sign test of ratios against x: -1 when they lie below x beyond chance (p <=
+// alpha), +1 when above, 0 when the rounds cannot tell yet; p is the smaller tail's p-value.
+func decide(ratios []float64, x, alpha float64) (dir int, p float64) {
+	below, above := sides(ratios, x)
+	pb, pa := signP(below, len(ratios)), signP(above, len(ratios))
+	switch {
+	case pb <= alpha && below > above:
+		return -1, pb
+	case pa <= alpha && above > below:
+		return 1, pa
+	}
+	return 0, math.Min(pb, pa)
+}
+
+// judgeEnds decides whether the bad end differs from the good one enough to bisect, and the
+// threshold probes are judged by. The verdict is Bad when it does (a step to find), else Skip;
+// undecided means more rounds may tell.
+func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold float64, undecided bool) {
+	if len(m.Ratios) < 2 {
+		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): too few to say whether there is a step; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; ")), 0, len(m.Ratios) == 1
+	}
+	dir, p := decide(m.Ratios, 1, set.alpha())
+	if dir == 0 {
+		return Skip, fmt.Sprintf("no step between the ends: bad/good %s is not on one side of 1 beyond chance (sign test p = %.3f > %.3f), so there is nothing to bisect", ratioText(m), p, set.alpha()), 0, true
 	}
 	if math.Abs(m.Median-1) < set.MinStep {
-		return Skip, fmt.Sprintf("no step worth bisecting between the ends: bad/good %s differs from 1 by less than --min-step %.3f", ratioText(m), set.MinStep), 0
+		return Skip, fmt.Sprintf("no step worth bisecting between the ends: bad/good %s differs from 1 by less than --min-step %.3f", ratioText(m), set.MinStep), 0, false
 	}
+	slower := dir < 0
 	threshold = (1 + m.Median) / 2
 	if set.Threshold != nil {
 		threshold = *set.Threshold
-		if (slower && !(threshold < 1 && threshold > m.Median)) || (faster && !(threshold > 1 && threshold < m.Median)) {
-			return Skip, fmt.Sprintf("--threshold %.3f does not lie between 1 and the ends' ratio %.3f: no probe could be judged by it", threshold, m.Median), 0
+		if (slower && !(threshold < 1 && threshold > m.Median)) || (!slower && !(threshold > 1 && threshold < m.Median)) {
+			return Skip, fmt.Sprintf("--threshold %.3f does not lie between 1 and the ends' ratio %.3f: no probe could be judged by it", threshold, m.Median), 0, false
 		}
 	}
-	dir := "slower"
-	if faster {
-		dir = "faster"
-	}
-	return Bad, fmt.Sprintf("bad is %s than good in every round: bad/good %s; probes are judged against %.3f", dir, ratioText(m), threshold), threshold
+	word := map[bool]string{true: "slower", false: "faster"}[slower]
+	return Bad, fmt.Sprintf("bad is %s than good: bad/good %s (sign test p = %.3f); probes are judged against %.3f", word, ratioText(m), p, threshold), threshold, false
 }
 
-// judgeProbe says whether a probe's rounds all lie on the good end's or the bad end's side of
-// the threshold. Undecided means more rounds may tell.
-func judgeProbe(m *Measurement, threshold float64, slower bool) (verdict, reason string, undecided bool) {
+// judgeProbe says whether a probe's rounds lie on the good end's or the bad end's side of the
+// threshold beyond chance (the sign test at alpha). Undecided means more rounds may tell.
+func judgeProbe(m *Measurement, threshold float64, slower bool, alpha float64) (verdict, reason string, undecided bool) {
 	if len(m.Ratios) == 0 {
 		return Skip, "no round counted: " + strings.Join(m.Invalid, "; "), false
 	}
-	if len(m.Ratios) < 2 {
-		return Skip, fmt.Sprintf("one round counted (%s): no spread to judge by", strings.Join(m.Invalid, "; ")), true
-	}
-	below, above := m.Max < threshold, m.Min > threshold
+	dir, p := decide(m.Ratios, threshold, alpha)
+	below, above := sides(m.Ratios, threshold)
+	counts := fmt.Sprintf("%d of %d rounds below %.3f, %d above, sign test p = %.3f", below, len(m.Ratios), threshold, above, p)
 	switch {
-	case below == slower && (below || above):
-		return Bad, fmt.Sprintf("probe/good %s, every round %s %.3f: like the bad end", ratioText(m), side(slower), threshold), false
-	case below || above:
-		return Good, fmt.Sprintf("probe/good %s, every round %s %.3f: like the good end", ratioText(m), side(!slower), threshold), false
+	case dir == 0:
+		return Skip, fmt.Sprintf("not significant: probe/good %s; %s", ratioText(m), counts), true
+	case (dir < 0) == slower:
+		return Bad, fmt.Sprintf("probe/good %s; %s: like the bad end", ratioText(m), counts), false
 	}
-	return Skip, fmt.Sprintf("not significant: probe/good %s lies on both sides of %.3f", ratioText(m), threshold), true
+	return Good, fmt.Sprintf("probe/good %s; %s: like the good end", ratioText(m), counts), false
 }
 
 func side(below bool) string {
