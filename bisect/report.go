@@ -15,7 +15,7 @@ func (st *State) WriteText(w io.Writer, set *Settings) error {
 	if st.Ends != nil {
 		fmt.Fprintf(w, "ends:      bad/good %s\n", ratioText(st.Ends.Measurement))
 		if st.Threshold > 0 {
-			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when every round's probe/good ratio is %s it)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"])
+			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when its probe/good ratios fall %s it beyond chance, by the sign test at %.3g)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"], set.alpha())
 		}
 	}
 	if len(st.Probes) > 0 {

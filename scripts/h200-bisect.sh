@@ -13,6 +13,10 @@
 #   cp ../shared/llama.cpp/llama.cpp-history.git.tar .carry/
 #   (and the logs of an earlier part: cp bisect-h200/{ds,mtp}.log .carry/ )
 # then, from the repository root: bash scripts/h200-bisect.sh .carry start SECONDS
+# PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
+# protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
+# single row 0, whose ±8% per run left its probes not significant; the mean of 7 repeated rows
+# reads less noisy. A campaign's log fixes its protocol: resume it with the one it started with.
 #   start SECONDS   unpack, build the good end, make the models and templates, and start the
 #                   campaigns in the background (setsid: they outlive the call while the machine
 #                   is held); then wait up to SECONDS, copying the state to $OUT
@@ -27,6 +31,7 @@ B=/tmp/bisect REPO=/tmp/bisect/llrange.git
 L=$B/bin # the unpacked tools: each call replaces the checkout (and .carry), the background job outlives it
 export PATH=$PATH:/usr/local/cuda/bin
 good=1425386fd996511e1f3295e7366c38289a92a271 bad=34af94cd9ab277632e27caeec2d41de2fd091b31
+PROTOCOL=${PROTOCOL:---mode full --metric repeated --canaries 128}
 
 collect() {
 	for c in ds mtp; do
@@ -63,7 +68,7 @@ start)
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	setsid bash -c '
-		D=$1 B=$2 REPO=$3 good=$4 bad=$5
+		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6
 		exec >>$B/progress.log 2>&1
 		echo $$ >$B/running
 		cd $B/src || exit 1
@@ -86,14 +91,14 @@ start)
 				ended $c && continue
 				echo "== $c: one step, $((SECONDS - t0)) s into the part"
 				"$D"/llbuild bisect run --dir $B/$c --source $REPO --good $good --bad $bad -t h200 --template $B/tpl-$c --series plain \
-					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 >$B/$c.out
+					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 $PROTOCOL >$B/$c.out
 				rc=$?
 				grep -E "^(ends|threshold|probing|done|no-step|ambiguous|culprit|confirm)" $B/$c.out
 				[ $rc -eq 0 ] || { echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1; }
 			done
 			ended ds && ended mtp && { echo "ds and mtp ended after $((SECONDS - t0)) s" >$B/finished; break; }
 		done
-	' _ $L $B $REPO $good $bad </dev/null &
+	' _ $L $B $REPO $good $bad "$PROTOCOL" </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
 wait) waitfor "$secs" ;;
