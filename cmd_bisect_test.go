@@ -231,6 +231,7 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	}
 	// The log reads back the same, as text too.
 	code, text, _ := runCLI(t, "bisect", "log", camp)
+	t.Logf("llbuild bisect log:\n%s", text)
 	if code != exitOK || !strings.Contains(text, "culprit:   "+commits[8]+" server : take the slow path (#8008)") || !strings.Contains(text, "confirm:") {
 		t.Errorf("bisect log: exit %d\n%s", code, text)
 	}

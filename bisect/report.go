@@ -37,13 +37,12 @@ func (st *State) WriteText(w io.Writer, set *Settings) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%s: %s\n", st.Phase, st.Message)
 	if c := st.Culprit; c != nil {
-		pr := ""
+		fmt.Fprintf(w, "culprit:   %s %s\n", c.Hash, c.Subject)
 		if c.PR > 0 {
-			pr = fmt.Sprintf(", https://github.com/ggml-org/llama.cpp/pull/%d", c.PR)
+			fmt.Fprintf(w, "           https://github.com/ggml-org/llama.cpp/pull/%d\n", c.PR)
 		}
-		fmt.Fprintf(w, "culprit:   %s %s (#%d%s)\n", c.Hash, c.Subject, c.PR, pr)
 		if st.Confirm != nil {
-			fmt.Fprintf(w, "confirm:   culprit/parent %s: %s\n", ratioText(st.Confirm.Measurement), st.Confirm.Reason)
+			fmt.Fprintf(w, "confirm:   %s\n", st.Confirm.Reason)
 		}
 	}
 	return nil
