@@ -22,6 +22,7 @@ import (
 	"dagger.io/dagger/engineconn"
 
 	"github.com/llbuild/llbuild/internal/ocitar"
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
@@ -437,6 +438,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	}
 	defer os.RemoveAll(exportDir)
 	defer os.Remove(exportDir + "-devel.tar")
+	defer os.RemoveAll(exportDir + "-src")
 	s := &state{plan: p, opts: e.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}}
 	log.Info("building", "executor", "dagger", "engine", e.opts.Engine)
 	follow.Start()
@@ -622,7 +624,24 @@ func (s *state) sourceTreeOf(ctx context.Context, local string, src pipeline.Sou
 	case local == "":
 		return s.dag.Git(src.URL).Commit(src.Commit).Tree(), "", nil
 	case isGitRepo(ctx, local):
-		return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree(), "", nil
+		// A mirror may lack blobs that no build reads (upstream's large vocabulary files, say):
+		// the engine's checkout would fail on them, so the commit's tree is archived without them.
+		missing, err := gitref.MissingBlobs(ctx, local, src.Commit)
+		if err != nil {
+			return nil, "", fmt.Errorf("reading %s's tree in %s: %w", src.Commit, local, err)
+		}
+		if len(missing) == 0 {
+			return s.dag.Host().Directory(local).AsGit().Commit(src.Commit).Tree(), "", nil
+		}
+		s.opts.Logger.Warn("the source lacks some files of the commit; building without them", "commit", src.Commit, "missing", strings.Join(missing, " "))
+		tmp := s.export + "-src"
+		if err := os.RemoveAll(tmp); err != nil {
+			return nil, "", err
+		}
+		if err := gitref.Archive(ctx, local, src.Commit, tmp, missing); err != nil {
+			return nil, "", err
+		}
+		return s.dag.Host().Directory(tmp), "", nil
 	default:
 		tree, err := pipeline.TreeHash(local)
 		if err != nil {
