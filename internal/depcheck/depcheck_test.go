@@ -23,6 +23,10 @@ type rule struct {
 var rules = append([]rule{
 	{module + "/llamaserver", []string{module + "/shim", module + "/bench"},
 		"llamaserver owns llama-server for both the shim and the bench and knows neither"},
+	// A bisect reuses the one flow (plan, executor, artifacts, bundle, bench) and adds no builder
+	// or bench of its own: it is handed an executor, so it never reaches an engine itself.
+	{module + "/bisect", []string{module + "/pipeline/daggerexec", module + "/pipeline/hostexec", "dagger.io/dagger", "github.com/urfave/cli", module + "/shim"},
+		"the bisect is handed its executor and measures through the bench (ARCHITECTURE.md)"},
 },
 	// The manifest is the only thing the shim and the bench read from a bundle; neither, nor
 	// llama-server's own package, reaches up to the pipeline, Dagger or the CLI.

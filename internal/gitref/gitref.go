@@ -153,7 +153,12 @@ func Path(ctx context.Context, repo, good, bad string) ([]Commit, error) {
 		t, _ := strconv.ParseInt(f[1], 10, 64)
 		path = append(path, Commit{Hash: f[0], Time: t, Subject: f[2], PR: PROf(f[2])})
 	}
-	if path[len(path)-1].Hash != ends[1].Hash {
+	parent := ""
+	if len(path) > 1 {
+		out, _ := Git(ctx, repo, "rev-parse", "--verify", "--quiet", path[1].Hash+"^1")
+		parent = strings.TrimSpace(out)
+	}
+	if path[len(path)-1].Hash != ends[1].Hash || parent != ends[0].Hash {
 		return nil, fmt.Errorf("%s is not on the first-parent path to %s (it was merged from a side branch): give a commit of the main line", ends[0].Short(), ends[1].Short())
 	}
 	return path, nil
