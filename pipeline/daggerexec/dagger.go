@@ -21,8 +21,8 @@ import (
 	"dagger.io/dagger"
 	"dagger.io/dagger/engineconn"
 
-	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
