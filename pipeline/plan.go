@@ -79,6 +79,10 @@ type Source struct {
 	URL    string `json:"url"`
 	Commit string `json:"commit"`
 	Epoch  int64  `json:"epoch,omitempty"`
+	// Ref is the name the commit was asked for by (a tag, a branch, a PR head), when it was
+	// named rather than pinned. It is left out of the plan's hash: two names of one commit
+	// build the same thing.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Patch is one applied patch and its digest.
@@ -233,7 +237,7 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 	}
 
 	src := r.Source
-	p.Source = Source{URL: src.URL, Commit: src.Commit, Epoch: src.Epoch}
+	p.Source = Source{URL: src.URL, Commit: src.Commit, Epoch: src.Epoch, Ref: src.Ref}
 	epoch := src.Epoch
 	if src.Vendor != "" {
 		if vendor == nil || vendor.Name != src.Vendor {
@@ -472,6 +476,7 @@ func checkDriverSatisfies(t *targets.Target, require string) error {
 func (p *Plan) computeHash() (string, error) {
 	c := *p
 	c.Hash = ""
+	c.Source.Ref = ""
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return "", err

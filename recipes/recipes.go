@@ -48,6 +48,8 @@ type Source struct {
 	BuildNumber int `yaml:"buildNumber,omitempty" json:"buildNumber,omitempty"`
 	// Vendor names another recipe whose source and patches replace this one's vendored llama.cpp.
 	Vendor string `yaml:"vendor,omitempty" json:"vendor,omitempty"`
+	// Ref is the name Commit was resolved from (llbuild build --ref), recorded in the plan.
+	Ref string `yaml:"ref,omitempty" json:"ref,omitempty"`
 }
 
 // Output is a set of files a build produces, relative to the build directory.
