@@ -1,11 +1,13 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/llbuild/llbuild/preflight/cudareq"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -216,8 +218,10 @@ type DriverCheck struct {
 	// Plan is "A" or "B"; Require the plan's NVIDIA_REQUIRE_CUDA.
 	Plan    string `json:"plan"`
 	Require string `json:"require"`
-	Holds   bool   `json:"holds"`
-	Reason  string `json:"reason,omitempty"`
+	// Holds is false only when nvidia-container-cli would refuse the image; Reason says why,
+	// or, with Holds, that the outcome depends on a GPU fact the host does not give.
+	Holds  bool   `json:"holds"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // DriverChecks checks plans A and B's NVIDIA_REQUIRE_CUDA against the driver of each host
@@ -237,7 +241,11 @@ func DriverChecks(plans [2]*Plan, hosts [2]*targets.Target) []DriverCheck {
 				continue
 			}
 			ch := DriverCheck{Target: t.Name, Driver: t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")", Plan: string(rune('A' + i)), Require: p.CUDA.RequireCUDA, Holds: true}
-			if err := checkDriverSatisfies(t, ch.Require); err != nil {
+			var undecided *cudareq.UndecidedError
+			if err := checkDriverSatisfies(t, ch.Require); errors.As(err, &undecided) {
+				// Not known to fail: nvidia-container-cli reads the missing fact from NVML.
+				ch.Reason = "undecided: " + err.Error()
+			} else if err != nil {
 				ch.Holds, ch.Reason = false, err.Error()
 			}
 			checks = append(checks, ch)

@@ -12,6 +12,7 @@ import (
 	"github.com/llbuild/llbuild/internal/digest"
 
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/preflight/cudareq"
 	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -302,9 +303,10 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 				p.Notes = append(p.Notes, fmt.Sprintf("CUDA architecture %s is built by ggml as sm_%s (arch-specific): it runs only on GPUs of compute capability %d.%d", a, arch.CMakeName(), arch.SM/10, arch.SM%10))
 			}
 		}
-		if len(tk) >= 2 {
-			cp.RequireCUDA = fmt.Sprintf("cuda>=%d.%d", tk[0], tk[1])
+		if len(tk) > 0 {
+			cp.RequireCUDA = targets.CUDARequirement(tk)
 		}
+		// The requirement names no brand or arch, so no GPU fact leaves it undecided.
 		if err := checkDriverSatisfies(t, cp.RequireCUDA); err != nil {
 			errs = append(errs, err)
 		}
@@ -456,21 +458,24 @@ func patchList(ps []Patch) string {
 	return strings.Join(s, ",")
 }
 
-// checkDriverSatisfies checks that the target's own driver meets the requirement the image
-// will carry: a plan whose image the target host could not start is refused.
+// checkDriverSatisfies checks that the target's own driver and GPUs meet the requirement an
+// image carries, as nvidia-container-cli evaluates it (targets.Host.CheckCUDARequirement): a
+// plan whose image the target host could not start is refused. An outcome that depends on a
+// GPU fact the target does not give is returned as the *cudareq.UndecidedError it is.
 func checkDriverSatisfies(t *targets.Target, require string) error {
-	if t.Host.Driver.CUDA == "" || require == "" {
+	err := t.Host.CheckCUDARequirement(require)
+	var undecided *cudareq.UndecidedError
+	switch {
+	case err == nil:
 		return nil
-	}
-	want, _ := targets.ParseVersion(strings.TrimPrefix(require, "cuda>="))
-	have, err := targets.ParseVersion(t.Host.Driver.CUDA)
-	if err != nil {
-		return fmt.Errorf("target %s: host.driver.cuda: %w", t.Name, err)
-	}
-	if targets.Compare(have, want) < 0 {
+	case errors.As(err, &undecided):
+		return err
+	case errors.Is(err, cudareq.ErrInvalid):
+		return fmt.Errorf("target %s: the image's requirement %q cannot be evaluated (%s): %w", t.Name, require, cudareq.CLIMessage(err), err)
+	case errors.As(err, new(*cudareq.UnsatisfiedError)):
 		return fmt.Errorf("target %s: the image would need %s but driver %s runs CUDA %s: use a CUDA %s image or a newer driver", t.Name, require, t.Host.Driver.Version, t.Host.Driver.CUDA, t.Host.Driver.CUDA)
 	}
-	return nil
+	return fmt.Errorf("target %s: %w", t.Name, err)
 }
 
 func (p *Plan) computeHash() (string, error) {

@@ -58,17 +58,16 @@ func FromHost(name string, h Host) (*Target, []string) {
 			arch := strings.ReplaceAll(g.ComputeCapability, ".", "")
 			t.Build.Backend = BackendCUDA
 			t.Build.CUDA = &CUDA{Architectures: []string{arch}}
-			cap, err := ParseVersion(h.Driver.CUDA)
-			if err != nil {
+			if _, err := ParseVersion(h.Driver.CUDA); err != nil {
 				warnings = append(warnings, "the driver's CUDA version is unknown (nvidia-smi did not say): set host.driver.cuda and build.cuda.toolkit by hand")
-				cap = []int{0}
-			}
-			for _, im := range cudaImages {
-				tk, _ := ParseVersion(im.Toolkit)
-				if Compare(tk[:2], cap) <= 0 {
-					t.Build.CUDA.Toolkit = im.Toolkit
-					t.Build.Images = Images{Devel: im.Devel, Runtime: im.Runtime, DevelDistro: develDistro}
-					break
+			} else {
+				for _, im := range cudaImages {
+					tk, _ := ParseVersion(im.Toolkit)
+					if h.CheckCUDARequirement(CUDARequirement(tk)) == nil {
+						t.Build.CUDA.Toolkit = im.Toolkit
+						t.Build.Images = Images{Devel: im.Devel, Runtime: im.Runtime, DevelDistro: develDistro}
+						break
+					}
 				}
 			}
 			if t.Build.CUDA.Toolkit == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/strictyaml"
+	"github.com/llbuild/llbuild/preflight/cudareq"
 )
 
 // SchemaVersion is the target file format this llbuild reads and writes.
@@ -354,11 +355,10 @@ func (t *Target) validateCUDA() []error {
 		bad("build.cuda.architectures", "is empty", `name the GPU's architecture, e.g. ["86"]; building one is several times faster than the default list`)
 	}
 	if t.Host.Driver.CUDA != "" && err == nil {
-		dc, derr := ParseVersion(t.Host.Driver.CUDA)
-		if derr != nil {
+		if _, derr := ParseVersion(t.Host.Driver.CUDA); derr != nil {
 			bad("host.driver.cuda", derr.Error(), `write the driver's CUDA cap as major.minor, e.g. "13.1"`)
-		} else if Compare(tk[:min(2, len(tk))], dc) > 0 {
-			bad("build.cuda.toolkit", fmt.Sprintf("CUDA %s is newer than the driver's cap %s: the image would not start (nvidia-container-cli: unsatisfied condition: cuda>=%d.%d)", c.Toolkit, t.Host.Driver.CUDA, tk[0], at(tk, 1)),
+		} else if rerr := t.Host.CheckCUDARequirement(CUDARequirement(tk)); rerr != nil {
+			bad("build.cuda.toolkit", fmt.Sprintf("CUDA %s is newer than the driver's cap %s: the image would not start (%s)", c.Toolkit, t.Host.Driver.CUDA, cudareq.CLIMessage(rerr)),
 				fmt.Sprintf("use a devel and runtime image of CUDA %s or older, or upgrade the driver", t.Host.Driver.CUDA))
 		}
 	}
