@@ -29,6 +29,7 @@ func buildCommand() *cli.Command {
 			floatingFlag,
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one (one that recipe bump --new-series recorded, with its --series)"},
 			seriesFlag,
+			refFlag,
 			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
 			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
 			jsonFlag,
@@ -64,37 +65,24 @@ func buildCommand() *cli.Command {
 			if eo.Jobs < 1 {
 				return usagef("--jobs must be at least 1")
 			}
-			if r := c.String("recipe"); r != "server" && !strings.HasSuffix(r, ".yaml") {
-				return usagef("--recipe takes a server recipe FILE.yaml, got %q (the built-in one is used without the flag)", r)
-			}
-			series, err := seriesOf(c)
+			in, err := serverInputsOf(c, eo.Source)
 			if err != nil {
 				return err
 			}
-			var plans []*pipeline.Plan
-			var errs []error
+			var specs []targetSpec
 			for _, n := range names {
-				file := ""
 				if n == "" {
-					file = c.String("target-file")
+					specs = append(specs, targetSpec{file: c.String("target-file")})
+				} else {
+					specs = append(specs, targetSpec{name: n})
 				}
-				p, err := resolvePlanWith(n, file, c.String("recipe"), c.Bool("allow-floating"), series)
-				if err != nil {
-					var ue usageError
-					if errors.As(err, &ue) {
-						return err
-					}
-					errs = append(errs, err)
-					continue
-				}
-				if p.Recipe != "server" {
-					return usagef("--recipe %s is the %q recipe; llbuild build builds the server recipe (llbuild wheel builds the wheel)", c.String("recipe"), p.Recipe)
-				}
-				plans = append(plans, p)
 			}
-			if err := errors.Join(errs...); err != nil {
+			plans, err := resolveServerPlans(specs, in, c.Bool("allow-floating"))
+			if err != nil {
 				return err
 			}
+			series := in.series
+			var errs []error
 			if src := eo.Source; src != "" && !c.IsSet("out") {
 				if abs, _ := filepath.Abs(src); isWithin(eo.Out, abs) {
 					return usagef("the default --out %s is inside the source %s: pass --out", eo.Out, abs)

@@ -146,7 +146,8 @@ func planCommand() *cli.Command {
 		Description: "Prints exactly what `llbuild build` will do: base images with digests, apt packages with\n" +
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
-		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag,
+		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag, refFlag,
+			&cli.StringFlag{Name: "source", Usage: "with --ref: the llama.cpp git repository or mirror `DIR` to resolve it in (default: fetch its commits from the recipe's source URL)"},
 			&cli.BoolFlag{Name: "check-pins", Usage: "ask apt, in the devel image through the Dagger engine (it must reach the archive snapshot), whether the snapshot has every pinned apt version; exits 1 when one is missing"},
 			&cli.StringFlag{Name: "engine", Usage: "with --check-pins: Dagger runner host `URL` of a running engine"},
 			&cli.StringSliceFlag{Name: "base", Usage: "with --check-pins: the devel image to ask in, `devel=REF` (an image reference, oci-archive:PATH or oci-layout:PATH)"},
@@ -158,19 +159,20 @@ func planCommand() *cli.Command {
 			}
 			out := stdoutOf(c)
 			if c.String("recipe") == "wheel" {
-				if c.IsSet("series") {
-					return usagef("--series applies to the server recipe; the wheel plan vendors the server recipe's built-in series")
+				if c.IsSet("series") || c.IsSet("ref") {
+					return usagef("--series and --ref apply to the server recipe; the wheel plan vendors the server recipe's built-in series and pin")
 				}
 				return printWheelPlan(c, out)
 			}
-			series, err := seriesOf(c)
+			in, err := serverInputsOf(c, c.String("source"))
 			if err != nil {
 				return err
 			}
-			p, err := resolvePlanWith(c.String("target"), c.String("target-file"), c.String("recipe"), c.Bool("allow-floating"), series)
+			plans, err := resolveServerPlans([]targetSpec{{c.String("target"), c.String("target-file")}}, in, c.Bool("allow-floating"))
 			if err != nil {
 				return err
 			}
+			p := plans[0]
 			if c.Bool("check-pins") {
 				return checkPins(c, p)
 			} else if c.IsSet("engine") || c.IsSet("base") {

@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
-	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish"
@@ -49,6 +48,9 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
 			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`"},
 			floatingFlag,
+			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one"},
+			seriesFlag,
+			refFlag,
 		}, executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...),
 		Action: func(c *cli.Context) error {
 			creds, err := publish.CredentialsFromEnv(os.Getenv, "")
@@ -85,20 +87,18 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	if err != nil {
 		return usageError{err}
 	}
-	type source struct{ name, file string }
-	var srcs []source
-	seen := map[string]bool{}
+	var specs []targetSpec
 	for _, t := range c.StringSlice("target") {
 		for _, n := range strings.Split(t, ",") {
 			if n = strings.TrimSpace(n); n != "" {
-				srcs = append(srcs, source{name: n})
+				specs = append(specs, targetSpec{name: n})
 			}
 		}
 	}
 	for _, f := range c.StringSlice("target-file") {
-		srcs = append(srcs, source{file: f})
+		specs = append(specs, targetSpec{file: f})
 	}
-	if len(srcs) == 0 {
+	if len(specs) == 0 {
 		return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}
 	eo, err := executorOptionsOf(c)
@@ -112,27 +112,15 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		return err
 	}
 
-	var plans []*pipeline.Plan
-	var errs []error
-	for _, s := range srcs {
-		p, err := resolvePlan(s.name, s.file, "server", c.Bool("allow-floating"))
-		if err != nil {
-			var ue usageError
-			if errors.As(err, &ue) {
-				return err
-			}
-			errs = append(errs, err)
-			continue
-		}
-		if seen[p.Target] {
-			return usagef("target %s is given twice", p.Target)
-		}
-		seen[p.Target] = true
-		plans = append(plans, p)
-	}
-	if err := errors.Join(errs...); err != nil {
+	in, err := serverInputsOf(c, eo.Source)
+	if err != nil {
 		return err
 	}
+	plans, err := resolveServerPlans(specs, in, c.Bool("allow-floating"))
+	if err != nil {
+		return err
+	}
+	var errs []error
 	// Every tag is checked before anything is built or contacted.
 	tags, err := tmpl.RenderAll(plans, version)
 	if err != nil {
@@ -157,7 +145,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Progress:   termOf(c),
 	}, publish.FromArtifacts{
 		Out:         eo.Out,
-		Executor:    func() (pipeline.Executor, error) { return publishExecutor(c, eo) },
+		Executor:    func() (pipeline.Executor, error) { return newExecutor(c, eo, in.series, termOf(c)) },
 		Jobs:        eo.Jobs,
 		RuntimeBase: eo.Bases["runtime"],
 		Remote:      ropts,
@@ -208,10 +196,3 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 
 // publishExecutor starts the executor for the plans that need building, with the built-in
 // patch series.
-func publishExecutor(c *cli.Context, eo executorOptions) (pipeline.Executor, error) {
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return newExecutor(c, eo, series, termOf(c))
-}

@@ -9,23 +9,27 @@ import (
 	"github.com/llbuild/llbuild/patches"
 )
 
-// seriesFlag replaces the built-in patch series with one of the user's: a series file in the
-// built-in format ("<file>.patch sha256:<digest>" per line), the patches beside it. An empty
-// file builds the recipe's commit as upstream has it.
-var seriesFlag = &cli.StringFlag{Name: "series", Usage: "apply the patch series `FILE` (\"NAME.patch sha256:DIGEST\" lines, the patches beside it) instead of the built-in one; an empty file applies none"}
+// seriesFlag chooses the patches a build carries: a named series (scoring, plain) or a series
+// file of the user's in the built-in format ("<file>.patch sha256:<digest>" per line), the patches
+// beside it. An empty file builds the commit as upstream has it.
+var seriesFlag = &cli.StringFlag{Name: "series", Usage: "the patches to apply: `scoring` (the built-in series: upstream plus echo and prompt logprobs, the default), plain (upstream plus patch 0001, what a CUDA build needs) or a series FILE (\"NAME.patch sha256:DIGEST\" lines, the patches beside it; an empty file applies none)"}
 
 // seriesOf is the series --series names, or the built-in one.
 func seriesOf(c *cli.Context) ([]patches.Patch, error) {
-	file := c.String("series")
-	if file == "" {
+	name := c.String("series")
+	switch name {
+	case "":
 		return patches.Series()
+	case patches.SeriesScoring, patches.SeriesPlain:
+		return patches.Named(name)
 	}
-	abs, err := filepath.Abs(file)
+	abs, err := filepath.Abs(name)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return nil, usagef("--series %s: %v", file, err)
+		return nil, usagef("--series %s: neither a named series (scoring, plain) nor a file: %v", name, err)
 	}
 	return patches.Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 }
+

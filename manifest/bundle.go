@@ -369,9 +369,12 @@ func buildOf(p artifacts.Provenance) (Build, error) {
 	if v := p.Materials.Vendor; v != nil {
 		b.Vendor = &Source{URL: v.URL, Commit: v.Commit}
 	}
+	var applied [][2]string
 	for _, pt := range p.Materials.Patches {
 		b.Patches = append(b.Patches, Patch{Name: pt.Name, SHA256: pt.SHA256})
+		applied = append(applied, [2]string{pt.Name, pt.SHA256})
 	}
+	b.Series, b.Contract = patches.NameOf(applied), patches.Contract(applied)
 	for _, im := range p.Materials.Images {
 		b.Images = append(b.Images, Image{Role: im.Role, Ref: im.Ref, Digest: im.Digest})
 	}

@@ -108,6 +108,11 @@ type Build struct {
 	Source   Source  `json:"source"`
 	Vendor   *Source `json:"vendor,omitempty"`
 	Patches  []Patch `json:"patches"`
+	// Series names the patches (scoring, plain, none or custom) and Contract what the server
+	// keeps beyond upstream: scoring (echo and prompt-token logprobs) or upstream. Empty in
+	// manifests written before they were recorded.
+	Series   string  `json:"series,omitempty"`
+	Contract string  `json:"contract,omitempty"`
 	Images   []Image `json:"images"`
 	Builder  Builder `json:"builder"`
 	// Plan is the whole plan the server was built from (provenance.json's): CMake arguments,

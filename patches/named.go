@@ -41,3 +41,37 @@ func Named(name string) ([]Patch, error) {
 	}
 	return nil, fmt.Errorf("no series named %q: the named series are %s", name, strings.Join(SeriesNames, ", "))
 }
+
+// NameOf says which series a build's applied patches are, given as "NAME sha256" pairs in
+// order: scoring or plain when they are exactly that named series, none when empty, else
+// custom.
+func NameOf(applied [][2]string) string {
+	if len(applied) == 0 {
+		return "none"
+	}
+	for _, name := range SeriesNames {
+		s, err := Named(name)
+		if err != nil || len(s) != len(applied) {
+			continue
+		}
+		same := true
+		for i, p := range s {
+			same = same && p.Name == applied[i][0] && strings.TrimPrefix(p.SHA256, "sha256:") == strings.TrimPrefix(applied[i][1], "sha256:")
+		}
+		if same {
+			return name
+		}
+	}
+	return "custom"
+}
+
+// Contract says what a build with these patches serves beyond upstream's llama-server:
+// "scoring" (echo and prompt-token logprobs computed in the server, patch 0002) or "upstream".
+func Contract(applied [][2]string) string {
+	for _, p := range applied {
+		if p[0] == PromptLogprobs {
+			return "scoring"
+		}
+	}
+	return "upstream"
+}

@@ -136,8 +136,9 @@ func (r *Recipe) Validate() error {
 	if r.Name == "" {
 		bad("name", "is empty")
 	}
-	if !strings.HasPrefix(r.Source.URL, "https://") {
-		bad("source.url", fmt.Sprintf("%q is not an https git URL", r.Source.URL))
+	// https for upstream and its forges; file:// for a mirror on this machine (an absolute path)
+	if !strings.HasPrefix(r.Source.URL, "https://") && !strings.HasPrefix(r.Source.URL, "file:///") {
+		bad("source.url", fmt.Sprintf("%q is not an https git URL (or file:///PATH of a local mirror)", r.Source.URL))
 	}
 	if err := ValidateCommit(r.Source.Commit); err != nil {
 		bad("source.commit", err.Error())

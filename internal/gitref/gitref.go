@@ -65,9 +65,18 @@ func Git(ctx context.Context, repo string, args ...string) (string, error) {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return out.String(), fmt.Errorf("git %s: %s", strings.Join(args, " "), firstLine(msg))
+		// the reason comes last, after any warnings
+		return out.String(), fmt.Errorf("git %s: %s", strings.Join(args, " "), lastLine(msg))
 	}
 	return out.String(), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 func firstLine(s string) string {
