@@ -32,4 +32,3 @@ func seriesOf(c *cli.Context) ([]patches.Patch, error) {
 	}
 	return patches.Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 }
-
