@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -69,5 +71,5 @@ func unionKeys[V any](a, b map[string]V) []string {
 	for k := range b {
 		m[k] = true
 	}
-	return sortedKeys(m)
+	return slices.Sorted(maps.Keys(m))
 }

@@ -3,8 +3,9 @@ package bench
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +102,7 @@ func (id Identity) label() string {
 		}
 	}
 	parts = append(parts, "b"+get("--batch-size")+"u"+get("--ubatch-size"), "th"+get("--threads"))
-	for _, k := range sortedKeys(id.Env) {
+	for _, k := range slices.Sorted(maps.Keys(id.Env)) {
 		parts = append(parts, strings.ToLower(k)+id.Env[k])
 	}
 	commit := id.LlamaCommit
@@ -155,13 +156,4 @@ func shortDigest(d string) string {
 func shortHash(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:6])
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

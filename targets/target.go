@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -291,7 +292,7 @@ func (t *Target) Validate() error {
 	for _, f := range ISAFlags {
 		known[f.Option] = true
 	}
-	for _, k := range sortedKeys(t.Build.ISA) {
+	for _, k := range slices.Sorted(maps.Keys(t.Build.ISA)) {
 		if !known[k] {
 			bad("build.isa."+k, "is not a ggml ISA option", "known options: "+isaOptionList())
 		}
@@ -525,15 +526,6 @@ func isaOptionList() string {
 		s = append(s, f.Option)
 	}
 	return strings.Join(s, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Nearest returns the candidate closest to s by edit distance, or "" when none is close.
