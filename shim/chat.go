@@ -20,22 +20,7 @@ import (
 // alternatives when top_logprobs is left out, so the shim asks for at least
 // one and trims to what the client asked for; and the model is named as the
 // shim names it.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := parseChatRequest(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	u, err := s.current()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, u *upstream, req *chatRequest, _ time.Time) {
 	if err := s.checkRequest(u, req.Model, req.LogitBias); err != nil {
 		writeError(w, err)
 		return

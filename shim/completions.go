@@ -77,23 +77,7 @@ func usageOf(resp *llamaserver.Completion) usage {
 	return u
 }
 
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := parseCompletionRequest(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	u, err := s.current()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request, u *upstream, req *completionRequest, start time.Time) {
 	for i, p := range req.Prompts {
 		for _, id := range p.IDs {
 			if !u.vocab.valid(id) {

@@ -110,10 +110,10 @@ func newServer(opts Options, log *slog.Logger) *Server {
 	}
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
-	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("POST /tokenize", s.handleTokenize)
-	s.mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	s.mux.HandleFunc("POST /v1/completions", apiHandler(s, parseCompletionRequest, s.handleCompletions))
+	s.mux.HandleFunc("POST /v1/chat/completions", apiHandler(s, parseChatRequest, s.handleChat))
+	s.mux.HandleFunc("POST /tokenize", apiHandler(s, parseTokenizeRequest, s.handleTokenize))
+	s.mux.HandleFunc("POST /detokenize", apiHandler(s, parseDetokenizeRequest, s.handleDetokenize))
 	s.mux.HandleFunc("GET /tokenizer_info", s.handleTokenizerInfo)
 	return s
 }
@@ -230,6 +230,32 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	return subtle.ConstantTimeCompare(got[:], s.key[:]) == 1
+}
+
+// apiHandler is the opening the POST endpoints share: it reads the body, parses it with
+// parse and takes the llama-server now serving, and answers the first of these that fails
+// with its error; serve answers the rest. start is when the request came in: Server-Timing
+// counts reading and parsing the body as the shim's own time.
+func apiHandler[R any](s *Server, parse func(body []byte) (R, error), serve func(w http.ResponseWriter, r *http.Request, u *upstream, req R, start time.Time)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body, err := s.readBody(w, r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		req, err := parse(body)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		u, err := s.current()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		serve(w, r, u, req, start)
+	}
 }
 
 // readBody reads a request body of at most MaxRequestBytes.

@@ -4,45 +4,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // handleTokenize is vLLM's POST /tokenize {prompt, add_special_tokens}
 // -> {tokens, count, max_model_len}, which lm-evaluation-harness's remote
 // tokenizer calls. Special tokens in the text are recognised, so that
 // tokenizing eos_token gives the EOS id.
-func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f, err := decodeObject(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !f.has("prompt") {
-		writeError(w, badRequest("prompt", `"prompt" is required: the text to tokenize`))
-		return
-	}
-	text, err := f.str("prompt")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	addSpecial := true
-	if f.has("add_special_tokens") {
-		if addSpecial, err = f.boolean("add_special_tokens"); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	u, err := s.current()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ids, err := u.tokenize(r.Context(), text, addSpecial)
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request, u *upstream, req tokenizeRequest, _ time.Time) {
+	ids, err := u.tokenize(r.Context(), req.text, req.addSpecial)
 	if err != nil {
 		s.requestFailed(r, err)
 		writeError(w, err)
@@ -60,33 +30,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 // space from the text (decoders.Strip(" ", 1, 0)); llama-server keeps it.
 // lm-evaluation-harness decodes token lists and sends the text back to be
 // tokenized, so that space would tokenize into another token.
-func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f, err := decodeObject(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	raw, ok := f["tokens"]
-	var items []json.RawMessage
-	if !ok || json.Unmarshal(raw, &items) != nil {
-		writeError(w, badRequest("tokens", `"tokens" is required: an array of token ids`))
-		return
-	}
-	ids, ok := tokenIDs(items)
-	if !ok {
-		writeError(w, badRequest("tokens", `"tokens" must be an array of non-negative integer token ids`))
-		return
-	}
-	u, err := s.current()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request, u *upstream, ids []int, _ time.Time) {
 	for _, id := range ids {
 		if !u.vocab.valid(id) {
 			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary of %d tokens", id, u.vocab.size()))
@@ -104,6 +48,52 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		text = strings.TrimPrefix(text, " ")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+}
+
+// tokenizeRequest is a /tokenize request's body.
+type tokenizeRequest struct {
+	text       string
+	addSpecial bool
+}
+
+// parseTokenizeRequest reads a /tokenize request's body.
+func parseTokenizeRequest(body []byte) (tokenizeRequest, error) {
+	f, err := decodeObject(body)
+	if err != nil {
+		return tokenizeRequest{}, err
+	}
+	if !f.has("prompt") {
+		return tokenizeRequest{}, badRequest("prompt", `"prompt" is required: the text to tokenize`)
+	}
+	text, err := f.str("prompt")
+	if err != nil {
+		return tokenizeRequest{}, err
+	}
+	addSpecial := true
+	if f.has("add_special_tokens") {
+		if addSpecial, err = f.boolean("add_special_tokens"); err != nil {
+			return tokenizeRequest{}, err
+		}
+	}
+	return tokenizeRequest{text: text, addSpecial: addSpecial}, nil
+}
+
+// parseDetokenizeRequest returns the token ids of a /detokenize request's body.
+func parseDetokenizeRequest(body []byte) ([]int, error) {
+	f, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := f["tokens"]
+	var items []json.RawMessage
+	if !ok || json.Unmarshal(raw, &items) != nil {
+		return nil, badRequest("tokens", `"tokens" is required: an array of token ids`)
+	}
+	ids, ok := tokenIDs(items)
+	if !ok {
+		return nil, badRequest("tokens", `"tokens" must be an array of non-negative integer token ids`)
+	}
+	return ids, nil
 }
 
 // handleTokenizerInfo is vLLM's GET /tokenizer_info; lm-evaluation-harness
