@@ -147,10 +147,16 @@ func TestAssembledImageIsValidAndConfigured(t *testing.T) {
 		"org.opencontainers.image.revision": p.Source.Commit,
 		"org.opencontainers.image.created":  epoch.Format(time.RFC3339),
 		"io.llbuild.patches":                p.Runtime.Labels["io.llbuild.patches"],
+		// the fixture's own patch is neither named series, and not the scoring contract
+		LabelSeries:   "custom",
+		LabelContract: "upstream",
 	} {
 		if labels[k] != v || v == "" {
 			t.Errorf("label %s = %q, want %q", k, labels[k], v)
 		}
+	}
+	if _, ok := labels[LabelRef]; ok {
+		t.Errorf("a plan of a pinned commit labelled with a ref: %q", labels[LabelRef])
 	}
 	if cf.Config.Healthcheck == nil || !strings.Contains(strings.Join(cf.Config.Healthcheck.Test, " "), "/health") {
 		t.Errorf("healthcheck = %+v, want the plan's /health check", cf.Config.Healthcheck)
