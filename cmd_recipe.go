@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
 )
 
@@ -30,14 +32,25 @@ func recipeCommand() *cli.Command {
 				&cli.StringFlag{Name: "series", Value: filepath.Join("patches", "series"), Usage: "patch series `FILE` to rewrite, the patches beside it"},
 				&cli.StringFlag{Name: "new-series", Usage: "series `FILE` of patches refreshed for the commit (the patches beside it): they replace the series' patches, and the old series is recorded (--record)"},
 				&cli.StringFlag{Name: "record", Usage: "with --new-series: `DIR` to record the old series, its patches and the old recipe in (default: the series' directory/<old commit>, e.g. patches/1425386fd)"},
+				&cli.StringFlag{Name: "out", Usage: "bump a copy of the built-in recipe and series in `DIR` (created; it must not exist) instead of llbuild's working tree: build it with --recipe DIR/server.yaml --series DIR/series, no rebuild of llbuild needed"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
 					return usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
 				}
+				recipeFile, seriesFile := c.String("recipe-file"), c.String("series")
+				if out := c.String("out"); out != "" {
+					if c.IsSet("recipe-file") || c.IsSet("series") {
+						return usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
+					}
+					var err error
+					if recipeFile, seriesFile, err = copyBuiltins(out); err != nil {
+						return err
+					}
+				}
 				res, err := recipes.Bump(c.Context, recipes.BumpOptions{
-					RecipeFile:   c.String("recipe-file"),
-					SeriesFile:   c.String("series"),
+					RecipeFile:   recipeFile,
+					SeriesFile:   seriesFile,
 					Source:       c.String("source"),
 					Commit:       c.String("commit"),
 					DropUpstream: c.Bool("drop-upstream"),
@@ -45,6 +58,9 @@ func recipeCommand() *cli.Command {
 					Record:       c.String("record"),
 				})
 				if err != nil {
+					if out := c.String("out"); out != "" {
+						os.RemoveAll(out) // nothing half-written
+					}
 					return noCommitIsUsage(err)
 				}
 				log := loggerOf(c)
@@ -69,4 +85,27 @@ func recipeCommand() *cli.Command {
 			},
 		}},
 	}
+}
+
+// copyBuiltins writes the built-in server recipe and patch series into dir, which must not
+// exist, for recipe bump --out to move; it returns the two files.
+func copyBuiltins(dir string) (recipe, series string, err error) {
+	if _, err := os.Stat(dir); err == nil {
+		return "", "", usagef("--out %s exists: give a new directory (recipe bump --out never overwrites)", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	raw, err := recipes.Raw("server")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "server.yaml"), raw, 0o644)
+	}
+	if err == nil {
+		err = patches.WriteSeries(dir)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	return filepath.Join(dir, "server.yaml"), filepath.Join(dir, "series"), nil
 }

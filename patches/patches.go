@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -88,4 +90,26 @@ func Load(fsys fs.FS, seriesPath string) ([]Patch, error) {
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
+}
+
+// WriteSeries writes the built-in series file and its patches into dir, as they are embedded.
+func WriteSeries(dir string) error {
+	names := []string{"series"}
+	s, err := Series()
+	if err != nil {
+		return err
+	}
+	for _, p := range s {
+		names = append(names, p.Name)
+	}
+	for _, n := range names {
+		b, err := embedded.ReadFile(n)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

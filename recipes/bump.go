@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/patches"
 )
 
@@ -58,7 +59,8 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the recipe: %w; run llbuild in its repository or give --recipe-file", err)
 	}
-	if _, err := Parse(opts.RecipeFile, oldRecipe); err != nil {
+	old, err := Parse(opts.RecipeFile, oldRecipe)
+	if err != nil {
 		return nil, err
 	}
 	oldSeries, err := os.ReadFile(opts.SeriesFile)
@@ -81,7 +83,7 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 	if _, err := patches.Load(overlay{seriesFS, seriesName, newSeries}, seriesName); err != nil {
 		return nil, fmt.Errorf("the rewritten series would not load: %w", err)
 	}
-	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, rep.Count)
+	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, countAt(ctx, opts.Source, rep, old))
 	if err != nil {
 		return nil, err
 	}
@@ -251,4 +253,18 @@ func mapValue(m *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// countAt is the build number at the report's commit: git's count, or in a shallow repository
+// (where git counts only what it holds) the count from the recipe's current pin, whose number
+// is known; 0 when neither can say.
+func countAt(ctx context.Context, repo string, rep *patches.Report, old *Recipe) int {
+	if rep.Count > 0 || old == nil || old.Source.BuildNumber <= 0 {
+		return rep.Count
+	}
+	n, err := gitref.BuildNumber(ctx, repo, rep.Commit, &gitref.Anchor{Commit: old.Source.Commit, BuildNumber: old.Source.BuildNumber})
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -31,7 +31,7 @@ func bumpToNewSeries(ctx context.Context, opts BumpOptions, oldRecipe, oldSeries
 		return nil, err
 	}
 	rep := res.Status
-	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, rep.Count)
+	newRecipe, err := SetSource(opts.RecipeFile, oldRecipe, rep.Commit, rep.CommitTime, countAt(ctx, opts.Source, rep, old))
 	if err != nil {
 		return nil, err
 	}

@@ -310,3 +310,6 @@ func (a *AptPins) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Raw is the built-in recipe file of that name, as it is written (comments and all).
+func Raw(name string) ([]byte, error) { return builtin.ReadFile(name + ".yaml") }
