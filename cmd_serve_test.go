@@ -10,29 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/internal/testwriter"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeBundle serves a real bundle (sid's llama-server, a tiny model
 // and a draft) with an API key, scores a prompt with echo through it, and
@@ -53,7 +36,7 @@ func TestServeBundle(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testwriter.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"llbuild", "serve", dir, "--addr", addr, "--api-key-file", keyFile}, strings.NewReader(""), &stdout, &stderr)

@@ -18,6 +18,7 @@ import (
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/internal/kjvtext"
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/internal/testwriter"
 )
 
 // bigramPair writes the bigram target and draft of the King James Version's Old Testament
@@ -415,10 +416,10 @@ func serveOnce(t *testing.T, bundle string, f func(base string)) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testwriter.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &syncBuffer{}, &stderr)
+		done <- run(ctx, []string{"llbuild", "serve", bundle, "--addr", addr}, strings.NewReader(""), &testwriter.Buffer{}, &stderr)
 	}()
 	defer func() { cancel(); <-done }()
 	base := "http://" + addr

@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/internal/progress/progresstest"
+	"github.com/llbuild/llbuild/internal/testwriter"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -437,7 +437,7 @@ func TestRunsNameTheirDeviceAndSayWhenLanesShareOne(t *testing.T) {
 		smi := func(context.Context) ([]computeApp, error) { return parseComputeApps(tc.smi) }
 		a, b := testBundle(cuda), testBundle(cuda, func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "-t", "4") })
 		b.Name = "b2"
-		progress := &lockedBuilder{}
+		progress := &testwriter.Buffer{}
 		res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, GPUs: []string{"0", "1"},
 			start: start, computeApps: smi, Progress: progress})
 		if err != nil {
@@ -495,22 +495,4 @@ func TestDevicesOfAServer(t *testing.T) {
 	if _, err := parseComputeApps("No devices were found\n"); err == nil {
 		t.Errorf("parseComputeApps accepted nvidia-smi's message that is not CSV")
 	}
-}
-
-// lockedBuilder collects what lanes running side by side write.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

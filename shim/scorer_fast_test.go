@@ -23,6 +23,7 @@ import (
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
 
+	"github.com/llbuild/llbuild/internal/testwriter"
 	"github.com/llbuild/llbuild/llamaserver"
 )
 
@@ -355,7 +356,7 @@ func TestScoringPromptsStayOutOfThePromptCache(t *testing.T) {
 	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
 		t.Fatal(err)
 	}
-	log := &lockedWriter{w: &bytes.Buffer{}}
+	log := &testwriter.Buffer{}
 	ts, err := startShim(patchedServer(t), model, Options{ServerArgs: []string{promptLogprobsArg, "-lv", "4"}, ServerOutput: log})
 	if err != nil {
 		t.Fatal(err)

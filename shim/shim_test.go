@@ -18,6 +18,7 @@ import (
 
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/internal/testwriter"
 )
 
 // testShim is a shim in front of a real llama-server (Debian sid's) on a
@@ -27,7 +28,7 @@ type testShim struct {
 	srv    *Server
 	cancel context.CancelFunc
 	done   chan error
-	log    *lockedWriter
+	log    *testwriter.Buffer
 
 	stopOnce sync.Once
 	runErr   error
@@ -107,7 +108,7 @@ func startShim(serverPath, model string, opts Options) (*testShim, error) {
 	// SHIM_SERVER_ARGS adds llama-server arguments, e.g. "-ngl 99" for a CUDA build.
 	opts.ServerArgs = append(opts.ServerArgs, strings.Fields(os.Getenv("SHIM_SERVER_ARGS"))...)
 	opts.Listener = l
-	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &lockedWriter{w: &bytes.Buffer{}}}
+	ts := &testShim{URL: "http://" + l.Addr().String(), done: make(chan error, 1), log: &testwriter.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.cancel = cancel
 	logger := slog.New(slog.NewTextHandler(ts.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -137,23 +138,6 @@ func (ts *testShim) stop() {
 		ts.cancel()
 		ts.runErr = <-ts.done
 	})
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(*bytes.Buffer).String()
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // post sends v as JSON and decodes the answer into out (when not nil),

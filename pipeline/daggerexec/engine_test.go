@@ -24,7 +24,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/internal/pybuild"
+	"github.com/llbuild/llbuild/internal/testwriter"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
@@ -46,30 +46,13 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
-// engineLog collects the engine's progress for a test and shows its end when the test fails.
-type engineLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *engineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *engineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // engineOptions are the options of a build on the real engine: the stand-in devel image, the
-// fixture source and series. It skips the test (fails it in CI) without the engine.
-func engineOptions(t *testing.T, series []patches.Patch) (Options, *engineLog) {
+// fixture source and series, and a log of the engine's progress whose end the test shows when
+// it fails. It skips the test (fails it in CI) without the engine.
+func engineOptions(t *testing.T, series []patches.Patch) (Options, *testwriter.Buffer) {
 	t.Helper()
 	enginetest.Engine(t)
-	log := &engineLog{}
+	log := &testwriter.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the engine's progress, last lines:\n%s", lastLines(strings.TrimRight(log.String(), "\n"), 60))
@@ -415,8 +398,8 @@ func TestEngineBuildsSideBySideEachInItsOwnSession(t *testing.T) {
 	starts := countingCLI(t)
 	// Both builds really run, side by side: a source copy the engine has not seen.
 	opts.Source = sourceCopy(t, nil)
-	var logs bytes.Buffer
-	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	var logs testwriter.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	opts.ProgressEvery = 5 * time.Millisecond
 	v4, err := targets.Load("cpu-v3")
 	if err != nil {

@@ -10,11 +10,11 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/internal/testwriter"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
 )
 
@@ -70,8 +70,8 @@ func TestEngineBuildLogsNinjaProgress(t *testing.T) {
 	series := fixture.Patches(t, "0001-server-greeting.patch")
 	opts, _ := engineOptions(t, series)
 	opts.Source = sourceCopy(t, nil) // past the engine's cache: ninja runs
-	var logs bytes.Buffer
-	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	var logs testwriter.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	opts.ProgressEvery = 10 * time.Millisecond
 	p := fixture.PlanFor(t, standInTarget(t, enginetest.RuntimeImage(t)), fixture.Recipe(t, ""), series)
 	if _, err := newEngineExecutor(t, opts).Build(context.Background(), p, t.TempDir()); err != nil {
@@ -84,15 +84,4 @@ func TestEngineBuildLogsNinjaProgress(t *testing.T) {
 	if last := m[len(m)-1]; last[1] != last[2] {
 		t.Errorf("the last progress line says step %s of %s, want the last", last[1], last[2])
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
