@@ -157,6 +157,42 @@ func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	return v
 }
 
+// loadVerdict judges the code of a variant ggml does not pick that still runs: its loader
+// dlopens every variant to call its ggml_backend_score, which runs the variant's
+// constructors and ifunc resolvers as well (the plain libggml-cpu.so is only dlopened when
+// it loads). judged is false when that code needs nothing the host lacks.
+func loadVerdict(b *Binary, h cpuHost, s GGMLVariant) (v Verdict, judged bool) {
+	if s.Variant == "(fallback)" || b.Code == nil {
+		return v, false
+	}
+	c := b.Code
+	v = Verdict{Check: CheckCPU, Subject: b.Path}
+	need := c.LoadUses &^ x86.Unclassified
+	missing := need & h.known &^ h.has
+	var exts []string
+	for _, in := range c.LoadExamples {
+		exts = append(exts, fmt.Sprintf("%s %s+%#x in %s: %s  %s  needs %s", path.Base(b.Path), in.Section, in.Addr, in.Function, in.Bytes, in.Encoding, in.Needs))
+	}
+	const loads = "ggml's loader picks another variant, but it dlopens every variant to call its ggml_backend_score, which runs the variant's constructors and ifunc resolvers too"
+	switch {
+	case missing != 0:
+		v.Status = Fail
+		v.Reason = fmt.Sprintf("%s, and that code uses %s, which the CPU lacks: SIGILL while ggml loads its backends", loads, featureList(missing))
+		v.Evidence = exts
+		v.Fix = "build the variants' constructors (static initializers) and cpu-feats.cpp without the variant's ISA flags, as ggml's CMake does for cpu-feats.cpp"
+	case c.LoadError != "":
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code could not be followed (%s)", loads, c.LoadError)
+	case c.LoadIndirect > 0:
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code makes %d calls through function pointers, which preflight does not follow, so what they run is not known", loads, c.LoadIndirect)
+	case c.LoadUses&x86.Unclassified != 0 || need&^h.known != 0:
+		v.Status, v.Reason = Unknown, fmt.Sprintf("%s; that code has instructions whose needs are not known", loads)
+		v.Evidence = exts
+	default:
+		return v, false
+	}
+	return v, true
+}
+
 // choosers says what picks a file's dispatched functions: its ifunc resolvers, the runtimes
 // of CPUIDChosen, or both.
 func choosers(c *CodeFacts) string {
@@ -385,4 +421,35 @@ func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
 		out = append(out, c)
 	}
 	return out
+}
+
+func ggmlVerdict(c GGMLChoice) Verdict {
+	v := Verdict{Check: CheckGGMLVariant, Subject: c.Dir}
+	var parts []string
+	for _, s := range c.Scores {
+		est := ""
+		if s.Estimated {
+			est = "~"
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s%d", s.Variant, est, s.Score))
+	}
+	v.Evidence = []string{"scores: " + strings.Join(parts, " ")}
+	if c.Loaded == "" {
+		v.Status = Fail
+		v.Reason = fmt.Sprintf("all %d libggml-cpu variants here score 0 on this CPU: ggml would load no CPU backend", len(c.Scores))
+		v.Fix = "ship a variant the CPU can run (GGML_CPU_ALL_VARIANTS includes x64 and sse42)"
+		return v
+	}
+	for _, s := range c.Scores {
+		switch {
+		case s.File != c.Loaded:
+		case s.Variant == "(fallback)":
+			v.Status = OK
+			v.Reason = fmt.Sprintf("every variant scores 0 on this CPU, so ggml would load the plain %s", c.Loaded)
+		default:
+			v.Status = OK
+			v.Reason = fmt.Sprintf("ggml would load %s (score %d)", path.Base(c.Loaded), s.Score)
+		}
+	}
+	return v
 }

@@ -10,6 +10,70 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
+// Status is a check's outcome.
+type Status string
+
+// Outcomes.
+const (
+	OK      Status = "ok"
+	Fail    Status = "would fail"
+	Unknown Status = "unknown"
+	// Dispatched is a CPU verdict: the instructions the CPU lacks lie only in functions an
+	// ifunc resolver chooses at run time by CPUID (glibc's string functions, gcc's
+	// target_clones), so they run only if the file's own CPU check picks them.
+	Dispatched Status = "dispatched at run time"
+)
+
+// Check names.
+const (
+	CheckCPU         = "cpu"
+	CheckGGMLVariant = "ggml-cpu-variant"
+	CheckCUDADriver  = "cuda-driver"
+	CheckCUDARuntime = "cuda-runtime"
+	CheckGPUKernels  = "gpu-kernels"
+	CheckSYCL        = "sycl-device"
+	CheckLibraries   = "libraries"
+)
+
+// Verdict is one check's outcome for one subject (a file, a directory or an image).
+type Verdict struct {
+	Check    string   `json:"check"`
+	Subject  string   `json:"subject"`
+	Status   Status   `json:"status"`
+	Reason   string   `json:"reason"`
+	Fix      string   `json:"fix,omitempty"`
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// Report is every verdict for one input against one host.
+type Report struct {
+	Input    string       `json:"input"`
+	Host     targets.Host `json:"host"`
+	HostName string       `json:"hostName"`
+	GGML     []GGMLChoice `json:"ggml,omitempty"`
+	Verdicts []Verdict    `json:"verdicts"`
+	Binaries []*Binary    `json:"binaries"`
+}
+
+// ExitCode is 0 when every check passed (ok, or dispatched at run time), 1 when something
+// would fail, 2 when nothing would fail but something could not be checked, or when there
+// was nothing to check (no ELF file in the input).
+func (r *Report) ExitCode() int {
+	if len(r.Verdicts) == 0 {
+		return 2
+	}
+	code := 0
+	for _, v := range r.Verdicts {
+		switch v.Status {
+		case Fail:
+			return 1
+		case Unknown:
+			code = 2
+		}
+	}
+	return code
+}
+
 // checkOrder is the order checks are printed in.
 var checkOrder = []string{CheckLibraries, CheckGGMLVariant, CheckCPU, CheckCUDADriver, CheckCUDARuntime, CheckGPUKernels, CheckSYCL}
 
