@@ -230,13 +230,17 @@ func meanOf(xs []*float64) *float64 {
 // mean | Decision) and, for A/B, each comparison's ratios.
 func (res *Result) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	devices := false // a Device column when a run was on a GPU
+	devices, memory := false, false // Device and GPU memory columns when a run was on a GPU
 	for _, r := range res.Runs {
 		devices = devices || len(r.Server.Devices) > 0
+		memory = memory || r.Server.GPUMemoryMiB > 0
 	}
 	head := "Run\tCanary\tFresh row 0 tok/s\tRepeated mean\tAcceptance\tDecision"
 	if devices {
 		head += "\tDevice"
+	}
+	if memory {
+		head += "\tGPU memory"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range res.Runs {
@@ -252,6 +256,13 @@ func (res *Result) WriteTable(w io.Writer) error {
 			optional(percent(r.Summary.Acceptance), "%.1f%%"), r.Decision)
 		if devices {
 			fmt.Fprintf(tw, "\t%s", r.Server.deviceCell())
+		}
+		if memory {
+			mem := "-"
+			if r.Server.GPUMemoryMiB > 0 {
+				mem = fmt.Sprintf("%.2f GiB", float64(r.Server.GPUMemoryMiB)/1024)
+			}
+			fmt.Fprintf(tw, "\t%s", mem)
 		}
 		fmt.Fprintln(tw)
 	}

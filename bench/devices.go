@@ -13,13 +13,16 @@ import (
 	"time"
 )
 
-// smiQuery asks nvidia-smi which processes hold a CUDA context on which GPU.
-var smiQuery = []string{"--query-compute-apps=pid,gpu_bus_id,gpu_name,gpu_uuid", "--format=csv,noheader"}
+// smiQuery asks nvidia-smi which processes hold a CUDA context on which GPU, and how much of
+// its memory each uses.
+var smiQuery = []string{"--query-compute-apps=pid,gpu_bus_id,gpu_name,gpu_uuid,used_memory", "--format=csv,noheader"}
 
 // computeApp is one line of nvidia-smi's compute processes.
 type computeApp struct {
 	PID    int
 	Device Device
+	// UsedMiB is the GPU memory the process uses, 0 when nvidia-smi does not say ([N/A]).
+	UsedMiB int
 }
 
 // nvidiaSMI runs nvidia-smi's query of compute processes.
@@ -43,14 +46,21 @@ func parseComputeApps(out string) ([]computeApp, error) {
 	}
 	var apps []computeApp
 	for _, row := range rows {
-		if len(row) != 4 {
-			return nil, fmt.Errorf("nvidia-smi's compute processes: %q has %d fields, want 4 (pid, bus id, name, uuid)", strings.Join(row, ","), len(row))
+		if len(row) != 4 && len(row) != 5 {
+			return nil, fmt.Errorf("nvidia-smi's compute processes: %q has %d fields, want 5 (pid, bus id, name, uuid, used memory)", strings.Join(row, ","), len(row))
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(row[0]))
 		if err != nil {
 			return nil, fmt.Errorf("nvidia-smi's compute processes: pid %q: %w", row[0], err)
 		}
-		apps = append(apps, computeApp{PID: pid, Device: Device{Description: row[2], ID: row[1], UUID: row[3]}})
+		app := computeApp{PID: pid, Device: Device{Description: row[2], ID: row[1], UUID: row[3]}}
+		if len(row) == 5 {
+			// "8612 MiB", or "[N/A]" where the driver does not say (then unknown, 0)
+			if f := strings.Fields(row[4]); len(f) > 0 {
+				app.UsedMiB, _ = strconv.Atoi(f[0])
+			}
+		}
+		apps = append(apps, app)
 	}
 	return apps, nil
 }
@@ -70,6 +80,18 @@ func devicesOf(apps []computeApp, serverPID int) []Device {
 		}
 	}
 	return ds
+}
+
+// memoryOf is the GPU memory, MiB, the server's processes (its pid, or its process group) use
+// over all their devices.
+func memoryOf(apps []computeApp, serverPID int) int {
+	used := 0
+	for _, a := range apps {
+		if a.PID == serverPID || processGroup(a.PID) == serverPID {
+			used += a.UsedMiB
+		}
+	}
+	return used
 }
 
 // processGroup is pid's process group, 0 when unknown (a process of another PID namespace,

@@ -60,6 +60,10 @@ type ServerInfo struct {
 	// sees them: the physical device, whatever CUDA_VISIBLE_DEVICES numbered it. None for a
 	// CPU or SYCL run, or where nvidia-smi is not on PATH.
 	Devices []Device `json:"devices,omitempty"`
+	// GPUMemoryMiB is the most GPU memory the server's processes used at once, MiB, as
+	// nvidia-smi's compute processes said, sampled from ready to the last row (CUDA runs; 0
+	// where nvidia-smi does not say).
+	GPUMemoryMiB int `json:"gpuMemoryMiB,omitempty"`
 }
 
 // Device is one GPU a run's llama-server used.

@@ -84,25 +84,66 @@ func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log 
 	return process{p}, nil
 }
 
-// devices are the GPUs a CUDA bundle's ready server holds, as nvidia-smi sees them; a
-// failed query is said and leaves none.
-func (o *Options) devices(ctx context.Context, b *Bundle, rec *Record, pid int) []Device {
+// smi is the query of nvidia-smi's compute processes for a CUDA bundle's server, nil when there
+// is none to ask.
+func (o *Options) smi(b *Bundle, pid int) func(context.Context) ([]computeApp, error) {
 	if b.Manifest.Target.Backend != "cuda" || pid == 0 {
 		return nil
 	}
-	query := o.computeApps
+	if o.computeApps != nil {
+		return o.computeApps
+	}
+	if _, err := exec.LookPath("nvidia-smi"); err != nil {
+		return nil
+	}
+	return nvidiaSMI
+}
+
+// devices are the GPUs a CUDA bundle's ready server holds, as nvidia-smi sees them, and the
+// memory it uses then; a failed query is said and leaves none.
+func (o *Options) devices(ctx context.Context, b *Bundle, rec *Record, pid int) ([]Device, int) {
+	query := o.smi(b, pid)
 	if query == nil {
-		if _, err := exec.LookPath("nvidia-smi"); err != nil {
-			return nil
-		}
-		query = nvidiaSMI
+		return nil, 0
 	}
 	apps, err := query(ctx)
 	if err != nil {
 		o.progress("%s: which GPU its server runs on is not known: %v", rec.Identity.Label, err)
-		return nil
+		return nil, 0
 	}
-	return devicesOf(apps, pid)
+	return devicesOf(apps, pid), memoryOf(apps, pid)
+}
+
+// gpuMemoryEvery is how often a CUDA run's GPU memory is sampled.
+var gpuMemoryEvery = 250 * time.Millisecond
+
+// sampleGPUMemory samples the server's GPU memory until the returned stop is called, which
+// gives the peak (MiB, at least from). Samples that fail are skipped: the figure is support,
+// not a reason to fail a run.
+func (o *Options) sampleGPUMemory(ctx context.Context, b *Bundle, pid, from int) (stop func() int) {
+	query := o.smi(b, pid)
+	if query == nil {
+		return func() int { return from }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		peak := from
+		t := time.NewTicker(gpuMemoryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				done <- peak
+				return
+			case <-t.C:
+				if apps, err := query(ctx); err == nil {
+					peak = max(peak, memoryOf(apps, pid))
+				}
+			}
+		}
+	}()
+	return func() int { cancel(); return <-done }
 }
 
 // status shows where rec's run is on the status line, when there is one.
@@ -233,7 +274,10 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		return err
 	}
 	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots}
-	rec.Server.Devices = o.devices(ctx, b, rec, srv.pid())
+	var used int
+	rec.Server.Devices, used = o.devices(ctx, b, rec, srv.pid())
+	stopSampling := o.sampleGPUMemory(ctx, b, srv.pid(), used)
+	defer func() { rec.Server.GPUMemoryMiB = stopSampling() }()
 	c := llamaserver.NewClient(ep.BaseURL, ep.APIKey)
 	if o.now != nil {
 		c.Now = o.now
