@@ -29,6 +29,7 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "prompt-tokens", Value: 588, Usage: "the filled-long prompt's length, `P` tokens"},
 		&cli.StringFlag{Name: "prompt-file", Usage: "use the text of `FILE` as the prompt"},
 		&cli.IntFlag{Name: "generate", Value: 512, Usage: "tokens each row generates, `G` (end of sequence ignored)"},
+		&cli.BoolFlag{Name: "chat", Usage: "send the rows' prompt as a chat turn rendered by the model's own template (a --prompt-file holding a JSON array of messages gives the conversation), as an app calling /v1/chat/completions does"},
 		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
 		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
 		&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
@@ -199,6 +200,7 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	if p.Prompt != bench.PromptFilledLong {
 		p.PromptTokens = 0
 	}
+	p.Chat = c.Bool("chat")
 	rounds := c.Int("rounds")
 	if rounds < 0 {
 		problems = append(problems, fmt.Sprintf("--rounds %d: must be 1 or more", rounds))

@@ -323,3 +323,49 @@ func TestBenchABInterleavesRealBundles(t *testing.T) {
 		t.Errorf("comparison %+v: want 2 ratios and only --ubatch-size differing", c)
 	}
 }
+
+// --chat sends the rows as a chat turn rendered by the server's own template: the row's prompt
+// holds more tokens than the text alone (the template's turn markers), a JSON prompt file is a
+// conversation, and the records of chat runs are a protocol of their own.
+func TestBenchChatRendersTheTurnWithTheTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	b := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil)[0]
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--canaries", "2", "--prompt-tokens", "64", "--generate", "8")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = benchRun(t, b, "--dir", dir, "--canaries", "2", "--prompt-tokens", "64", "--generate", "8", "--chat")
+	if code != 0 {
+		t.Fatalf("bench --chat: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rs := readRecords(t, dir)
+	if len(rs.Runs) != 2 {
+		t.Fatalf("records: %+v", rs.Runs)
+	}
+	plain := readRecord(t, filepath.Join(dir, rs.Runs[0].Dir, "record.json"))
+	chat := readRecord(t, filepath.Join(dir, rs.Runs[1].Dir, "record.json"))
+	if !chat.Protocol.Chat || plain.Protocol.Chat {
+		t.Errorf("protocol chat: %v then %v, want false then true", plain.Protocol.Chat, chat.Protocol.Chat)
+	}
+	if p, c := plain.Rows[0].PromptTokens, chat.Rows[0].PromptTokens; p != 64 || c <= p {
+		t.Errorf("row 0 prompt tokens: %d plain, %d chat; want 64 and more (the template's turn around the same text)", p, c)
+	}
+	if rs.Runs[0].Protocol == rs.Runs[1].Protocol {
+		t.Errorf("plain and chat runs share the protocol %q: their figures would be compared", rs.Runs[0].Protocol)
+	}
+	conv := filepath.Join(t.TempDir(), "conversation.json")
+	if err := os.WriteFile(conv, []byte(`[{"role":"system","content":"You answer briefly."},{"role":"user","content":"Name the seven days of the week, in order."}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := benchRun(t, b, "--dir", t.TempDir(), "--canaries", "2", "--generate", "8", "--chat", "--prompt-file", conv); code != 0 {
+		t.Errorf("bench --chat --prompt-file CONVERSATION: exit %d\n%s", code, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`[{"role": 1`), 0o644)
+	if code, _, stderr := benchRun(t, b, "--dir", t.TempDir(), "--canaries", "2", "--generate", "8", "--chat", "--prompt-file", bad); code == 0 || !strings.Contains(stderr, "not a JSON array of chat messages") {
+		t.Errorf("bench --chat with a broken conversation: exit %d\n%s", code, stderr)
+	}
+}

@@ -43,6 +43,10 @@ type Protocol struct {
 	PromptText string `json:"-"`
 	// Generate is the number of tokens each row generates, end of sequence ignored.
 	Generate int `json:"generate"`
+	// Chat sends the rows' prompt as a chat turn: the prompt text as one user message (or, for a
+	// prompt file holding a JSON array of messages, those messages) rendered by the server's own
+	// chat template (/apply-template), as an app calling /v1/chat/completions sends it.
+	Chat bool `json:"chat,omitempty"`
 }
 
 // DefaultProtocol returns the lab's defaults for mode: a screen runs 128 canary checks and
@@ -97,6 +101,11 @@ func (p Protocol) Validate() error {
 
 // key says which runs' figures are comparable: same prompt and generation length.
 func (p Protocol) key() string {
+	if p.Chat {
+		q := p
+		q.Chat = false
+		return "chat-" + q.key()
+	}
 	switch p.Prompt {
 	case PromptFilledLong:
 		return fmt.Sprintf("%s-p%d-g%d", p.Prompt, p.PromptTokens, p.Generate)

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/progress"
@@ -424,6 +427,51 @@ func at(s []int, i int) int {
 // rowPrompt returns the rows' prompt: token ids for a filled-long prompt (exactly
 // PromptTokens), text otherwise.
 func (o *Options) rowPrompt(ctx context.Context, c *llamaserver.Client) (any, error) {
+	prompt, err := o.rawPrompt(ctx, c)
+	if err != nil || !o.Protocol.Chat {
+		return prompt, err
+	}
+	return o.chatPrompt(ctx, c, prompt)
+}
+
+// chatPrompt renders the rows' prompt as a chat turn through the server's own template.
+func (o *Options) chatPrompt(ctx context.Context, c *llamaserver.Client, prompt any) (any, error) {
+	var text string
+	switch p := prompt.(type) {
+	case []int:
+		var err error
+		if text, err = c.Detokenize(ctx, p); err != nil {
+			return nil, fmt.Errorf("the filled-long prompt as text: %w", err)
+		}
+	case string:
+		text = p
+	}
+	messages, err := json.Marshal([]map[string]string{{"role": "user", "content": text}})
+	if err != nil {
+		return nil, err
+	}
+	if t := strings.TrimSpace(text); o.Protocol.Prompt == PromptFile && strings.HasPrefix(t, "[") {
+		var given []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		}
+		if err := json.Unmarshal([]byte(t), &given); err != nil || len(given) == 0 {
+			return nil, fmt.Errorf("prompt file %s starts with [ but is not a JSON array of chat messages ({\"role\": ..., \"content\": ...}): %v", o.Protocol.PromptFile, err)
+		}
+		messages = []byte(t)
+	}
+	rendered, err := c.ApplyTemplate(ctx, messages)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the chat turn with the server's template (/apply-template): %w", err)
+	}
+	if rendered == nil || *rendered == "" {
+		return nil, errors.New("the server's chat template rendered the chat turn as nothing")
+	}
+	return *rendered, nil
+}
+
+// rawPrompt is the protocol's prompt: token ids for filled-long, else text.
+func (o *Options) rawPrompt(ctx context.Context, c *llamaserver.Client) (any, error) {
 	p := o.Protocol
 	switch p.Prompt {
 	case PromptFilledLong:
