@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -82,6 +83,9 @@ func serveCommand() *cli.Command {
 				Addr:       addr,
 				APIKey:     key,
 				ModelName:  strings.TrimSuffix(path.Base(m.Models.Model.Path), ".gguf"),
+			}
+			if m.Build.Series == patches.SeriesPlain {
+				opts.NoPromptLogprobs = "this bundle's llama-server was built with the plain series (upstream plus patch 0001), which keeps no prompt-logprob contract: echo with logprobs needs the scoring series; rebuild with llbuild build --series scoring and bundle that"
 			}
 			return shim.Run(c.Context, opts, log)
 		},

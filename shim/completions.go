@@ -90,6 +90,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request, u *up
 		writeError(w, err)
 		return
 	}
+	if req.Echo && req.Logprobs >= 0 && s.opts.NoPromptLogprobs != "" {
+		writeError(w, badRequest("echo", "%s", s.opts.NoPromptLogprobs))
+		return
+	}
 	if req.Logprobs >= 0 {
 		if err := u.draftedLogprobs("logprobs", req.MaxTokens); err != nil {
 			writeError(w, err)

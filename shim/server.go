@@ -43,6 +43,10 @@ type Options struct {
 	// ModelName is the model id the API reports; empty means
 	// llama-server's model alias.
 	ModelName string
+	// NoPromptLogprobs, when set, is why this server keeps no prompt-logprob contract (a bundle
+	// of a build made with the plain series): echo with logprobs is then refused with it
+	// instead of computed token by token.
+	NoPromptLogprobs string
 	// MaxRequestBytes bounds a request body; 0 means 16 MiB.
 	MaxRequestBytes int64
 	// SlotWait is how long a request may wait for a free llama-server
