@@ -290,21 +290,17 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 	switch t.Build.Backend {
 	case targets.BackendCUDA:
 		c := t.Build.CUDA
-		tk, _ := targets.ParseVersion(c.Toolkit)
-		cp := &CUDAPlan{Toolkit: c.Toolkit, Architectures: append([]string(nil), c.Architectures...)}
-		for _, a := range c.Architectures {
-			arch, err := targets.ParseCUDAArch(a)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
+		d, err := c.Decoded()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("target %s: %w", t.Name, err))
+			break
+		}
+		cp := &CUDAPlan{Toolkit: c.Toolkit, Architectures: append([]string(nil), c.Architectures...), RequireCUDA: d.RequireCUDA}
+		for i, arch := range d.Architectures {
 			cp.BuiltAs = append(cp.BuiltAs, arch.CMakeName())
-			if arch.Specific && !strings.HasSuffix(a, "a") {
+			if a := c.Architectures[i]; arch.Specific && !strings.HasSuffix(a, "a") {
 				p.Notes = append(p.Notes, fmt.Sprintf("CUDA architecture %s is built by ggml as sm_%s (arch-specific): it runs only on GPUs of compute capability %d.%d", a, arch.CMakeName(), arch.SM/10, arch.SM%10))
 			}
-		}
-		if len(tk) > 0 {
-			cp.RequireCUDA = targets.CUDARequirement(tk)
 		}
 		// The requirement names no brand or arch, so no GPU fact leaves it undecided.
 		if err := checkDriverSatisfies(t, cp.RequireCUDA); err != nil {

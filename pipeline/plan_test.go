@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -153,6 +154,17 @@ func TestResolveRejects(t *testing.T) {
 		_, err := Resolve(&c, base, series, nil, Options{})
 		if err == nil || !strings.Contains(err.Error(), "cuda>=13.1") {
 			t.Errorf("Resolve() = %v", err)
+		}
+	})
+	t.Run("CUDA settings edited after loading", func(t *testing.T) {
+		cuda, _ := targets.Load("rtx3090")
+		c := *cuda
+		edited := *cuda.Build.CUDA
+		edited.Toolkit = "13.3.0"
+		c.Build.CUDA = &edited
+		_, err := Resolve(&c, base, series, nil, Options{})
+		if !errors.Is(err, targets.ErrNotDecoded) {
+			t.Errorf("Resolve() = %v, want targets.ErrNotDecoded", err)
 		}
 	})
 }

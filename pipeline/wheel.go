@@ -179,10 +179,11 @@ func localVersion(t *targets.Target, p *Plan) (label, variant string) {
 	var parts []string
 	switch {
 	case p.CUDA != nil:
-		tk, _ := targets.ParseVersion(p.CUDA.Toolkit)
+		// Resolve made p.CUDA only from a decoded build.cuda.
+		d, _ := t.Build.CUDA.Decoded()
 		variant = "cu"
-		for i := 0; i < 2 && i < len(tk); i++ {
-			variant += fmt.Sprint(tk[i])
+		for _, n := range d.Toolkit[:min(2, len(d.Toolkit))] {
+			variant += fmt.Sprint(n)
 		}
 		parts = append(parts, variant)
 		for _, a := range p.CUDA.BuiltAs {
@@ -251,14 +252,11 @@ func WithArchitectures(t *targets.Target, archs []string) (*targets.Target, erro
 	if t.Build.Backend != targets.BackendCUDA || t.Build.CUDA == nil {
 		return nil, fmt.Errorf("target %s builds for %s, not CUDA: --arch applies to CUDA targets only", t.Name, t.Build.Backend)
 	}
-	c := *t
-	cuda := *t.Build.CUDA
-	cuda.Architectures = append([]string(nil), archs...)
-	c.Build.CUDA = &cuda
-	if err := c.Validate(); err != nil {
+	c, err := t.WithCUDAArchitectures(archs)
+	if err != nil {
 		return nil, fmt.Errorf("--arch %s for target %s: %w", strings.Join(archs, ","), t.Name, err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // CMakeArgsEnv renders CMakeArgs as the CMAKE_ARGS value for a package source at src: each

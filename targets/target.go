@@ -72,6 +72,40 @@ type CUDA struct {
 	Toolkit string `yaml:"toolkit" json:"toolkit"`
 	// Architectures are CMAKE_CUDA_ARCHITECTURES entries, e.g. ["120"] or ["86"].
 	Architectures []string `yaml:"architectures" json:"architectures"`
+
+	// decoded is Toolkit and Architectures parsed, set when the target is loaded.
+	decoded *DecodedCUDA
+}
+
+// DecodedCUDA is a CUDA build's settings as numbers, decoded once when the target was
+// loaded and validated: what plan resolution reads instead of parsing the strings again.
+type DecodedCUDA struct {
+	// Toolkit is CUDA.Toolkit's numbers, e.g. [13 1 1].
+	Toolkit []int
+	// Architectures are CUDA.Architectures parsed, in their order.
+	Architectures []CUDAArch
+	// RequireCUDA is the NVIDIA_REQUIRE_CUDA an image of the toolkit carries (CUDARequirement).
+	RequireCUDA string
+
+	// from are the strings decoded, to tell when the target was edited after loading.
+	from CUDA
+}
+
+// ErrNotDecoded is returned (wrapped) by CUDA.Decoded for settings that were not loaded by
+// Parse, Load, LoadFile or ResolveHost, or were edited since.
+var ErrNotDecoded = errors.New("build.cuda was not decoded by loading the target")
+
+// Decoded returns the settings as decoded at load. A target built or edited in code has none:
+// write it out and load it (Marshal, Parse), or use WithCUDAArchitectures.
+func (c *CUDA) Decoded() (*DecodedCUDA, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: there is no build.cuda", ErrNotDecoded)
+	}
+	d := c.decoded
+	if d == nil || d.from.Toolkit != c.Toolkit || !slices.Equal(d.from.Architectures, c.Architectures) {
+		return nil, fmt.Errorf("%w (toolkit %q, architectures %v): load it with targets.Parse, or change its architectures with WithCUDAArchitectures", ErrNotDecoded, c.Toolkit, c.Architectures)
+	}
+	return d, nil
 }
 
 // SYCL is an Intel SYCL ahead-of-time build.
@@ -223,14 +257,34 @@ func Parse(source string, data []byte) (*Target, error) {
 	return &t, nil
 }
 
-// complete finishes a decoded target file: its source, defaults and validation.
+// complete finishes a decoded target file: its source, defaults, validation, and the typed
+// values of its validated strings.
 func (t *Target) complete(source string) (*Target, error) {
 	t.Source = source
 	t.setDefaults()
-	if err := t.Validate(); err != nil {
+	cuda, err := t.check()
+	if err != nil {
 		return nil, err
 	}
+	if t.Build.CUDA != nil {
+		t.Build.CUDA.decoded = cuda
+	}
 	return t, nil
+}
+
+// WithCUDAArchitectures returns a copy of a CUDA target that builds archs instead of its own
+// architectures, validated and decoded again: an architecture its toolkit cannot compile or
+// that does not run on its GPUs is an error.
+func (t *Target) WithCUDAArchitectures(archs []string) (*Target, error) {
+	if t.Build.CUDA == nil {
+		return nil, fmt.Errorf("target %s has no build.cuda", t.Name)
+	}
+	c := *t
+	cuda := *t.Build.CUDA
+	cuda.Architectures = slices.Clone(archs)
+	cuda.decoded = nil
+	c.Build.CUDA = &cuda
+	return c.complete(t.Source)
 }
 
 func (t *Target) setDefaults() {
@@ -256,6 +310,13 @@ var digestRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$
 
 // Validate reports every problem in the target together. It does not change the target.
 func (t *Target) Validate() error {
+	_, err := t.check()
+	return err
+}
+
+// check is Validate, returning also the CUDA settings it parsed when they are all valid.
+func (t *Target) check() (*DecodedCUDA, error) {
+	var cuda *DecodedCUDA
 	var errs []error
 	bad := func(field, problem, fix string) {
 		errs = append(errs, &FieldError{File: t.Source, Field: field, Problem: problem, Fix: fix})
@@ -327,7 +388,9 @@ func (t *Target) Validate() error {
 			bad("build.backend", "is cpu but cuda or sycl settings are given", "set backend: cuda or sycl, or remove them")
 		}
 	case BackendCUDA:
-		errs = append(errs, t.validateCUDA()...)
+		var cerrs []error
+		cuda, cerrs = t.validateCUDA()
+		errs = append(errs, cerrs...)
 	case BackendSYCL:
 		if t.Build.SYCL == nil || t.Build.SYCL.DeviceArch == "" {
 			bad("build.sycl.deviceArch", "is empty", "name the ahead-of-time device, e.g. bmg-g31")
@@ -335,10 +398,14 @@ func (t *Target) Validate() error {
 	default:
 		bad("build.backend", fmt.Sprintf("unknown backend %q", t.Build.Backend), "use cpu, cuda or sycl")
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cuda, nil
 }
 
-func (t *Target) validateCUDA() []error {
+// validateCUDA checks build.cuda and returns its values parsed, nil with any error.
+func (t *Target) validateCUDA() (*DecodedCUDA, []error) {
 	var errs []error
 	bad := func(field, problem, fix string) {
 		errs = append(errs, &FieldError{File: t.Source, Field: field, Problem: problem, Fix: fix})
@@ -346,7 +413,7 @@ func (t *Target) validateCUDA() []error {
 	c := t.Build.CUDA
 	if c == nil {
 		bad("build.cuda", "is missing for a cuda target", "give build.cuda.toolkit and build.cuda.architectures")
-		return errs
+		return nil, errs
 	}
 	tk, err := ParseVersion(c.Toolkit)
 	if err != nil {
@@ -363,8 +430,10 @@ func (t *Target) validateCUDA() []error {
 				fmt.Sprintf("use a devel and runtime image of CUDA %s or older, or upgrade the driver", t.Host.Driver.CUDA))
 		}
 	}
+	archs := make([]CUDAArch, 0, len(c.Architectures))
 	for i, a := range c.Architectures {
 		arch, aerr := ParseCUDAArch(a)
+		archs = append(archs, arch)
 		if aerr != nil {
 			bad(fmt.Sprintf("build.cuda.architectures[%d]", i), aerr.Error(), `write the compute capability without the dot, e.g. "86", "90", "120"`)
 			continue
@@ -384,7 +453,15 @@ func (t *Target) validateCUDA() []error {
 			}
 		}
 	}
-	return errs
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &DecodedCUDA{
+		Toolkit:       tk,
+		Architectures: archs,
+		RequireCUDA:   CUDARequirement(tk),
+		from:          CUDA{Toolkit: c.Toolkit, Architectures: slices.Clone(c.Architectures)},
+	}, nil
 }
 
 // CUDAArch is one CMAKE_CUDA_ARCHITECTURES entry.
