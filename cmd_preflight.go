@@ -33,6 +33,7 @@ something could not be checked (or preflight was called wrongly).`,
 			&cli.StringFlag{Name: "target", Usage: "check against built-in target `NAME` instead of this machine"},
 			&cli.StringFlag{Name: "target-file", Usage: "check against the host described in target `FILE`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.BoolFlag{Name: "driver-only", Usage: "with --image or --image-archive: answer whether the host's driver runs the image from its config alone (NVIDIA_REQUIRE_CUDA), without fetching or reading its layers; the instruction, library and kernel checks are not made"},
 		},
 		Action: runPreflight,
 	}
@@ -51,6 +52,10 @@ func runPreflight(c *cli.Context) error {
 	}
 	if src.Ref != "" && src.Archive != "" {
 		return usagef("give --image or --image-archive, not both")
+	}
+	driverOnly := c.Bool("driver-only")
+	if driverOnly && (src.Ref == "" && src.Archive == "" || bundle != "" || len(bins) > 0) {
+		return usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
 	}
 
 	var (
@@ -91,12 +96,17 @@ func runPreflight(c *cli.Context) error {
 		names = append(names, bundle)
 	}
 	if src.Ref != "" || src.Archive != "" {
-		img, err := preflight.ReadImage(ctx, src)
+		read := preflight.ReadImage
+		if driverOnly {
+			read = preflight.ReadImageConfig
+		}
+		img, err := read(ctx, src)
 		if err != nil {
 			return cli.Exit("preflight: "+err.Error(), exitUsage)
 		}
 		in.Binaries = append(in.Binaries, img.Binaries...)
 		in.Env = img.Env
+		in.Read = img.Read
 		names = append(names, img.Name)
 	}
 	in.Name = strings.Join(names, " + ")

@@ -16,13 +16,16 @@ type Input struct {
 	// Env is an image's configured environment (NVIDIA_REQUIRE_CUDA, CUDA_VERSION, ...);
 	// nil when the input is not an image.
 	Env map[string]string
+	// Read says what was read of the input where it was not everything (an image's config
+	// only), so that the report says which checks were not made.
+	Read string
 }
 
 // Check runs every check of in against host. It is a pure function of its arguments.
 func Check(host targets.Host, hostName string, in Input) *Report {
 	bins := append([]*Binary(nil), in.Binaries...)
 	sort.Slice(bins, func(i, j int) bool { return bins[i].Path < bins[j].Path })
-	r := &Report{Input: in.Name, Host: host, HostName: hostName, Binaries: bins}
+	r := &Report{Input: in.Name, Host: host, HostName: hostName, Binaries: bins, Read: in.Read}
 	fs := host.CPU.FeatureSet()
 	ch := newCPUHost(fs)
 

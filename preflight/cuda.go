@@ -36,6 +36,9 @@ func cudaVerdicts(host targets.Host, in Input, bins []*Binary) []Verdict {
 		switch {
 		case err != nil:
 			v.Status, v.Reason = Unknown, "reading the image's CUDA requirement: "+err.Error()
+		case len(reqs) == 0 && in.Read != "":
+			// only the driver question was asked: answer it
+			v.Status, v.Reason = OK, "the image sets no NVIDIA_REQUIRE_CUDA: it asks nothing of the driver"
 		case len(reqs) == 0:
 			v = Verdict{}
 		case len(gpus) == 0:

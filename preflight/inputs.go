@@ -191,6 +191,27 @@ type ImageSource struct {
 	Archive string
 }
 
+// ReadImageConfig reads an image's environment from its config alone: its layers are not
+// fetched or read. NVIDIA_REQUIRE_CUDA is all the driver question needs; the instruction,
+// library and kernel checks need the layers (ReadImage).
+func ReadImageConfig(ctx context.Context, src ImageSource) (Input, error) {
+	img, label, cleanup, err := openImage(ctx, src)
+	if err != nil {
+		return Input{}, err
+	}
+	defer cleanup()
+	in := Input{Name: label, Env: map[string]string{}, Read: "the image's config only (--driver-only): the driver check; the instruction, library and kernel checks need its layers and were not made"}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return in, fmt.Errorf("reading the config of %s: %w", label, err)
+	}
+	for _, kv := range cfg.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		in.Env[k] = v
+	}
+	return in, nil
+}
+
 // ReadImage reads an image's environment and the ELF files of its flattened filesystem
 // (whiteouts applied). llama.cpp's files (see IsLlamaFile) are decoded; the others are read
 // for their libraries and kernels only if they are small, and skipped otherwise.
@@ -208,6 +229,19 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 	for _, kv := range cfg.Config.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		in.Env[k] = v
+	}
+	// mutate.Extract reads a layer it cannot open as an empty one (an OCI layout missing a
+	// blob gives a clean end of archive): every layer is opened first, so that an image read
+	// in part is an error, not a report on the files that happened to be there.
+	layers, err := img.Layers()
+	if err != nil {
+		return in, fmt.Errorf("reading the layers of %s: %w", label, err)
+	}
+	for i, l := range layers {
+		if err := readable(l); err != nil {
+			d, _ := l.Digest()
+			return in, fmt.Errorf("reading the layers of %s: layer %d (%s): %w", label, i, d, err)
+		}
 	}
 	rc := mutate.Extract(img)
 	defer rc.Close()
@@ -250,6 +284,20 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 	}
 	assignGGMLSearches(in.Binaries, func(b *Binary) string { return path.Dir(b.Path) }, path.Clean(wd), in.Env["GGML_BACKEND_PATH"])
 	return in, nil
+}
+
+// readable opens a layer's blob and reads its first byte.
+func readable(l v1.Layer) error {
+	rc, err := l.Compressed()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var b [1]byte
+	if _, err := io.ReadFull(rc, b[:]); err != nil {
+		return fmt.Errorf("its blob cannot be read: %w", err)
+	}
+	return nil
 }
 
 // openImage opens the image src names. cleanup removes what it unpacked; call it once the

@@ -53,6 +53,8 @@ type Report struct {
 	GGML     []GGMLChoice `json:"ggml,omitempty"`
 	Verdicts []Verdict    `json:"verdicts"`
 	Binaries []*Binary    `json:"binaries"`
+	// Read says what was read where it was not the whole input (an image's config alone).
+	Read string `json:"read,omitempty"`
 }
 
 // ExitCode is 0 when every check passed (ok, or dispatched at run time), 1 when something
@@ -92,6 +94,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "preflight %s against %s\n", r.Input, r.HostName)
 	fmt.Fprintf(ew, "host: %s\n", describeHost(r.Host))
+	if r.Read != "" {
+		fmt.Fprintf(ew, "read: %s\n", r.Read)
+	}
 	for _, check := range checkOrder {
 		var vs []Verdict
 		for _, v := range r.Verdicts {
