@@ -2,7 +2,8 @@ package manifest
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -50,7 +51,7 @@ func isKnob(name string) bool {
 // bundle, and anything else is refused. It returns problems by field.
 func checkEnv(env map[string]string, kinds map[string]string) map[string][]string {
 	errs := map[string][]string{}
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
 		field := "server.env." + k
 		bad := func(format string, a ...any) { errs[field] = append(errs[field], fmt.Sprintf(format, a...)) }
@@ -92,13 +93,4 @@ func checkEnv(env map[string]string, kinds map[string]string) map[string][]strin
 		}
 	}
 	return errs
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

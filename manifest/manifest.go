@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -495,7 +497,7 @@ func (m *Manifest) Validate() error {
 		bad("server.args", "%s", e)
 	}
 	envErrs := checkEnv(s.Env, kinds)
-	for _, field := range sortedKeys(envErrs) {
+	for _, field := range slices.Sorted(maps.Keys(envErrs)) {
 		for _, e := range envErrs[field] {
 			bad(field, "%s", e)
 		}

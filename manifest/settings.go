@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -14,7 +16,7 @@ type Settings map[string]string
 // Settings returns the options the manifest's server sets.
 func (m *Manifest) Settings() Settings {
 	s := Settings{}
-	for _, k := range sortedKeys(m.Server.Env) {
+	for _, k := range slices.Sorted(maps.Keys(m.Server.Env)) {
 		ef, ok := llamaEnv[k]
 		if !ok {
 			continue
