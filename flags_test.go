@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/bisect"
+	"github.com/llbuild/llbuild/internal/gitref"
 )
 
 // Every command that takes arguments reads its flags after them too: a bool flag, a value flag
@@ -13,6 +16,7 @@ import (
 // argument. Each case shows its flag took effect in what the command did with it.
 func TestFlagsMayFollowArguments(t *testing.T) {
 	dir := t.TempDir() // not a bundle: verify finds a problem, serve and bench stop at their flags
+	camp := smallCampaign(t)
 	tests := []struct {
 		command  string // as help names it
 		name     string
@@ -36,6 +40,9 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{"plan diff", "-- before an argument that starts with -", []string{"plan", "diff", "--", "-a", "cpu-v3"}, 2, "", "-a is neither a file"},
 		{"target show", "value flag", []string{"target", "show", "cpu-v3", "--target-file", "/nonexistent.yaml"}, 2, "", "not both"},
 		{"target show", "-- before an argument that starts with -", []string{"target", "show", "--", "-x"}, 2, "", `"-x"`},
+		{"bisect log", "bool flag", []string{"bisect", "log", camp, "--json"}, 0, `"phase": "ends"`, ""},
+		{"bisect log", "-- before an argument that starts with -", []string{"bisect", "log", "--", "-x"}, 2, "", "-x has no bisect.log"},
+		{"bisect replay", "value flag", []string{"bisect", "replay", filepath.Join(camp, "bisect.log"), "--dir", filepath.Join(dir, "replayed"), "--json"}, 0, `"phase": "ends"`, ""},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
@@ -84,4 +91,17 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallCampaign writes a bisect campaign that has only started: its log's first event.
+func smallCampaign(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := []gitref.Commit{{Hash: strings.Repeat("a", 40), Subject: "good (#1)", PR: 1}, {Hash: strings.Repeat("b", 40), Subject: "bad (#2)", PR: 2}}
+	l := &bisect.Log{Dir: dir}
+	if err := l.Append(bisect.Event{Kind: bisect.EventStart, Path: path, Settings: &bisect.Settings{Good: path[0], Bad: path[1], Target: "cpu-v3", Series: "plain",
+		Mode: "screen", Rounds: 3, MaxRounds: 9, Metric: "row0", MinStep: 0.02}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
