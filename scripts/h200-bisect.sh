@@ -12,6 +12,11 @@
 #   xz -9 .carry/llbuild .carry/bigramgguf; bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >.carry/old-testament.txt.xz
 #   cp ../shared/llama.cpp/llama.cpp-history.git.tar .carry/
 #   (and the logs of an earlier part: cp bisect-h200/{ds,mtp}.log .carry/ )
+#   and, since that machine has no ccache (each probe then compiles everything: 241-279 s), this
+#   machine's, with its two libraries beside it (RUNPATH $ORIGIN/../lib, patchelf):
+#   mkdir -p /tmp/cc/ccache/{bin,lib} && cp /usr/bin/ccache /tmp/cc/ccache/bin/ &&
+#   cp -L /lib/x86_64-linux-gnu/{libzstd.so.1,libhiredis.so.0.14} /tmp/cc/ccache/lib/ &&
+#   patchelf --set-rpath '$ORIGIN/../lib' /tmp/cc/ccache/bin/ccache && tar -C /tmp/cc -cJf .carry/ccache.txz ccache
 # then, from the repository root: bash scripts/h200-bisect.sh .carry start SECONDS
 # PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
 # protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
@@ -63,10 +68,18 @@ start)
 		[ -e $L/$f ] || { xz -dc "$D/$f.xz" >$L/$f && chmod +x $L/$f; } || exit 1
 	done
 	[ -d $REPO ] || tar -xf "$D"/llama.cpp-history.git.tar -C $B || exit 1
+	if [ -f "$D"/ccache.txz ] && ! command -v ccache >/dev/null; then
+		[ -x $B/ccache/bin/ccache ] || tar -xJf "$D"/ccache.txz -C $B || exit 1
+		$B/ccache/bin/ccache --version | head -1
+	fi
+	export PATH=$B/ccache/bin:$PATH # the campaigns' builds find it (the plan's compiler launcher)
 	for c in ds mtp; do # an earlier part's log, carried in
 		[ -f "$D/$c.log" ] && mkdir -p $B/$c && cp "$D/$c.log" $B/$c/bisect.log && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
+	# the campaigns run in a session of their own, so that they outlive this call while the
+	# machine is held; their script is quoted whole and gets its values as arguments
+	# shellcheck disable=SC2016
 	setsid bash -c '
 		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6
 		exec >>$B/progress.log 2>&1
