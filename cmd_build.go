@@ -65,7 +65,7 @@ func buildCommand() *cli.Command {
 			if eo.Jobs < 1 {
 				return usagef("--jobs must be at least 1")
 			}
-			in, err := serverInputsOf(c, eo.Source)
+			in, err := serverInputsOf(c, eo.Source, false)
 			if err != nil {
 				return err
 			}

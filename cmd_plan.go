@@ -164,7 +164,7 @@ func planCommand() *cli.Command {
 				}
 				return printWheelPlan(c, out)
 			}
-			in, err := serverInputsOf(c, c.String("source"))
+			in, err := serverInputsOf(c, c.String("source"), true)
 			if err != nil {
 				return err
 			}

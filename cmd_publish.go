@@ -112,7 +112,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		return err
 	}
 
-	in, err := serverInputsOf(c, eo.Source)
+	in, err := serverInputsOf(c, eo.Source, false)
 	if err != nil {
 		return err
 	}

@@ -30,12 +30,13 @@ type serverInputs struct {
 }
 
 // serverInputsOf reads --recipe, --series and --ref; source is --source (may be empty).
-func serverInputsOf(c *cli.Context, source string) (*serverInputs, error) {
+// builtinNames lets --recipe name a built-in recipe (plan's flag) rather than only a file.
+func serverInputsOf(c *cli.Context, source string, builtinNames bool) (*serverInputs, error) {
 	name := c.String("recipe")
 	if name == "" {
 		name = "server"
 	}
-	if name != "server" && !strings.HasSuffix(name, ".yaml") {
+	if !builtinNames && name != "server" && !strings.HasSuffix(name, ".yaml") {
 		return nil, usagef("--recipe takes a server recipe FILE.yaml, got %q (the built-in one is used without the flag)", name)
 	}
 	r, err := recipes.Load(name)
