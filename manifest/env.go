@@ -32,6 +32,14 @@ var knobNames = names(
 // LD_PRELOAD's would have to be.
 var knobLibraries = names("GGML_BACKEND_PATH")
 
+// isExperimentSwitch says whether name is a llama.cpp switch read with getenv that is not one
+// of llama-server's options: a patched worktree's experiment switches
+// (LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL=7, LLAMA_GEMMA4_MTP_QONLY_ATTN_INPUTS=1) change what the
+// server computes, so a bundle carries them, and a record's identity with them.
+func isExperimentSwitch(name string) bool {
+	return strings.HasPrefix(name, "LLAMA_") && !strings.HasPrefix(name, "LLAMA_ARG_")
+}
+
 // isKnob says whether name is an allowed run-time knob.
 func isKnob(name string) bool {
 	if knobNames[name] {
@@ -78,7 +86,7 @@ func checkEnv(env map[string]string, kinds map[string]string) map[string][]strin
 			} else if kinds[v] != KindLibrary {
 				bad("%s is not a library of the bundle", v)
 			}
-		case isKnob(k):
+		case isKnob(k), isExperimentSwitch(k):
 			for _, part := range strings.Split(v, ":") {
 				if escapes(part) {
 					bad("%q names a path outside the bundle; set it in the environment of llbuild serve instead, where the host decides", v)
@@ -88,7 +96,7 @@ func checkEnv(env map[string]string, kinds map[string]string) map[string][]strin
 		case strings.HasPrefix(k, "LLAMA_ARG_"):
 			bad("is not an option of llama-server at the pinned llama.cpp commit (common/arg.cpp): check the spelling, or give the flag in server.args")
 		default:
-			bad("is neither a llama-server option (LLAMA_ARG_*) nor a known run-time knob (%s*, ONEAPI_DEVICE_SELECTOR, llama.cpp's debug switches): give llama-server options in server.args, set other variables in the environment of llbuild serve, or add the knob to manifest/env.go if bundles need it",
+			bad("is neither a llama-server option (LLAMA_ARG_*) nor a known run-time knob (%s*, LLAMA_* switches, ONEAPI_DEVICE_SELECTOR): give llama-server options in server.args, set other variables in the environment of llbuild serve, or add the knob to manifest/env.go if bundles need it",
 				strings.Join(knobPrefixes, "*, "))
 		}
 	}

@@ -314,9 +314,18 @@ func TestValidateAcceptsOptionsAndKnobsInEnv(t *testing.T) {
 		"CUDA_VISIBLE_DEVICES":       "0,1",
 		"GGML_BACKEND_PATH":          "lib/libllama.so.0.1",
 		"OMP_NUM_THREADS":            "8",
+		// a patched worktree's experiment switches, read with getenv (issue 42's lab)
+		"LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL": "7",
+		"LLAMA_GEMMA4_MTP_QONLY_ATTN_INPUTS":   "1",
 	}
 	if err := m.Validate(); err != nil {
 		t.Errorf("Validate() = %v, want nil", err)
+	}
+	// but not an option llama-server does not have, nor a path outside the bundle
+	m.Server.Env = map[string]string{"LLAMA_ARG_NO_SUCH_OPTION": "1", "LLAMA_EXPERIMENT_TABLE": "/etc/passwd"}
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "LLAMA_ARG_NO_SUCH_OPTION") || !strings.Contains(err.Error(), "outside the bundle") {
+		t.Errorf("Validate() = %v, want the unknown option and the path refused", err)
 	}
 }
 
