@@ -29,6 +29,8 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "prompt-tokens", Value: 588, Usage: "the filled-long prompt's length, `P` tokens"},
 		&cli.StringFlag{Name: "prompt-file", Usage: "use the text of `FILE` as the prompt"},
 		&cli.IntFlag{Name: "generate", Value: 512, Usage: "tokens each row generates, `G` (end of sequence ignored)"},
+		&cli.StringFlag{Name: "label", Usage: "a human `NAME` for the runs, first in their labels (letters, digits, '.', '_', '=')"},
+		&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with each run's record and in records.json (what was tried, and why)"},
 		&cli.BoolFlag{Name: "chat", Usage: "send the rows' prompt as a chat turn rendered by the model's own template (a --prompt-file holding a JSON array of messages gives the conversation), as an app calling /v1/chat/completions does"},
 		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
 		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
@@ -224,7 +226,14 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	if len(problems) > 0 {
 		return bench.Options{}, usagef("bench: %s", strings.Join(problems, "; "))
 	}
-	return bench.Options{Protocol: p, Dir: c.String("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: c.Duration("ready-timeout")}, nil
+	name := c.String("label")
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '=') {
+			return bench.Options{}, usagef("--label %q: use letters, digits, '.', '_' and '=' (it names the runs' directories)", name)
+		}
+	}
+	return bench.Options{Protocol: p, Dir: c.String("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: c.Duration("ready-timeout"),
+		Name: name, Note: c.String("note")}, nil
 }
 
 // bundleDir returns the directory of a bundle named on the command line: the directory

@@ -245,6 +245,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{t.TempDir(), "--rows", "0", "--generate", "1"}, "rows 0: must be at least 1 (row 0 is the headline); generate 1"},
 		{[]string{t.TempDir(), "--gpus", "0,,1"}, "--gpus"},
 		{[]string{t.TempDir(), "--prompt-file", "/nonexistent/p.txt"}, "--prompt-file"},
+		{[]string{t.TempDir(), "--label", "p split/0.25"}, `--label "p split/0.25": use letters`},
 	} {
 		code, _, stderr := benchRun(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

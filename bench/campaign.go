@@ -56,6 +56,8 @@ type Entry struct {
 	Decision string   `json:"decision"`
 	// Reason says why, in words: what the record was, what made the run invalid.
 	Reason string `json:"reason,omitempty"`
+	// Note is the run's --note.
+	Note string `json:"note,omitempty"`
 }
 
 // Standing returns the campaign's record for a model and protocol: the promoted run with
@@ -160,7 +162,7 @@ func commit(dir string, r *Record) error {
 	}
 	rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Dir: rel, Bundle: r.Bundle, Finished: r.Finished, Mode: r.Protocol.Mode,
 		Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Canary: r.canaryCell(), Row0TPS: r.Summary.Row0TPS,
-		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason})
+		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note})
 	data, err = json.MarshalIndent(rs, "", "  ")
 	if err != nil {
 		return err

@@ -20,6 +20,10 @@ import (
 type Identity struct {
 	// Label says it all in one line, for tables and directory names.
 	Label string `json:"label"`
+	// Name is the run's human name (--label), first in Label; Note is free text (--note) kept
+	// with the record, never in the label.
+	Name string `json:"name,omitempty"`
+	Note string `json:"note,omitempty"`
 	// ManifestSHA256 is the sha256 of the bundle's manifest.json, which holds the digest of
 	// every file and the server's arguments and environment.
 	ManifestSHA256 string `json:"manifestSha256"`
@@ -100,8 +104,20 @@ func (id Identity) label() string {
 		if v, ok := s.Lookup("--spec-draft-p-min"); ok {
 			parts = append(parts, "pmin"+v)
 		}
+		if v, ok := s.Lookup("--spec-draft-p-split"); ok {
+			parts = append(parts, "psplit"+v)
+		}
+		if v, ok := s.Lookup("--spec-draft-threads"); ok {
+			parts = append(parts, "dth"+v)
+		}
 	}
 	parts = append(parts, "b"+get("--batch-size")+"u"+get("--ubatch-size"), "th"+get("--threads"))
+	if v, ok := s.Lookup("--poll"); ok {
+		parts = append(parts, "poll"+v)
+	}
+	if id.Name != "" {
+		parts = append([]string{id.Name}, parts...)
+	}
 	for _, k := range slices.Sorted(maps.Keys(id.Env)) {
 		parts = append(parts, strings.ToLower(k)+id.Env[k])
 	}

@@ -39,6 +39,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Invocation is the command line that asked for the runs, kept in each record.
 	Invocation []string
+	// Name, when set, heads every run's label (--label); Note is kept in every record and in
+	// records.json (--note).
+	Name, Note string
 
 	// start starts a bundle's server; tests put a fake llama-server here (it stands for one
 	// that answers a different token). nil means startBundle.
@@ -166,7 +169,12 @@ func (o *Options) progress(format string, args ...any) {
 // server and returns the record, complete or not. The record's directory holds server.log.
 func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) *Record {
 	started := o.now()
-	rec := &Record{SchemaVersion: RecordSchema, Identity: newIdentity(b, o.Protocol, gpu, started), Bundle: b.Name,
+	id := newIdentity(b, o.Protocol, gpu, started)
+	if o.Name != "" || o.Note != "" {
+		id.Name, id.Note = o.Name, o.Note
+		id.Label = id.label()
+	}
+	rec := &Record{SchemaVersion: RecordSchema, Identity: id, Bundle: b.Name,
 		Invocation: o.Invocation, Protocol: o.Protocol, Round: round, Started: started.UTC()}
 	if env := deviceEnv(b.Manifest.Target.Backend, gpu); len(env) > 0 {
 		rec.Identity.Env = mergeEnv(rec.Identity.Env, env)

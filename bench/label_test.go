@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// The lab's four p_split screens differed only in a manifest hash: p-split, draft threads and
+// poll are label fields now, and a run can carry a human name (first in the label) and a note
+// (in its record and in records.json, never in the label).
+func TestLabelsNameTheLabsSettingsAndTheRunsName(t *testing.T) {
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	p := fastProtocol(ModeScreen)
+	base := newIdentity(testBundle(), p, "", at)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--spec-draft-p-split", "0.25"}, "-psplit0.25-"},
+		{[]string{"--spec-draft-threads", "4"}, "-dth4-"},
+		{[]string{"--poll", "0"}, "-poll0-"},
+	} {
+		id := newIdentity(testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, tc.args...) }), p, "", at)
+		if !strings.Contains(id.Label, tc.want) || strings.Contains(base.Label, tc.want) {
+			t.Errorf("%v: label %s, want %q in it (and not in %s)", tc.args, id.Label, tc.want, base.Label)
+		}
+	}
+
+	fake := &fakeLlama{flipAt: -1}
+	start := func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
+		return &fakeServer{ts: httptest.NewServer(fake.handler())}, nil
+	}
+	dir := t.TempDir()
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: p, Dir: dir, Rounds: 1, start: start,
+		Name: "psplit_screen", Note: "p_split 0.25 after the 0.1 screen lost 2%"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if !strings.HasPrefix(r.Identity.Label, "psplit_screen-") || r.Identity.Name != "psplit_screen" || strings.Contains(r.Identity.Label, "lost") {
+		t.Errorf("label %q name %q, want the name first and no note", r.Identity.Label, r.Identity.Name)
+	}
+	saved, err := os.ReadFile(filepath.Join(r.Dir, "record.json"))
+	if err != nil || !strings.Contains(string(saved), `"note": "p_split 0.25 after the 0.1 screen lost 2%"`) {
+		t.Errorf("record.json lacks the note (%v)", err)
+	}
+	rs, err := ReadRecords(dir)
+	if err != nil || len(rs.Runs) != 1 || rs.Runs[0].Note != r.Identity.Note {
+		t.Errorf("records.json: %+v %v, want the note", rs, err)
+	}
+}
