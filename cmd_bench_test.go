@@ -370,3 +370,53 @@ func TestBenchChatRendersTheTurnWithTheTemplate(t *testing.T) {
 		t.Errorf("bench --chat with a broken conversation: exit %d\n%s", code, stderr)
 	}
 }
+
+// A bundle whose llama-server fails at load the same way every time (sid's server, a model of
+// an architecture it does not know: "llama" renamed "llamb" in the GGUF) is started twice, not five times; the run says crashed with
+// the line it crashed on and keeps the server's log, and its later rounds are not started.
+func TestBenchDoesNotRestartASameCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	arts := sidArtifacts(t, "cpu-v3")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "cut.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(model, bytes.ReplaceAll(raw, []byte("llama"), []byte("llamb")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := filepath.Join(dir, "bundle")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", arts, "--model", model,
+		"--ctx-size", "512", "--threads", "2", "--parallel", "1", "-o", b, "--quiet", "--link"}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("bundling: exit %d\n%s", code, stderr.String())
+	}
+	camp := t.TempDir()
+	code, stdout, errOut := benchRun(t, b, "--dir", camp, "--rounds", "2", "--canaries", "2")
+	if code != 1 {
+		t.Fatalf("bench: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, errOut)
+	}
+	rs := readRecords(t, camp)
+	if len(rs.Runs) != 2 || rs.Runs[0].Decision != bench.DecisionCrashed || rs.Runs[1].Decision != bench.DecisionCrashed {
+		t.Fatalf("records %+v, want two crashed runs", rs.Runs)
+	}
+	first := readRecord(t, filepath.Join(camp, rs.Runs[0].Dir, "record.json"))
+	if first.Crash == nil || first.Crash.Starts != 2 || first.Crash.Line == "" || rs.Runs[0].Reason != first.Crash.Line {
+		t.Errorf("round 0 crash %+v (reason %q), want 2 starts and the line it crashed on", first.Crash, rs.Runs[0].Reason)
+	}
+	log, err := os.ReadFile(filepath.Join(camp, rs.Runs[0].Dir, "server.log"))
+	if err != nil || strings.Count(string(log), "llama-server") == 0 && len(log) == 0 {
+		t.Errorf("server.log of the crash: %v, %d bytes", err, len(log))
+	}
+	second := readRecord(t, filepath.Join(camp, rs.Runs[1].Dir, "record.json"))
+	if second.Crash == nil || second.Crash.Starts != 0 || !strings.Contains(second.Error, "not started") {
+		t.Errorf("round 1: crash %+v error %q, want not started", second.Crash, second.Error)
+	}
+	t.Logf("crash line: %s", first.Crash.Line)
+}

@@ -73,6 +73,7 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	o.crashed = &crashes{by: map[string]*Crash{}}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
 	}

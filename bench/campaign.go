@@ -29,6 +29,9 @@ const (
 	DecisionNearTie    = "rejected: canary near-tie"
 	DecisionInvalid    = "invalid"
 	DecisionIncomplete = "incomplete"
+	// DecisionCrashed is a server that crashed the same way at each start before it was ready:
+	// not started a third time (a large model's load costs minutes).
+	DecisionCrashed = "crashed"
 )
 
 // Records is records.json: every run of a campaign, in the order they finished, each with
@@ -78,6 +81,8 @@ func (rs *Records) Standing(model, protocol string) *Entry {
 // kept with why it was not.
 func (rs *Records) Decide(r *Record) (decision, reason string) {
 	switch {
+	case r.Crash != nil:
+		return DecisionCrashed, r.Crash.Line
 	case !r.Complete:
 		return DecisionIncomplete, r.Error
 	case r.Canary.Mismatch != nil:

@@ -29,7 +29,10 @@ type Record struct {
 	// the ones measured.
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
-	Canary   Canary `json:"canary"`
+	// Crash is set when the server crashed the same way at each start before it was ready
+	// (its server.log holds the output).
+	Crash  *Crash `json:"crash,omitempty"`
+	Canary Canary `json:"canary"`
 	// Valid says the figures count: canaries passed, nothing reused, one process throughout.
 	// Invalid says why not.
 	Valid   bool     `json:"valid"`
@@ -47,6 +50,14 @@ type Record struct {
 	tmp        string         // the run's directory while it is written
 	status     *progress.Part // the run's part of a terminal's status line, or nil
 	statusName string         // the bundle's name there
+}
+
+// Crash is how a server crashed before it was ever ready.
+type Crash struct {
+	// Line is the line its output ended with each time (an assertion, an error).
+	Line string `json:"line"`
+	// Starts is how many times it was started.
+	Starts int `json:"starts"`
 }
 
 // ServerInfo is what the run's llama-server said about itself.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llbuild/llbuild/internal/progress"
@@ -49,7 +50,10 @@ type Options struct {
 	// computeApps lists the processes that hold a GPU (nvidia-smi's query); nil runs
 	// nvidia-smi when it is on PATH.
 	computeApps func(ctx context.Context) ([]computeApp, error)
-	now         func() time.Time
+	// crashed holds the bundles whose server crashed at load, by directory: their later rounds
+	// are not started (Run sets it).
+	crashed *crashes
+	now     func() time.Time
 }
 
 // server is a started llama-server.
@@ -83,6 +87,8 @@ func (o *Options) startBundle(ctx context.Context, b *Bundle, env []string, log 
 		Dir:          l.Dir,
 		Output:       log,
 		ReadyTimeout: o.ReadyTimeout,
+		// a crash at load that repeats is not retried: the run says crashed
+		GiveUpOnSameCrash: true,
 	}, o.Log)
 	if err != nil {
 		return nil, err
@@ -165,6 +171,30 @@ func (o *Options) progress(format string, args ...any) {
 	}
 }
 
+// crashes are the crashes of one invocation's bundles, by bundle directory.
+type crashes struct {
+	mu sync.Mutex
+	by map[string]*Crash
+}
+
+func (c *crashes) get(dir string) *Crash {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[dir]
+}
+
+func (c *crashes) put(dir string, cr *Crash) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.by[dir] = cr
+}
+
 // runOne measures b once: it starts its server, runs the canaries and the rows, stops the
 // server and returns the record, complete or not. The record's directory holds server.log.
 func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) *Record {
@@ -189,10 +219,18 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	if err == nil {
 		tmp, err = os.MkdirTemp(filepath.Join(o.Dir, "runs"), ".tmp-")
 	}
-	if err == nil {
+	if prev := o.crashed.get(b.Name + "\x00" + b.Dir); prev != nil && err == nil {
+		// the same crash at every start: an earlier round saw it twice; not started again
+		rec.Crash = &Crash{Line: prev.Line}
+		err = fmt.Errorf("not started: its server crashed the same way at each start in an earlier round: %s", prev.Line)
+	} else if err == nil {
 		err = o.measure(ctx, b, rec, gpu, tmp)
 	}
 	rec.tmp = tmp
+	if crash := (*llamaserver.CrashError)(nil); errors.As(err, &crash) {
+		rec.Crash = &Crash{Line: crash.Line, Starts: crash.Exits}
+		o.crashed.put(b.Name+"\x00"+b.Dir, rec.Crash)
+	}
 	if err != nil {
 		rec.Error = err.Error()
 		if ctx.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type Options[T any] struct {
 	Prepare func(ctx context.Context, ep Endpoint) (T, error)
 	// Describe, if set, adds attributes of Prepare's value to the "llama-server ready" log.
 	Describe func(T) []any
+	// GiveUpOnSameCrash stops supervision as soon as llama-server, never ready yet, exits twice
+	// in a row with the same crash line (CrashLine): an assertion at load fails the same way on
+	// every start, and each start of a large model costs minutes. The error is a *CrashError.
+	GiveUpOnSameCrash bool
 }
 
 func (o Options[T]) withDefaults() Options[T] {
@@ -215,6 +220,7 @@ func (p *Process[T]) run(ctx context.Context) error {
 		return errors.New("llamaserver: no llama-server path given")
 	}
 	backoff := p.opts.MinBackoff
+	lastCrash := ""
 	for {
 		began := time.Now()
 		err := p.once(ctx)
@@ -230,6 +236,15 @@ func (p *Process[T]) run(ctx context.Context) error {
 			p.unset("llama-server does not start")
 			return fmt.Errorf("llama-server exited %d times without becoming ready: %w", n, err)
 		}
+		var exit *exitError
+		if !ready && p.opts.GiveUpOnSameCrash && errors.As(err, &exit) {
+			line := CrashLine(exit.output)
+			if n >= 2 && line != "" && line == lastCrash {
+				p.unset("llama-server crashes the same way at every start")
+				return &CrashError{Line: line, Exits: n, Output: exit.output}
+			}
+			lastCrash = line
+		}
 		if time.Since(began) > 2*p.opts.MaxBackoff {
 			backoff = p.opts.MinBackoff // it ran a good while: not a crash loop
 		}
@@ -243,6 +258,66 @@ func (p *Process[T]) run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, p.opts.MaxBackoff)
 	}
+}
+
+// exitError is llama-server's exit with its last output.
+type exitError struct {
+	err    error
+	output string
+}
+
+func (e *exitError) Error() string {
+	return fmt.Sprintf("llama-server exited: %v; last output:\n%s", e.err, e.output)
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// CrashError is a llama-server that crashed the same way at every start before it was ever
+// ready (Options.GiveUpOnSameCrash).
+type CrashError struct {
+	// Line is the crash line both exits ended with (an assertion, an error).
+	Line string
+	// Exits is how many times it was started.
+	Exits int
+	// Output is the last start's output, its end.
+	Output string
+}
+
+func (e *CrashError) Error() string {
+	return fmt.Sprintf("llama-server crashed the same way at each of %d starts before it was ready: %s", e.Exits, e.Line)
+}
+
+var (
+	hexAddr = regexp.MustCompile(`0x[0-9a-fA-F]+`)
+	// logStamp is the time and level llama.cpp's log puts before each line ("0.00.024.885 E ").
+	logStamp = regexp.MustCompile(`^[0-9][0-9.:]*\s+[A-Z]\s+`)
+)
+
+// CrashLine is the line of llama-server's output that says why it stopped: the last
+// GGML_ASSERT or GGML_ABORT line, else the last line that says error, failed or abort, else the
+// last non-empty line; the log's time stamp is dropped and addresses are blanked, so that two
+// crashes at one place compare equal.
+func CrashLine(output string) string {
+	lines := strings.Split(strings.ReplaceAll(output, "\r", ""), "\n")
+	pick := func(match func(string) bool) string {
+		for i := len(lines) - 1; i >= 0; i-- {
+			l := logStamp.ReplaceAllString(strings.TrimSpace(lines[i]), "")
+			if l != "" && match(l) {
+				return hexAddr.ReplaceAllString(l, "0x?")
+			}
+		}
+		return ""
+	}
+	if l := pick(func(l string) bool { return strings.Contains(l, "GGML_ASSERT") || strings.Contains(l, "GGML_ABORT") }); l != "" {
+		return l
+	}
+	if l := pick(func(l string) bool {
+		low := strings.ToLower(l)
+		return strings.Contains(low, "error") || strings.Contains(low, "failed") || strings.Contains(low, "abort")
+	}); l != "" {
+		return l
+	}
+	return pick(func(string) bool { return true })
 }
 
 // stopping is why there is no llama-server once its owner stops it.
@@ -318,7 +393,7 @@ func (p *Process[T]) once(ctx context.Context) error {
 		case err := <-exited:
 			cancelReady()
 			p.unset("llama-server exited")
-			return fmt.Errorf("llama-server exited: %v; last output:\n%s", err, tail.String())
+			return &exitError{err: err, output: tail.String()}
 		case <-ctx.Done():
 			cancelReady()
 			p.unset(stopping)
