@@ -29,6 +29,8 @@ type Result struct {
 	// were loaded on alike, with those entries: the lanes shared a GPU, so their figures are
 	// not independent (a list that names one device twice, or CUDA_VISIBLE_DEVICES already set).
 	SharedDevices map[string][]string `json:"sharedDevices,omitempty"`
+	// Previous are the campaign's negative results for a bundle benched again (Records.Previous).
+	Previous []Entry `json:"previous,omitempty"`
 }
 
 // Comparison is bundle B against bundle A (the first one), round by round: the ratio of
@@ -80,8 +82,20 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
 	}
-	if _, err := ReadRecords(o.Dir); err != nil {
+	rs, err := ReadRecords(o.Dir)
+	if err != nil {
 		return nil, err
+	}
+	res := &Result{Dir: o.Dir, RecordsFile: filepath.Join(o.Dir, RecordsFile)}
+	for _, b := range bundles {
+		for _, e := range rs.Previous(b.ManifestSHA256) {
+			why := e.Reason
+			if len(why) > 200 {
+				why = why[:200] + "…"
+			}
+			o.progress("warning: %s was measured before in this campaign, the same build, flags and environment: %s %s (row 0 %.2f tok/s): %s", b.Name, e.Label, e.Decision, e.Row0TPS, why)
+			res.Previous = append(res.Previous, e)
+		}
 	}
 	if len(o.GPUs) > 0 {
 		for _, b := range bundles {
@@ -105,7 +119,6 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			lanes[gpu] = append(lanes[gpu], job{i, r})
 		}
 	}
-	res := &Result{Dir: o.Dir, RecordsFile: filepath.Join(o.Dir, RecordsFile)}
 	records := make([][]*Record, len(bundles))
 	for i := range records {
 		records[i] = make([]*Record, o.Rounds)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,6 +62,26 @@ type Entry struct {
 	Reason string `json:"reason,omitempty"`
 	// Note is the run's --note.
 	Note string `json:"note,omitempty"`
+	// Manifest is the sha256 of the bundle's manifest: the build (its files' digests), the
+	// arguments and the environment. Benching the same again is said (Previous).
+	Manifest string `json:"manifest,omitempty"`
+}
+
+// Previous are the campaign's runs of a bundle with this manifest that were not kept: rejected,
+// invalid, crashed or below the record. Benching them again repeats a known negative result.
+func (rs *Records) Previous(manifestSHA256 string) []Entry {
+	var out []Entry
+	for _, e := range rs.Runs {
+		if e.Manifest == manifestSHA256 && e.Manifest != "" && negative(e.Decision) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// negative says a decision is a negative result.
+func negative(d string) bool {
+	return strings.HasPrefix(d, "rejected") || strings.HasPrefix(d, DecisionInvalid) || d == DecisionCrashed
 }
 
 // Standing returns the campaign's record for a model and protocol: the promoted run with
@@ -167,7 +188,7 @@ func commit(dir string, r *Record) error {
 	}
 	rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Dir: rel, Bundle: r.Bundle, Finished: r.Finished, Mode: r.Protocol.Mode,
 		Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Canary: r.canaryCell(), Row0TPS: r.Summary.Row0TPS,
-		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note})
+		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note, Manifest: r.Identity.ManifestSHA256})
 	data, err = json.MarshalIndent(rs, "", "  ")
 	if err != nil {
 		return err

@@ -57,3 +57,37 @@ func TestLabelsNameTheLabsSettingsAndTheRunsName(t *testing.T) {
 		t.Errorf("records.json: %+v %v, want the note", rs, err)
 	}
 }
+
+// Benching again a bundle whose build, flags and environment (its manifest) the campaign
+// already rejected says so, with that run's decision and figure: nobody retries a negative
+// result by accident. Another bundle, or a kept result, says nothing.
+func TestBenchingARejectedBundleAgainWarns(t *testing.T) {
+	dir := t.TempDir()
+	p := fastProtocol(ModeScreen)
+	run := func(b *Bundle, flipAt int) (*Result, string) {
+		t.Helper()
+		fake := &fakeLlama{flipAt: flipAt}
+		start := func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
+			return &fakeServer{ts: httptest.NewServer(fake.handler())}, nil
+		}
+		var progress strings.Builder
+		res, err := Run(context.Background(), []*Bundle{b}, Options{Protocol: p, Dir: dir, Rounds: 1, start: start, Progress: &progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, progress.String()
+	}
+	rejected := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--spec-draft-p-split", "0.1") })
+	res, _ := run(rejected, 3) // the canaries catch a wrong token: rejected
+	if d := res.Runs[0].Decision; !strings.HasPrefix(d, "rejected") {
+		t.Fatalf("first run: %s, want rejected", d)
+	}
+	res, progress := run(rejected, -1)
+	if len(res.Previous) != 1 || !strings.Contains(progress, "warning: b was measured before in this campaign") || !strings.Contains(progress, "rejected: canary") {
+		t.Errorf("benched again: previous %+v; progress:\n%s", res.Previous, progress)
+	}
+	other := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--spec-draft-p-split", "0.2") })
+	if res, progress := run(other, -1); len(res.Previous) != 0 || strings.Contains(progress, "measured before") {
+		t.Errorf("another manifest: previous %+v; progress:\n%s", res.Previous, progress)
+	}
+}
