@@ -97,7 +97,7 @@ func TestBenchScreenOfADraftBundle(t *testing.T) {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	rs := readRecords(t, dir)
-	if len(rs.Runs) != 1 || rs.Runs[0].Decision != bench.DecisionScreenOnly || rs.Runs[0].Canary != "8/8" {
+	if len(rs.Runs) != 1 || rs.Runs[0].Decision != bench.DecisionScreenWin || rs.Runs[0].Canary != "8/8" {
 		t.Fatalf("records = %+v, want one screen-only run with 8/8 canaries", rs.Runs)
 	}
 	if !strings.HasPrefix(stdout, "records: "+filepath.Join(dir, bench.RecordsFile)) || !strings.Contains(stdout, "Fresh row 0 tok/s") ||

@@ -231,7 +231,7 @@ func TestDecide(t *testing.T) {
 		r    *Record
 		want string
 	}{
-		{rec(ModeScreen, 200), DecisionScreenOnly},
+		{rec(ModeScreen, 200), DecisionScreenWin}, // no record yet: send it to a full run
 		{rec(ModeFull, 100), DecisionPromoted},
 		{rec(ModeFull, 99), DecisionBelow},
 		{rec(ModeFull, 100), DecisionBelow}, // a tie does not beat the record
@@ -246,6 +246,8 @@ func TestDecide(t *testing.T) {
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Protocol = "short-g128" }), DecisionPromoted},
 		{rec(ModeFull, 101), DecisionPromoted},
 		{rec(ModeFull, 100.5), DecisionBelow},
+		{rec(ModeScreen, 120), DecisionScreenWin}, // a screen beats the standing record
+		{rec(ModeScreen, 90), DecisionBelow},
 	}
 	for i, s := range steps {
 		if got := add(s.r); got != s.want {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,10 +21,20 @@ const RecordsFile = "records.json"
 
 // Decisions a campaign makes of a run.
 const (
-	DecisionPromoted   = "promoted"
+	DecisionPromoted = "promoted"
+	// DecisionSuperseded is a promoted run a later promotion beat (Entry.SupersededBy).
+	DecisionSuperseded = "superseded"
+	// DecisionScreenWin is a screen that beats the standing record beyond the campaign's spread,
+	// or the first screen of a model: send it to a full run.
+	DecisionScreenWin = "screen win: run --mode full"
+	// DecisionScreenOnly was every screen's decision before screens were judged; old campaigns
+	// hold it.
 	DecisionScreenOnly = "screen only"
 	DecisionBelow      = "rejected: below record"
-	DecisionCanary     = "rejected: canary mismatch"
+	// DecisionNoise beats the standing record by no more than the campaign's run-to-run spread
+	// for the model: not a win the campaign can tell from noise.
+	DecisionNoise  = "rejected: within the spread"
+	DecisionCanary = "rejected: canary mismatch"
 	// DecisionNearTie is a canary mismatch where the reference's top two tokens were within
 	// NearTieNats: numerical noise between batched verification and one-token decoding, not
 	// a broken speculation path. The run is still not valid.
@@ -40,6 +51,8 @@ const (
 type Records struct {
 	SchemaVersion int     `json:"schemaVersion"`
 	Runs          []Entry `json:"runs"`
+
+	dir string // the campaign directory, where each run's record.json is
 }
 
 // Entry is a run as the campaign keeps it.
@@ -62,6 +75,8 @@ type Entry struct {
 	Reason string `json:"reason,omitempty"`
 	// Note is the run's --note.
 	Note string `json:"note,omitempty"`
+	// SupersededBy is the run that beat this one's record, once it is superseded.
+	SupersededBy string `json:"supersededBy,omitempty"`
 	// Manifest is the sha256 of the bundle's manifest: the build (its files' digests), the
 	// arguments and the environment. Benching the same again is said (Previous).
 	Manifest string `json:"manifest,omitempty"`
@@ -119,17 +134,78 @@ func (rs *Records) Decide(r *Record) (decision, reason string) {
 		return DecisionCanary, reason
 	case !r.Valid:
 		return DecisionInvalid + ": " + r.Invalid[0], joinReasons(r.Invalid)
-	case r.Protocol.Mode != ModeFull:
-		return DecisionScreenOnly, "a screen finds candidates; only a full run can be promoted"
 	}
+	full := r.Protocol.Mode == ModeFull
 	s := rs.Standing(r.Identity.Model.SHA256, r.Identity.Protocol)
 	if s == nil {
+		if !full {
+			return DecisionScreenWin, "no record for this model and protocol yet"
+		}
 		return DecisionPromoted, "first record for this model and protocol"
 	}
-	if r.Summary.Row0TPS > s.Row0TPS {
-		return DecisionPromoted, fmt.Sprintf("beats %s (%.2f tok/s)", s.Label, s.Row0TPS)
+	spread, repeated := rs.spreadWith(r)
+	noise := "no run-to-run spread measured for this model and protocol yet (bench one bundle twice to measure it)"
+	if repeated > 0 {
+		noise = fmt.Sprintf("the campaign's run-to-run spread for this model, %.1f%% (the widest of %d bundles measured more than once)", 100*spread, repeated)
 	}
-	return DecisionBelow, fmt.Sprintf("%.2f tok/s does not beat %s (%.2f tok/s)", r.Summary.Row0TPS, s.Label, s.Row0TPS)
+	ratio := r.Summary.Row0TPS / s.Row0TPS
+	delta := fmt.Sprintf("%.3f× %s (row 0 %.2f → %.2f tok/s)", ratio, s.Label, s.Row0TPS, r.Summary.Row0TPS)
+	switch {
+	case ratio > 1+spread && full:
+		reason := "beats the record: " + delta + ", beyond " + noise
+		if d := rs.differsFrom(s, r); d != "" {
+			reason += "; differs: " + d
+		}
+		return DecisionPromoted, reason
+	case ratio > 1+spread:
+		return DecisionScreenWin, "beats the record: " + delta + ", beyond " + noise
+	case ratio > 1:
+		return DecisionNoise, delta + " is within " + noise
+	}
+	return DecisionBelow, fmt.Sprintf("%.2f tok/s does not beat %s (%.2f tok/s): %s", r.Summary.Row0TPS, s.Label, s.Row0TPS, delta)
+}
+
+// spreadWith is the campaign's run-to-run spread of row 0 for r's model and protocol, r
+// included: among valid runs of one manifest (the same bundle measured again), the widest
+// (max - min) / min; and how many manifests were measured more than once. The rule of
+// promotion: a full run is promoted when its row 0 beats the standing record's by more than it.
+func (rs *Records) spreadWith(r *Record) (float64, int) {
+	groups := map[string][]float64{}
+	for _, e := range rs.Runs {
+		if e.Valid && e.Manifest != "" && e.Row0TPS > 0 && e.Model == r.Identity.Model.SHA256 && e.Protocol == r.Identity.Protocol {
+			groups[e.Manifest] = append(groups[e.Manifest], e.Row0TPS)
+		}
+	}
+	if m := r.Identity.ManifestSHA256; m != "" && r.Summary.Row0TPS > 0 {
+		groups[m] = append(groups[m], r.Summary.Row0TPS)
+	}
+	spread, n := 0.0, 0
+	for _, xs := range groups {
+		if len(xs) < 2 {
+			continue
+		}
+		n++
+		lo, hi := slices.Min(xs), slices.Max(xs)
+		spread = max(spread, (hi-lo)/lo)
+	}
+	return spread, n
+}
+
+// differsFrom says what differs between the standing record's run and r, read from its
+// record.json ("" when it cannot be read).
+func (rs *Records) differsFrom(s *Entry, r *Record) string {
+	if rs.dir == "" || s.Dir == "" {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(rs.dir, s.Dir, "record.json"))
+	if err != nil {
+		return ""
+	}
+	var prev Record
+	if json.Unmarshal(data, &prev) != nil {
+		return ""
+	}
+	return strings.Join(Differences(prev.Identity, r.Identity), "; ")
 }
 
 func joinReasons(rs []string) string {
@@ -162,6 +238,7 @@ func commit(dir string, r *Record) error {
 			return fmt.Errorf("making the run's directory: %w", err)
 		}
 	}
+	standing := rs.Standing(r.Identity.Model.SHA256, r.Identity.Protocol)
 	decision, reason := rs.Decide(r)
 	r.Decision = decision
 	final := r.Dir
@@ -186,6 +263,13 @@ func commit(dir string, r *Record) error {
 	if err != nil {
 		rel = final
 	}
+	if decision == DecisionPromoted && standing != nil {
+		for i := range rs.Runs {
+			if rs.Runs[i].Decision == DecisionPromoted && rs.Runs[i].Model == standing.Model && rs.Runs[i].Protocol == standing.Protocol {
+				rs.Runs[i].Decision, rs.Runs[i].SupersededBy = DecisionSuperseded, r.Identity.Label
+			}
+		}
+	}
 	rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Dir: rel, Bundle: r.Bundle, Finished: r.Finished, Mode: r.Protocol.Mode,
 		Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Canary: r.canaryCell(), Row0TPS: r.Summary.Row0TPS,
 		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note, Manifest: r.Identity.ManifestSHA256})
@@ -201,7 +285,7 @@ func commit(dir string, r *Record) error {
 
 // ReadRecords reads the campaign's records.json; a campaign without one has no runs yet.
 func ReadRecords(dir string) (*Records, error) {
-	rs := &Records{SchemaVersion: RecordSchema}
+	rs := &Records{SchemaVersion: RecordSchema, dir: dir}
 	data, err := os.ReadFile(filepath.Join(dir, RecordsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return rs, nil
@@ -212,6 +296,7 @@ func ReadRecords(dir string) (*Records, error) {
 	if err := json.Unmarshal(data, rs); err != nil {
 		return nil, fmt.Errorf("%s: %w (move it aside to start a new campaign)", filepath.Join(dir, RecordsFile), err)
 	}
+	rs.dir = dir
 	if rs.SchemaVersion != RecordSchema {
 		return nil, fmt.Errorf("%s has schemaVersion %d; this llbuild reads %d", filepath.Join(dir, RecordsFile), rs.SchemaVersion, RecordSchema)
 	}

@@ -91,3 +91,66 @@ func TestBenchingARejectedBundleAgainWarns(t *testing.T) {
 		t.Errorf("another manifest: previous %+v; progress:\n%s", res.Previous, progress)
 	}
 }
+
+// Decisions as the lab makes them: promotion only beyond the run-to-run spread the campaign
+// measured for the model (one bundle benched twice), with the delta from the record it beats
+// and what differs; the beaten record becomes superseded, naming its successor.
+func TestPromotionBeyondTheSpreadSupersedesTheRecord(t *testing.T) {
+	dir := t.TempDir()
+	fake := &fakeLlama{flipAt: -1}
+	full := fastProtocol(ModeFull)
+	rs := &Records{dir: dir}
+	entry := func(label, manifest string, row0 float64, decision string) {
+		rs.Runs = append(rs.Runs, Entry{Label: label, Model: "sha256:m", Protocol: "p", Manifest: manifest, Row0TPS: row0, Valid: true, Decision: decision, Mode: ModeFull})
+	}
+	rec := func(manifest string, row0 float64) *Record {
+		return &Record{Protocol: full, Complete: true, Valid: true, Summary: Summary{Row0TPS: row0},
+			Identity: Identity{Label: manifest, Model: File{SHA256: "sha256:m"}, Protocol: "p", ManifestSHA256: manifest}}
+	}
+	entry("B0", "b0", 100, DecisionPromoted)
+	// no spread measured: 101 beats 100
+	if d, reason := rs.Decide(rec("b1", 101)); d != DecisionPromoted || !strings.Contains(reason, "1.010× B0") || !strings.Contains(reason, "no run-to-run spread measured") {
+		t.Errorf("no spread: %s (%s)", d, reason)
+	}
+	entry("B0 again", "b0", 103, DecisionBelow) // B0 measured twice: 3% apart
+	for _, tc := range []struct {
+		row0       float64
+		mode, want string
+	}{
+		{102, ModeFull, DecisionNoise},      // +2% < 3%
+		{103.5, ModeFull, DecisionPromoted}, // +3.5% > 3%
+		{102, ModeScreen, DecisionNoise},
+		{104, ModeScreen, DecisionScreenWin},
+		{99, ModeScreen, DecisionBelow},
+	} {
+		r := rec("b2", tc.row0)
+		r.Protocol.Mode = tc.mode
+		if d, reason := rs.Decide(r); d != tc.want {
+			t.Errorf("row 0 %.1f %s: %s (%s), want %s", tc.row0, tc.mode, d, reason, tc.want)
+		} else if d == DecisionNoise && !strings.Contains(reason, "3.0%") {
+			t.Errorf("within the spread: reason %q does not say the spread", reason)
+		}
+	}
+
+	// through commit: the first full run is the record, a faster bundle supersedes it
+	slow := testBundle()
+	fast := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", "0") })
+	if _, err := Run(context.Background(), []*Bundle{slow}, Options{Protocol: full, Dir: dir, start: fake.starter()}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := ReadRecords(dir)
+	first := recs.Runs[0]
+	// a record of a faster run, as commit would take it: its row 0 well above the first's
+	r := &Record{Protocol: full, Complete: true, Valid: true, Summary: Summary{Row0TPS: 2 * first.Row0TPS}, Bundle: "fast",
+		Identity: newIdentity(fast, full, "", time.Now()), Dir: filepath.Join(dir, "runs", "fast")}
+	if err := commit(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = ReadRecords(dir)
+	if recs.Runs[0].Decision != DecisionSuperseded || recs.Runs[0].SupersededBy != r.Identity.Label || recs.Runs[1].Decision != DecisionPromoted {
+		t.Fatalf("runs %+v, want the first superseded by the second, promoted", recs.Runs)
+	}
+	if !strings.Contains(recs.Runs[1].Reason, "2.000×") || !strings.Contains(recs.Runs[1].Reason, "differs:") || !strings.Contains(recs.Runs[1].Reason, "--poll") {
+		t.Errorf("promotion reason %q, want the delta and what differs", recs.Runs[1].Reason)
+	}
+}
