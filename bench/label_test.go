@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,38 @@ func TestPromotionBeyondTheSpreadSupersedesTheRecord(t *testing.T) {
 	}
 	if !strings.Contains(recs.Runs[1].Reason, "2.000×") || !strings.Contains(recs.Runs[1].Reason, "differs:") || !strings.Contains(recs.Runs[1].Reason, "--poll") {
 		t.Errorf("promotion reason %q, want the delta and what differs", recs.Runs[1].Reason)
+	}
+}
+
+// A switch set in the shell reaches llama-server: one that changes computation is in the
+// identity and the label, every other variable is recorded by name only (its value, a token
+// say, is not written anywhere), and the manifest's own value wins over the shell's.
+func TestShellSwitchesAreInTheIdentity(t *testing.T) {
+	t.Setenv("LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL", "7")
+	t.Setenv("GGML_CUDA_DISABLE_GRAPHS", "1")
+	t.Setenv("HF_TOKEN", "hf_secretsecret")
+	fake := &fakeLlama{flipAt: -1}
+	b := testBundle(func(m *manifest.Manifest) { m.Server.Env = map[string]string{"GGML_CUDA_DISABLE_GRAPHS": "0"} })
+	res, err := Run(context.Background(), []*Bundle{b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Identity.Env["LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL"] != "7" || !strings.Contains(r.Identity.Label, "-llama_mtp_draft_direct_argmax_unroll7-") {
+		t.Errorf("identity env %v, label %s: want the shell's switch in both", r.Identity.Env, r.Identity.Label)
+	}
+	if r.Identity.Env["GGML_CUDA_DISABLE_GRAPHS"] != "0" {
+		t.Errorf("GGML_CUDA_DISABLE_GRAPHS = %q, want the manifest's 0", r.Identity.Env["GGML_CUDA_DISABLE_GRAPHS"])
+	}
+	if !slices.Contains(r.EnvNames, "HF_TOKEN") || !slices.Contains(r.EnvNames, "PATH") {
+		t.Errorf("envNames %v, want every inherited name", r.EnvNames)
+	}
+	saved, _ := os.ReadFile(filepath.Join(r.Dir, "record.json"))
+	if strings.Contains(string(saved), "hf_secret") {
+		t.Errorf("record.json holds a value of the shell's that changes no computation")
+	}
+	// the bundle's manifest, unchanged by the run
+	if _, ok := b.Manifest.Server.Env["LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL"]; ok {
+		t.Errorf("the run changed the bundle's manifest env")
 	}
 }

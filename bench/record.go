@@ -19,7 +19,10 @@ type Record struct {
 	Bundle string `json:"bundle"`
 	// Invocation is the bench's own command line, to run the measurement again.
 	Invocation []string `json:"invocation,omitempty"`
-	Protocol   Protocol `json:"protocol"`
+	// EnvNames are the names of every variable llama-server inherited from the bench's
+	// environment; those that change computation are in Identity.Env with their values.
+	EnvNames []string `json:"envNames,omitempty"`
+	Protocol Protocol `json:"protocol"`
 	// Round counts the runs of this bundle in one invocation (A/B rounds), from 0.
 	Round    int        `json:"round"`
 	Server   ServerInfo `json:"server"`

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,8 +207,16 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	}
 	rec := &Record{SchemaVersion: RecordSchema, Identity: id, Bundle: b.Name,
 		Invocation: o.Invocation, Protocol: o.Protocol, Round: round, Started: started.UTC()}
-	if env := deviceEnv(b.Manifest.Target.Backend, gpu); len(env) > 0 {
+	// What reaches llama-server besides the manifest's environment: the bench's own (the
+	// device) and the shell's. The shell's variables that change what it computes are part of
+	// the identity and the label (a lab's LLAMA_*/GGML_* switches set in the shell changed runs
+	// and appeared nowhere); every other variable is recorded by name only, values being the
+	// shell's business (tokens, paths).
+	inherited, names := computeEnv(os.Environ(), b.Manifest.Server.Env)
+	rec.EnvNames = names
+	if env := append(inherited, deviceEnv(b.Manifest.Target.Backend, gpu)...); len(env) > 0 {
 		rec.Identity.Env = mergeEnv(rec.Identity.Env, env)
+		rec.Identity.Label = rec.Identity.label()
 	}
 	name := rec.Identity.Label
 	if round > 0 {
@@ -243,6 +252,30 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	rec.Summary = summarize(rec.Rows)
 	rec.Valid, rec.Invalid = validity(b, rec)
 	return rec
+}
+
+// computePrefixes are the families of variables that change what llama-server computes.
+var computePrefixes = []string{"LLAMA_", "GGML_", "CUDA_", "ONEAPI_", "ZE_", "SYCL_"}
+
+// computeEnv splits the environment a server inherits: the variables that change computation
+// and that the manifest does not set (KEY=VALUE, sorted), and the names of all it inherits.
+func computeEnv(environ []string, manifest map[string]string) (compute, names []string) {
+	for _, kv := range environ {
+		k, _, _ := cutEq(kv)
+		names = append(names, k)
+		if _, set := manifest[k]; set || k == "LLAMA_API_KEY" {
+			continue
+		}
+		for _, p := range computePrefixes {
+			if strings.HasPrefix(k, p) {
+				compute = append(compute, kv)
+				break
+			}
+		}
+	}
+	slices.Sort(compute)
+	slices.Sort(names)
+	return compute, slices.Compact(names)
 }
 
 func mergeEnv(env map[string]string, add []string) map[string]string {
