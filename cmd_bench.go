@@ -33,6 +33,7 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with each run's record and in records.json (what was tried, and why)"},
 		&cli.BoolFlag{Name: "chat", Usage: "send the rows' prompt as a chat turn rendered by the model's own template (a --prompt-file holding a JSON array of messages gives the conversation), as an app calling /v1/chat/completions does"},
 		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
+		&cli.StringFlag{Name: "control", Usage: "with --gpus: a control `BUNDLE` run on every device in every round, to say how much the devices differ (bundles rotate across devices from round to round)"},
 		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
 		&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
@@ -90,6 +91,19 @@ func benchCommand() *cli.Command {
 					return err
 				}
 				bundles = append(bundles, b)
+			}
+			if ctl := c.String("control"); ctl != "" {
+				dir, cleanup, err := bundleDir(c, ctl)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				if opts.Control, err = bench.OpenBundle(dir, ctl); err != nil {
+					return err
+				}
+				if len(opts.GPUs) < 2 {
+					return usagef("--control runs a bundle on every device: give two or more --gpus")
+				}
 			}
 			res, runErr := bench.Run(c.Context, bundles, opts)
 			if res == nil {

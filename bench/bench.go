@@ -31,6 +31,49 @@ type Result struct {
 	SharedDevices map[string][]string `json:"sharedDevices,omitempty"`
 	// Previous are the campaign's negative results for a bundle benched again (Records.Previous).
 	Previous []Entry `json:"previous,omitempty"`
+	// Devices are the control bundle's row 0 on each device (--control), and Spread how much
+	// the devices' means differ: (max - min) / min.
+	Devices []DeviceFigure `json:"devices,omitempty"`
+}
+
+// DeviceFigure is the control bundle's row 0 on one device, round by round.
+type DeviceFigure struct {
+	GPU  string    `json:"gpu"`
+	Row0 []float64 `json:"row0TokPerSec"`
+	Mean float64   `json:"mean"`
+	// Spread is (max - min) / min of the devices' means, the same on every entry.
+	Spread float64 `json:"spread"`
+}
+
+// deviceFigures are the control's figures per device, in the order of gpus.
+func deviceFigures(gpus []string, controls map[string][]*Record) []DeviceFigure {
+	var out []DeviceFigure
+	lo, hi := 0.0, 0.0
+	for _, gpu := range gpus {
+		f := DeviceFigure{GPU: gpu}
+		for _, r := range controls[gpu] {
+			if counts(r) {
+				f.Row0 = append(f.Row0, r.Summary.Row0TPS)
+			}
+		}
+		if len(f.Row0) > 0 {
+			for _, v := range f.Row0 {
+				f.Mean += v
+			}
+			f.Mean /= float64(len(f.Row0))
+			if lo == 0 || f.Mean < lo {
+				lo = f.Mean
+			}
+			hi = max(hi, f.Mean)
+		}
+		out = append(out, f)
+	}
+	if lo > 0 {
+		for i := range out {
+			out[i].Spread = (hi - lo) / lo
+		}
+	}
+	return out
 }
 
 // Comparison is bundle B against bundle A (the first one), round by round: the ratio of
@@ -65,6 +108,9 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	}
 	if err := o.Protocol.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Control != nil && len(o.GPUs) < 2 {
+		return nil, errors.New("a control bundle runs on every device: give two or more --gpus")
 	}
 	if o.Rounds == 0 {
 		o.Rounds = 1
@@ -104,21 +150,34 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			}
 		}
 	}
+	// With GPUs, bundle i runs on device (i + round) mod N: across rounds every bundle meets
+	// every device, so one card's own speed is not read as a variant's. The control bundle, if
+	// any, runs on every device in every round: how much the devices differ.
 	type job struct{ bundle, round int }
+	const control = -1
 	lanes := map[string][]job{}
 	var order []string
+	add := func(gpu string, j job) {
+		if _, ok := lanes[gpu]; !ok {
+			order = append(order, gpu)
+		}
+		lanes[gpu] = append(lanes[gpu], j)
+	}
 	for r := 0; r < o.Rounds; r++ {
 		for i := range bundles {
 			gpu := ""
 			if len(o.GPUs) > 0 {
-				gpu = o.GPUs[i%len(o.GPUs)]
+				gpu = o.GPUs[(i+r)%len(o.GPUs)]
 			}
-			if _, ok := lanes[gpu]; !ok {
-				order = append(order, gpu)
+			add(gpu, job{i, r})
+		}
+		if o.Control != nil {
+			for _, gpu := range o.GPUs {
+				add(gpu, job{control, r})
 			}
-			lanes[gpu] = append(lanes[gpu], job{i, r})
 		}
 	}
+	controls := map[string][]*Record{}
 	records := make([][]*Record, len(bundles))
 	for i := range records {
 		records[i] = make([]*Record, o.Rounds)
@@ -134,10 +193,18 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 				if ctx.Err() != nil {
 					return
 				}
-				rec := o.runOne(ctx, bundles[j.bundle], j.round, gpu)
+				b := o.Control
+				if j.bundle != control {
+					b = bundles[j.bundle]
+				}
+				rec := o.runOne(ctx, b, j.round, gpu)
 				err := commit(o.Dir, rec)
 				mu.Lock()
-				records[j.bundle][j.round] = rec
+				if j.bundle == control {
+					controls[gpu] = append(controls[gpu], rec)
+				} else {
+					records[j.bundle][j.round] = rec
+				}
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -160,6 +227,12 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 		}
 	}
 	res.Interrupted = res.Interrupted || ctx.Err() != nil
+	if o.Control != nil {
+		res.Devices = deviceFigures(o.GPUs, controls)
+		for _, gpu := range o.GPUs {
+			res.Runs = append(res.Runs, controls[gpu]...)
+		}
+	}
 	if shared := sharedDevices(res.Runs); len(shared) > 0 {
 		res.SharedDevices = shared
 		for _, id := range slices.Sorted(maps.Keys(shared)) {
@@ -282,6 +355,13 @@ func (res *Result) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(res.Devices) > 0 {
+		var parts []string
+		for _, d := range res.Devices {
+			parts = append(parts, fmt.Sprintf("GPU %s %.2f", d.GPU, d.Mean))
+		}
+		fmt.Fprintf(w, "\ncontrol on every device, row 0 mean tok/s: %s; the devices differ by %.1f%%: a variant's win smaller than that is the card's\n", strings.Join(parts, ", "), 100*res.Devices[0].Spread)
 	}
 	for _, id := range slices.Sorted(maps.Keys(res.SharedDevices)) {
 		fmt.Fprintf(w, "\nwarning: the runs given --gpus %s were all loaded on device %s: not independent\n", strings.Join(res.SharedDevices[id], ", "), id)

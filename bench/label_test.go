@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,5 +187,49 @@ func TestShellSwitchesAreInTheIdentity(t *testing.T) {
 	// the bundle's manifest, unchanged by the run
 	if _, ok := b.Manifest.Server.Env["LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL"]; ok {
 		t.Errorf("the run changed the bundle's manifest env")
+	}
+}
+
+// With --gpus, bundles rotate across devices from round to round, and a control bundle runs on
+// every device in every round; the table says how much the devices differed.
+func TestVariantsRotateAcrossDevicesWithAControl(t *testing.T) {
+	cuda := func(m *manifest.Manifest) { m.Target = manifest.Target{Name: "h200", Backend: "cuda"} }
+	fake := &fakeLlama{flipAt: -1}
+	var mu sync.Mutex
+	started := map[string][]string{} // bundle -> devices, in start order
+	start := func(ctx context.Context, b *Bundle, env []string, log io.Writer) (server, error) {
+		mu.Lock()
+		started[b.Name] = append(started[b.Name], strings.Join(env, " "))
+		mu.Unlock()
+		return &fakeServer{ts: httptest.NewServer(fake.handler())}, nil
+	}
+	a := testBundle(cuda)
+	b := testBundle(cuda, func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", "0") })
+	c := testBundle(cuda, func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", "50") })
+	a.Name, b.Name, c.Name = "a", "b", "control"
+	res, err := Run(context.Background(), []*Bundle{a, b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 2,
+		GPUs: []string{"0", "1"}, Control: c, start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(started["a"], ","); got != "CUDA_VISIBLE_DEVICES=0,CUDA_VISIBLE_DEVICES=1" {
+		t.Errorf("bundle a ran on %s, want device 0 then 1", got)
+	}
+	if got := strings.Join(started["b"], ","); got != "CUDA_VISIBLE_DEVICES=1,CUDA_VISIBLE_DEVICES=0" {
+		t.Errorf("bundle b ran on %s, want device 1 then 0", got)
+	}
+	if n := len(started["control"]); n != 4 {
+		t.Errorf("the control ran %d times, want on both devices in both rounds", n)
+	}
+	if len(res.Devices) != 2 || len(res.Devices[0].Row0) != 2 || res.Devices[0].Mean <= 0 {
+		t.Fatalf("devices %+v", res.Devices)
+	}
+	var table strings.Builder
+	res.WriteTable(&table)
+	if !strings.Contains(table.String(), "control on every device") || !strings.Contains(table.String(), "the devices differ by") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	if _, err := Run(context.Background(), []*Bundle{a}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Control: c, start: start}); err == nil {
+		t.Error("a control without --gpus was accepted")
 	}
 }

@@ -28,8 +28,12 @@ type Options struct {
 	// Rounds is how many times each bundle runs; with several bundles the runs interleave
 	// (A B A B ...). 0 means 1 for one bundle and 3 for several.
 	Rounds int
-	// GPUs, when set, run bundles in parallel, one per device, each on its own port.
+	// GPUs, when set, run bundles in parallel, one per device, each on its own port; bundle i
+	// runs on GPUs[(i+round) mod N], rotating from round to round.
 	GPUs []string
+	// Control, with GPUs, runs on every device in every round: the table then says how much the
+	// devices differ.
+	Control *Bundle
 	// Log receives the servers' supervision messages; Progress a line per step.
 	Log      *slog.Logger
 	Progress io.Writer
