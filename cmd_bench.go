@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +35,7 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with each run's record and in records.json (what was tried, and why)"},
 		&cli.BoolFlag{Name: "chat", Usage: "send the rows' prompt as a chat turn rendered by the model's own template (a --prompt-file holding a JSON array of messages gives the conversation), as an app calling /v1/chat/completions does"},
 		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
+		&cli.StringSliceFlag{Name: "sweep", Usage: "make variants of one BUNDLE and sweep them: `SETTING=V1,V2,...` with SETTING a llama-server flag (--spec-draft-n-max=3,8,16) or an environment switch (GGML_CUDA_DISABLE_GRAPHS=0,1); repeat for a grid. The variants (files hard-linked) are screened, then the winner gets a full run"},
 		&cli.StringFlag{Name: "control", Usage: "with --gpus: a control `BUNDLE` run on every device in every round, to say how much the devices differ (bundles rotate across devices from round to round)"},
 		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
 		&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
@@ -77,6 +80,12 @@ func benchCommand() *cli.Command {
 			opts.Log = loggerOf(c)
 			opts.Progress = stderrOf(c)
 			opts.Status = termOf(c)
+			if sweeps := c.StringSlice("sweep"); len(sweeps) > 0 {
+				if len(names) != 1 {
+					return usagef("--sweep makes variants of one BUNDLE, got %d", len(names))
+				}
+				return benchSweep(c, opts, names[0], sweeps)
+			}
 			var bundles []*bench.Bundle
 			var dirs []string
 			for _, name := range names {
@@ -273,4 +282,138 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 		return "", nil, usageOf(err)
 	}
 	return dir, func() { os.RemoveAll(tmp) }, nil
+}
+
+// benchSweep makes the variants of one bundle that --sweep names, screens them interleaved, and
+// gives the screen's winner a full run; both tables go to stdout.
+func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string) error {
+	type axis struct {
+		setting string
+		values  []string
+	}
+	// The CLI splits a slice flag's value at commas: "--poll=0,50" arrives as "--poll=0" and
+	// "50". A piece with "=" starts a setting, one without is another value of the one before.
+	var joined []string
+	for _, sw := range sweeps {
+		if !strings.Contains(sw, "=") && len(joined) > 0 {
+			joined[len(joined)-1] += "," + sw
+			continue
+		}
+		joined = append(joined, sw)
+	}
+	var axes []axis
+	for _, sw := range joined {
+		k, vs, ok := strings.Cut(sw, "=")
+		if !ok || k == "" || vs == "" {
+			return usagef("--sweep %q: want SETTING=V1,V2,... (a flag such as --poll, or an environment switch)", sw)
+		}
+		a := axis{setting: k}
+		for _, v := range strings.Split(vs, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				a.values = append(a.values, v)
+			}
+		}
+		if len(a.values) < 2 {
+			return usagef("--sweep %q: give two values or more", sw)
+		}
+		axes = append(axes, a)
+	}
+	grid := [][]manifest.Setting{nil}
+	for _, a := range axes {
+		var next [][]manifest.Setting
+		for _, g := range grid {
+			for _, v := range a.values {
+				next = append(next, append(slices.Clone(g), manifest.Setting{Name: a.setting, Value: v}))
+			}
+		}
+		grid = next
+	}
+	if len(grid) > 64 {
+		return usagef("--sweep makes %d variants; keep a sweep to 64 or fewer", len(grid))
+	}
+	dir, cleanup, err := bundleDir(c, name)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	base := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
+	var bundles []*bench.Bundle
+	for _, g := range grid {
+		var parts []string
+		for _, s := range g {
+			parts = append(parts, strings.TrimLeft(s.Name, "-")+"="+s.Value)
+		}
+		vname := base + "-" + strings.Join(parts, "-")
+		vdir := filepath.Join(opts.Dir, "sweep", vname)
+		if _, err := manifest.Variant(c.Context, dir, vdir, g); err != nil {
+			return usageOf(fmt.Errorf("variant %s: %w", vname, err))
+		}
+		b, err := bench.OpenBundle(vdir, vname)
+		if err != nil {
+			return err
+		}
+		bundles = append(bundles, b)
+	}
+	out := stdoutOf(c)
+	screen := opts
+	screen.Protocol.Mode = bench.ModeScreen
+	if opts.Rounds == 0 {
+		screen.Rounds = 1
+	}
+	res, err := bench.Run(c.Context, bundles, screen)
+	if res == nil {
+		return err
+	}
+	fmt.Fprintf(out, "records: %s\n\nsweep of %s, %d variants, screened:\n", res.RecordsFile, name, len(bundles))
+	if werr := res.WriteTable(out); werr != nil {
+		return werr
+	}
+	if err != nil || res.Interrupted {
+		return errors.Join(err, interruptedErr(res))
+	}
+	var best *bench.Record
+	for _, r := range res.Runs {
+		if r.Valid && (best == nil || r.Summary.Row0TPS > best.Summary.Row0TPS) {
+			best = r
+		}
+	}
+	if best == nil {
+		return errors.New("no variant's screen was valid: nothing to send to a full run")
+	}
+	fmt.Fprintf(out, "\nscreen winner: %s (row 0 %.2f tok/s); its full run:\n", best.Bundle, best.Summary.Row0TPS)
+	var winner *bench.Bundle
+	for _, b := range bundles {
+		if b.Name == best.Bundle {
+			winner = b
+		}
+	}
+	full := opts
+	fp, _ := bench.DefaultProtocol(bench.ModeFull)
+	fp.Prompt, fp.PromptTokens, fp.PromptFile, fp.PromptText = opts.Protocol.Prompt, opts.Protocol.PromptTokens, opts.Protocol.PromptFile, opts.Protocol.PromptText
+	fp.Generate, fp.CanaryTokens, fp.Chat = opts.Protocol.Generate, opts.Protocol.CanaryTokens, opts.Protocol.Chat
+	if c.IsSet("canaries") {
+		fp.Canaries = opts.Protocol.Canaries
+	}
+	full.Protocol, full.Rounds = fp, 1
+	fres, err := bench.Run(c.Context, []*bench.Bundle{winner}, full)
+	if fres == nil {
+		return err
+	}
+	if werr := fres.WriteTable(out); werr != nil {
+		return werr
+	}
+	if err != nil || fres.Interrupted {
+		return errors.Join(err, interruptedErr(fres))
+	}
+	if r := fres.Runs[0]; !r.Valid {
+		return fmt.Errorf("the winner's full run does not count: %s", r.Decision)
+	}
+	return nil
+}
+
+func interruptedErr(res *bench.Result) error {
+	if res.Interrupted {
+		return cli.Exit("bench: interrupted; the runs measured so far are in "+res.RecordsFile, exitInterrupted)
+	}
+	return nil
 }

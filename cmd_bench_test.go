@@ -420,3 +420,48 @@ func TestBenchDoesNotRestartASameCrash(t *testing.T) {
 	}
 	t.Logf("crash line: %s", first.Crash.Line)
 }
+
+// --sweep makes the variants of one bundle (files hard-linked, the manifest's arguments or
+// environment changed), screens them, and gives the screen's winner a full run.
+func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	b := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil)[0]
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--sweep", "--threads=1,2", "--sweep", "GGML_SCHED_MAX_COPIES=1,2",
+		"--canaries", "2", "--prompt-tokens", "32", "--generate", "8")
+	if code != 0 {
+		t.Fatalf("bench --sweep: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	variants, _ := filepath.Glob(filepath.Join(dir, "sweep", "*", "manifest.json"))
+	if len(variants) != 4 {
+		t.Fatalf("variants %v, want 4 (threads 1, 2 × copies 1, 2)", variants)
+	}
+	m, err := os.ReadFile(filepath.Join(dir, "sweep", "bundle0-threads=2-GGML_SCHED_MAX_COPIES=1", "manifest.json"))
+	if err != nil || !strings.Contains(string(m), `"--threads",`) || !strings.Contains(string(m), `"GGML_SCHED_MAX_COPIES": "1"`) {
+		t.Errorf("variant manifest (%v):\n%s", err, m)
+	}
+	// the model is one file on disk, linked into every variant
+	orig, _ := os.Stat(filepath.Join(b, "models", "tiny.gguf"))
+	linked, _ := os.Stat(filepath.Join(dir, "sweep", "bundle0-threads=1-GGML_SCHED_MAX_COPIES=2", "models", "tiny.gguf"))
+	if !os.SameFile(orig, linked) {
+		t.Errorf("a variant's model is a copy, want the bundle's own file linked")
+	}
+	rs := readRecords(t, dir)
+	screens, fulls := 0, 0
+	for _, r := range rs.Runs {
+		switch r.Mode {
+		case bench.ModeScreen:
+			screens++
+		case bench.ModeFull:
+			fulls++
+		}
+	}
+	if screens != 4 || fulls != 1 || !strings.Contains(stdout, "screen winner: bundle0-") {
+		t.Errorf("%d screens, %d full runs, want 4 and 1\n%s", screens, fulls, stdout)
+	}
+	if code, _, stderr := benchRun(t, b, b, "--sweep", "--threads=1,2"); code != 2 || !strings.Contains(stderr, "one BUNDLE") {
+		t.Errorf("--sweep with two bundles: exit %d %s", code, stderr)
+	}
+}

@@ -1,0 +1,124 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Setting is one llama-server setting a variant changes: a flag ("--poll") and its value, or an
+// environment variable (no leading dash) and its value.
+type Setting struct {
+	Name, Value string
+}
+
+// IsFlag says whether the setting is a command-line flag rather than a variable.
+func (s Setting) IsFlag() bool { return strings.HasPrefix(s.Name, "-") }
+
+// Variant writes at dst the bundle at src with other settings: the same files, hard-linked
+// where the filesystem allows (a sweep's variants share one model on disk), and a manifest
+// whose llama-server arguments give each flag its new value (replacing the bundle's, or added
+// where the bundle does not give it) and whose environment sets each variable. The new
+// manifest is checked before anything is written; dst, replaced if it exists, is assembled
+// beside itself and renamed into place.
+func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, error) {
+	m, err := Load(src)
+	if err != nil {
+		return nil, err
+	}
+	v := *m
+	v.Server.Args = slices.Clone(m.Server.Args)
+	v.Server.Env = maps.Clone(m.Server.Env)
+	if v.Server.Env == nil {
+		v.Server.Env = map[string]string{}
+	}
+	for _, s := range set {
+		if !s.IsFlag() {
+			v.Server.Env[s.Name] = s.Value
+			continue
+		}
+		found := false
+		for i := 0; i < len(v.Server.Args); i++ {
+			if v.Server.Args[i] == s.Name && i+1 < len(v.Server.Args) {
+				v.Server.Args[i+1], found = s.Value, true
+			} else if name, _, ok := strings.Cut(v.Server.Args[i], "="); ok && name == s.Name {
+				v.Server.Args[i], found = s.Name+"="+s.Value, true
+			}
+		}
+		if !found {
+			v.Server.Args = append(v.Server.Args, s.Name, s.Value)
+		}
+	}
+	if err := v.Validate(); err != nil {
+		return nil, fmt.Errorf("the variant's manifest would be invalid: %w", err)
+	}
+	data, err := v.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".llbuild-variant-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	for _, f := range v.Files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		to := filepath.Join(tmp, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return nil, err
+		}
+		from := filepath.Join(src, filepath.FromSlash(f.Path))
+		if f.Link != "" {
+			if err := os.Symlink(f.Link, to); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if os.Link(from, to) == nil {
+			continue
+		}
+		if err := copyFile(from, to); err != nil {
+			return nil, fmt.Errorf("copying %s: %w", f.Path, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, FileName), data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, _, err := CopyAndHashFile(context.Background(), out, in, nil); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
