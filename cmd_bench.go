@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/atomicfile"
 
 	"github.com/urfave/cli/v2"
 
@@ -60,7 +64,8 @@ func benchCommand() *cli.Command {
 			"bundles the runs interleave and B/A row-0 ratios are reported. Progress goes to stderr.\n" +
 			"Exit status: 0 every run valid, 1 a run invalid, failed or below its canaries, 2 usage,\n" +
 			"130 interrupted (the runs measured so far are kept, the one in progress marked incomplete).",
-		Flags: flags,
+		Flags:       flags,
+		Subcommands: []*cli.Command{benchReportCommand()},
 		Action: func(c *cli.Context) error {
 			names := c.Args().Slice()
 			if len(names) == 0 {
@@ -416,4 +421,60 @@ func interruptedErr(res *bench.Result) error {
 		return cli.Exit("bench: interrupted; the runs measured so far are in "+res.RecordsFile, exitInterrupted)
 	}
 	return nil
+}
+
+func benchReportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "report",
+		Usage:     "the campaign's page: report.md (the lab's sections) and report.html (one static file, inline SVG charts)",
+		ArgsUsage: "DIR",
+		Description: "Reads the campaign DIR (records.json, each run's record.json, comparisons.json) and writes\n" +
+			"report.md and report.html into --out (default DIR): Decision, Validity, Delta from the previous\n" +
+			"record, Command identity, Screens and full runs, A/B comparisons and Learning; the HTML adds row 0\n" +
+			"of every run in time with the standing record, the A/B ratios with their spread and the draft\n" +
+			"acceptance, as inline SVG (no script, no network). stdout: the two paths; with --leaderboard\n" +
+			"LABEL, that promoted run's JSON for a public leaderboard instead.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "`DIR` to write report.md and report.html into (default: the campaign's)"},
+			&cli.StringFlag{Name: "leaderboard", Usage: "print the promoted run `LABEL` as a leaderboard's JSON entry (identity, plan hash, manifest sha256, row 0, validity) instead"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("bench report takes one campaign DIR")
+			}
+			rep, err := bench.ReadReport(c.Args().First())
+			if err != nil {
+				return usageError{err}
+			}
+			if label := c.String("leaderboard"); label != "" {
+				e, err := rep.Leaderboard(label)
+				if err != nil {
+					return usageError{err}
+				}
+				return writeJSON(stdoutOf(c), e)
+			}
+			out := c.String("out")
+			if out == "" {
+				out = c.Args().First()
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			for _, f := range []struct {
+				name  string
+				write func(io.Writer) error
+			}{{"report.md", rep.WriteMarkdown}, {"report.html", rep.WriteHTML}} {
+				var b bytes.Buffer
+				if err := f.write(&b); err != nil {
+					return err
+				}
+				path := filepath.Join(out, f.name)
+				if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintln(stdoutOf(c), path)
+			}
+			return nil
+		},
+	}
 }

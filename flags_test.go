@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,10 @@ import (
 func TestFlagsMayFollowArguments(t *testing.T) {
 	dir := t.TempDir() // not a bundle: verify finds a problem, serve and bench stop at their flags
 	camp := smallCampaign(t)
+	lab := t.TempDir() // a bench campaign of one promoted run, its records alone
+	if err := os.WriteFile(filepath.Join(lab, "records.json"), []byte(`{"schemaVersion": 1, "runs": [{"label": "b0-full", "dir": "runs/b0-full", "bundle": "b0", "finished": "2026-12-03T00:00:00Z", "mode": "full", "model": "sha256:m", "protocol": "p", "canary": "4/4", "row0TokPerSec": 100, "valid": true, "decision": "promoted"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		command  string // as help names it
 		name     string
@@ -41,6 +46,8 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{"target show", "value flag", []string{"target", "show", "cpu-v3", "--target-file", "/nonexistent.yaml"}, 2, "", "not both"},
 		{"target show", "-- before an argument that starts with -", []string{"target", "show", "--", "-x"}, 2, "", `"-x"`},
 		{"bisect log", "bool flag", []string{"bisect", "log", camp, "--json"}, 0, `"phase": "ends"`, ""},
+		{"bench report", "value flag", []string{"bench", "report", lab, "--leaderboard", "b0-full"}, 0, `"label": "b0-full"`, ""},
+		{"bench report", "-- before an argument that starts with -", []string{"bench", "report", "--", "-x"}, 2, "", "-x holds no runs"},
 		{"bisect log", "-- before an argument that starts with -", []string{"bisect", "log", "--", "-x"}, 2, "", "-x has no bisect.log"},
 		{"bisect replay", "value flag", []string{"bisect", "replay", filepath.Join(camp, "bisect.log"), "--dir", filepath.Join(dir, "replayed"), "--json"}, 0, `"phase": "ends"`, ""},
 	}

@@ -242,6 +242,9 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	for i := 1; i < len(bundles); i++ {
 		res.Comparisons = append(res.Comparisons, compare(bundles[0].Name, bundles[i].Name, records[0], records[i]))
 	}
+	if err := saveComparisons(o.Dir, res.Comparisons, o.now()); err != nil {
+		errs = append(errs, fmt.Errorf("keeping the comparisons in %s: %w", ComparisonsFile, err))
+	}
 	return res, errors.Join(errs...)
 }
 

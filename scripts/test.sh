@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs llbuild's whole test suite. On a fresh Debian 12 machine it first installs what the tests
-# use for real (cmake, ninja, ccache, binutils' objdump, dpkg tools for the llama-server fixture);
+# use for real (cmake, ninja, ccache, binutils' objdump, dpkg tools for the llama-server fixture,
+# chromium for the campaign page);
 # it needs root for that, or the packages already installed. With ../shared beside the
 # repository it then starts the Dagger engine and builds the pinned llama.cpp (provision.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg_cmd in cmake:cmake ninja-build:ninja ccache:ccache binutils:objdump git:git g++:g++ nodejs:node npm:npm docker-registry:docker-registry apache2-utils:htpasswd shellcheck:shellcheck openssl:openssl python3:python3 python3-pip:pip3 mmdebstrap:mmdebstrap iproute2:ip apt-utils:apt-ftparchive gpg:gpg gpg-agent:gpg-agent bible-kjv:bible; do
+for pkg_cmd in cmake:cmake ninja-build:ninja ccache:ccache binutils:objdump git:git g++:g++ nodejs:node npm:npm docker-registry:docker-registry apache2-utils:htpasswd shellcheck:shellcheck openssl:openssl python3:python3 python3-pip:pip3 mmdebstrap:mmdebstrap iproute2:ip apt-utils:apt-ftparchive gpg:gpg gpg-agent:gpg-agent bible-kjv:bible chromium:chromium; do
 	pkg=${pkg_cmd%%:*} cmd=${pkg_cmd##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

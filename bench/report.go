@@ -1,0 +1,536 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llbuild/llbuild/internal/atomicfile"
+)
+
+// ComparisonsFile holds the campaign's A/B comparisons, one per pair and invocation.
+const ComparisonsFile = "comparisons.json"
+
+// SavedComparison is an A/B comparison as the campaign keeps it.
+type SavedComparison struct {
+	Finished time.Time `json:"finished"`
+	*Comparison
+}
+
+// saveComparisons appends an invocation's comparisons to the campaign's comparisons.json.
+func saveComparisons(dir string, cs []*Comparison, at time.Time) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	unlock, err := lockCampaign(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	saved, err := readComparisons(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		saved = append(saved, SavedComparison{Finished: at.UTC(), Comparison: c})
+	}
+	data, err := json.MarshalIndent(saved, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, ComparisonsFile), append(data, '\n'), 0o644)
+}
+
+func readComparisons(dir string) ([]SavedComparison, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ComparisonsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []SavedComparison
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ComparisonsFile), err)
+	}
+	return out, nil
+}
+
+// Report is a campaign as its page shows it: every run with its record's figures, and the
+// A/B comparisons.
+type Report struct {
+	Dir         string
+	Runs        []ReportRun
+	Comparisons []SavedComparison
+}
+
+// ReportRun is a campaign entry with what its record adds.
+type ReportRun struct {
+	Entry
+	Acceptance *float64          `json:"acceptance,omitempty"`
+	Command    []string          `json:"command,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	PlanHash   string            `json:"planHash,omitempty"`
+	Manifest   string            `json:"manifestSha256,omitempty"`
+	Commit     string            `json:"llamaCommit,omitempty"`
+}
+
+// ReadReport reads the campaign in dir: records.json, each run's record.json (a record that
+// cannot be read leaves its run with the entry's figures) and comparisons.json.
+func ReadReport(dir string) (*Report, error) {
+	rs, err := ReadRecords(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs.Runs) == 0 {
+		return nil, fmt.Errorf("%s holds no runs (no %s): bench something with --dir %s first", dir, RecordsFile, dir)
+	}
+	rep := &Report{Dir: dir}
+	for _, e := range rs.Runs {
+		rr := ReportRun{Entry: e}
+		if data, err := os.ReadFile(filepath.Join(dir, e.Dir, "record.json")); err == nil {
+			var r Record
+			if json.Unmarshal(data, &r) == nil {
+				rr.Acceptance, rr.Command, rr.Env = r.Summary.Acceptance, r.Identity.Command, r.Identity.Env
+				rr.PlanHash, rr.Manifest, rr.Commit = r.Identity.PlanHash, r.Identity.ManifestSHA256, r.Identity.LlamaCommit
+			}
+		}
+		rep.Runs = append(rep.Runs, rr)
+	}
+	if rep.Comparisons, err = readComparisons(dir); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// standing are the promoted runs, one per model and protocol, in order of finishing.
+func (rep *Report) standing() []ReportRun {
+	var out []ReportRun
+	for _, r := range rep.Runs {
+		if r.Decision == DecisionPromoted {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// promotions are the promoted and superseded runs in order, each with the record it beat.
+func (rep *Report) promotions() [][2]*ReportRun {
+	var out [][2]*ReportRun
+	last := map[string]*ReportRun{}
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Decision != DecisionPromoted && r.Decision != DecisionSuperseded {
+			continue
+		}
+		key := r.Model + "\x00" + r.Protocol
+		out = append(out, [2]*ReportRun{r, last[key]})
+		last[key] = r
+	}
+	return out
+}
+
+func negativeRun(d string) bool {
+	return negative(d) || strings.HasPrefix(d, DecisionBelow) || d == DecisionNoise
+}
+
+// WriteMarkdown writes the campaign's page as a lab publishes its week: Decision, Validity,
+// Delta from the previous record, Command identity, Screens and full runs, A/B comparisons,
+// Learning.
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	ew := &errWriter{w: w}
+	p := func(format string, a ...any) { fmt.Fprintf(ew, format, a...) }
+	p("# Campaign %s\n\n", filepath.Base(filepath.Clean(rep.Dir)))
+	p("## Decision\n\n")
+	if st := rep.standing(); len(st) == 0 {
+		p("No record yet: no valid full run has been promoted.\n\n")
+	} else {
+		p("| standing record | row 0 tok/s | model | protocol | since |\n|---|---|---|---|---|\n")
+		for _, r := range st {
+			p("| %s | %.2f | %s | %s | %s |\n", r.Label, r.Row0TPS, short8(r.Model), r.Protocol, r.Finished.UTC().Format(time.RFC3339))
+		}
+		p("\n")
+	}
+	valid, invalid, crashed, canary := 0, 0, 0, 0
+	for _, r := range rep.Runs {
+		switch {
+		case r.Valid:
+			valid++
+		case r.Decision == DecisionCrashed:
+			crashed++
+		case strings.HasPrefix(r.Decision, "rejected: canary"):
+			canary++
+		default:
+			invalid++
+		}
+	}
+	p("## Validity\n\n%d runs: %d valid, %d rejected by their canaries, %d crashed, %d invalid or incomplete.\n\n", len(rep.Runs), valid, canary, crashed, invalid)
+	p("## Delta from the previous record\n\n")
+	if prom := rep.promotions(); len(prom) == 0 {
+		p("No promotion yet.\n\n")
+	} else {
+		p("| promoted | over | ratio | reason |\n|---|---|---|---|\n")
+		for _, pr := range prom {
+			over, ratio := "(first record)", "-"
+			if pr[1] != nil {
+				over, ratio = pr[1].Label, fmt.Sprintf("%.3f×", pr[0].Row0TPS/pr[1].Row0TPS)
+			}
+			p("| %s | %s | %s | %s |\n", pr[0].Label, over, ratio, mdCell(pr[0].Reason))
+		}
+		p("\n")
+	}
+	p("## Command identity\n\n")
+	for _, r := range rep.standing() {
+		p("%s (plan %s, llama.cpp %s, manifest %s):\n\n```\n", r.Label, short8(r.PlanHash), short8(r.Commit), short8(r.Manifest))
+		for _, k := range slices.Sorted(mapKeys(r.Env)) {
+			p("%s=%s \\\n", k, r.Env[k])
+		}
+		p("%s\n```\n\n", strings.Join(r.Command, " "))
+	}
+	p("## Screens and full runs\n\n| finished | run | mode | canary | row 0 tok/s | acceptance | decision | note |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.Runs {
+		p("| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", r.Finished.UTC().Format("2006-01-02 15:04"), r.Label, r.Mode, r.Canary, r.Row0TPS,
+			acceptanceCell(r.Acceptance), r.Decision, mdCell(r.Note))
+	}
+	p("\n## A/B comparisons\n\n")
+	if len(rep.Comparisons) == 0 {
+		p("None.\n\n")
+	} else {
+		p("| B / A | rounds | min | median | max | verdict |\n|---|---|---|---|---|---|\n")
+		for _, c := range rep.Comparisons {
+			p("| %s / %s | %d | %.3f | %.3f | %.3f | %s |\n", c.BLabel, c.ALabel, len(c.Ratios), c.Min, c.Median, c.Max, c.Verdict)
+		}
+		p("\n")
+	}
+	p("## Learning\n\nNegative results, kept so that nobody tries them again:\n\n")
+	n := 0
+	for _, r := range rep.Runs {
+		if negativeRun(r.Decision) {
+			n++
+			p("- %s: **%s**: %s", r.Label, r.Decision, r.Reason)
+			if r.Note != "" {
+				p(" (note: %s)", r.Note)
+			}
+			p("\n")
+		}
+	}
+	if n == 0 {
+		p("- none\n")
+	}
+	return ew.err
+}
+
+func mapKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func short8(s string) string {
+	s = strings.TrimPrefix(s, "sha256:")
+	if len(s) > 8 {
+		return s[:8]
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
+
+func acceptanceCell(a *float64) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100**a)
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
+
+// WriteHTML writes the page as one static HTML file: no script, no request beyond the file,
+// the charts inline SVG (row 0 of every run over time with the standing record, A/B ratios with
+// their spread, draft acceptance), then the Markdown page's tables.
+func (rep *Report) WriteHTML(w io.Writer) error {
+	ew := &errWriter{w: w}
+	p := func(format string, a ...any) { fmt.Fprintf(ew, format, a...) }
+	title := html.EscapeString("Campaign " + filepath.Base(filepath.Clean(rep.Dir)))
+	p("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title>\n", title)
+	p("<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}" +
+		"svg{background:#fafafa;border:1px solid #ddd}.run{fill:#1f77b4}.run.rejected{fill:#d62728}.run.screen{fill:#9ecae1}.record{fill:none;stroke:#2ca02c;stroke-width:2}" +
+		".ratio{stroke:#555;stroke-width:2}.median{fill:#ff7f0e}.acc{fill:#9467bd}.axis{stroke:#999}text{font-size:11px;fill:#444}</style></head><body>\n")
+	p("<h1>%s</h1>\n", title)
+	rep.row0Chart(p)
+	rep.ratioChart(p)
+	rep.acceptanceChart(p)
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		return err
+	}
+	p("%s", markdownTablesToHTML(md.String()))
+	p("</body></html>\n")
+	return ew.err
+}
+
+const chartW, chartH, pad = 900.0, 260.0, 40.0
+
+func (rep *Report) row0Chart(p func(string, ...any)) {
+	var lo, hi float64
+	var t0, t1 time.Time
+	for _, r := range rep.Runs {
+		if r.Row0TPS <= 0 {
+			continue
+		}
+		if lo == 0 || r.Row0TPS < lo {
+			lo = r.Row0TPS
+		}
+		hi = max(hi, r.Row0TPS)
+		if t0.IsZero() || r.Finished.Before(t0) {
+			t0 = r.Finished
+		}
+		if r.Finished.After(t1) {
+			t1 = r.Finished
+		}
+	}
+	p("<h2>Row 0 of every run, in time</h2>\n<svg id=\"row0\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"row 0 tok/s of every run\">\n", chartW, chartH, chartW, chartH)
+	p("<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", pad, chartH-pad, chartW-pad, chartH-pad)
+	if hi == 0 {
+		p("<text x=\"%.0f\" y=\"%.0f\">no run has a row 0</text></svg>\n", pad, chartH/2)
+		return
+	}
+	if hi == lo {
+		lo, hi = lo*0.95, hi*1.05
+	}
+	span := t1.Sub(t0).Seconds()
+	x := func(t time.Time) float64 {
+		if span == 0 {
+			return chartW / 2
+		}
+		return pad + (chartW-2*pad)*t.Sub(t0).Seconds()/span
+	}
+	y := func(v float64) float64 { return chartH - pad - (chartH-2*pad)*(v-lo)/(hi-lo) }
+	p("<text x=\"4\" y=\"%.0f\">%.0f</text><text x=\"4\" y=\"%.0f\">%.0f</text>\n", y(hi)+4, hi, y(lo)+4, lo)
+	// the standing record: a step line through every promotion
+	var pts []string
+	best := 0.0
+	for _, r := range rep.Runs {
+		if (r.Decision == DecisionPromoted || r.Decision == DecisionSuperseded) && r.Row0TPS > best {
+			if best > 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(r.Finished), y(best)))
+			}
+			best = r.Row0TPS
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(r.Finished), y(best)))
+		}
+	}
+	if len(pts) > 0 {
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", chartW-pad, y(best)))
+		p("<polyline class=\"record\" points=\"%s\"><title>the standing record</title></polyline>\n", strings.Join(pts, " "))
+	}
+	for _, r := range rep.Runs {
+		if r.Row0TPS <= 0 {
+			continue
+		}
+		class := "run"
+		if r.Mode == ModeScreen {
+			class += " screen"
+		}
+		if negativeRun(r.Decision) {
+			class += " rejected"
+		}
+		p("<circle class=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\"><title>%s: %.2f tok/s, %s</title></circle>\n", class, x(r.Finished), y(r.Row0TPS), html.EscapeString(r.Label), r.Row0TPS, html.EscapeString(r.Decision))
+	}
+	p("</svg>\n")
+}
+
+func (rep *Report) ratioChart(p func(string, ...any)) {
+	p("<h2>A/B ratios (B / A, row 0), min to max with the median</h2>\n")
+	if len(rep.Comparisons) == 0 {
+		p("<p>No A/B comparison in this campaign.</p>\n")
+		return
+	}
+	h := 30*float64(len(rep.Comparisons)) + 2*pad
+	lo, hi := 1.0, 1.0
+	for _, c := range rep.Comparisons {
+		if len(c.Ratios) > 0 {
+			lo, hi = min(lo, c.Min), max(hi, c.Max)
+		}
+	}
+	lo, hi = lo-0.02, hi+0.02
+	x := func(v float64) float64 { return 300 + (chartW-300-pad)*(v-lo)/(hi-lo) }
+	p("<svg id=\"ratios\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n", chartW, h, chartW, h)
+	p("<line class=\"axis\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/><text x=\"%.1f\" y=\"%.0f\">1.000</text>\n", x(1), pad/2, x(1), h-pad/2, x(1)-12, h-4)
+	for i, c := range rep.Comparisons {
+		yy := pad + 30*float64(i)
+		p("<text x=\"4\" y=\"%.0f\">%s</text>\n", yy+4, html.EscapeString(trimLabel(c.BLabel)+" / "+trimLabel(c.ALabel)))
+		if len(c.Ratios) == 0 {
+			continue
+		}
+		p("<line class=\"ratio\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"><title>%.3f to %.3f over %d rounds: %s</title></line>\n", x(c.Min), yy, x(c.Max), yy, c.Min, c.Max, len(c.Ratios), html.EscapeString(c.Verdict))
+		p("<circle class=\"median\" cx=\"%.1f\" cy=\"%.0f\" r=\"5\"><title>median %.3f</title></circle>\n", x(c.Median), yy, c.Median)
+	}
+	p("</svg>\n")
+}
+
+func (rep *Report) acceptanceChart(p func(string, ...any)) {
+	var runs []ReportRun
+	for _, r := range rep.Runs {
+		if r.Acceptance != nil {
+			runs = append(runs, r)
+		}
+	}
+	p("<h2>Draft acceptance</h2>\n")
+	if len(runs) == 0 {
+		p("<p>No run drafted.</p>\n")
+		return
+	}
+	p("<svg id=\"acceptance\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n", chartW, chartH, chartW, chartH)
+	p("<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/><text x=\"4\" y=\"%.0f\">100%%</text><text x=\"4\" y=\"%.0f\">0%%</text>\n", pad, chartH-pad, chartW-pad, chartH-pad, pad+4, chartH-pad+4)
+	for i, r := range runs {
+		xx := pad + (chartW-2*pad)*(float64(i)+0.5)/float64(len(runs))
+		yy := chartH - pad - (chartH-2*pad)**r.Acceptance
+		p("<circle class=\"acc\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\"><title>%s: %.1f%%</title></circle>\n", xx, yy, html.EscapeString(r.Label), 100**r.Acceptance)
+	}
+	p("</svg>\n")
+}
+
+func trimLabel(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "…"
+	}
+	return s
+}
+
+// markdownTablesToHTML renders the page's Markdown (headings, paragraphs, lists, tables,
+// fenced code) as HTML: the subset WriteMarkdown writes.
+func markdownTablesToHTML(md string) string {
+	var b strings.Builder
+	lines := strings.Split(md, "\n")
+	inTable, inCode, inList := false, false, false
+	cells := func(l string) []string {
+		l = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(l), "|"), "|")
+		var out []string
+		for _, c := range strings.Split(strings.ReplaceAll(l, "\\|", "\x00"), "|") {
+			out = append(out, html.EscapeString(strings.ReplaceAll(strings.TrimSpace(c), "\x00", "|")))
+		}
+		return out
+	}
+	closeAll := func() {
+		if inTable {
+			b.WriteString("</table>\n")
+			inTable = false
+		}
+		if inList {
+			b.WriteString("</ul>\n")
+			inList = false
+		}
+	}
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			closeAll()
+			if inCode {
+				b.WriteString("</pre>\n")
+			} else {
+				b.WriteString("<pre>")
+			}
+			inCode = !inCode
+		case inCode:
+			b.WriteString(html.EscapeString(l) + "\n")
+		case strings.HasPrefix(l, "# "):
+			closeAll() // the title is the page's h1 already
+		case strings.HasPrefix(l, "## "):
+			closeAll()
+			b.WriteString("<h2>" + html.EscapeString(l[3:]) + "</h2>\n")
+		case strings.HasPrefix(l, "|"):
+			if strings.HasPrefix(l, "|---") {
+				continue
+			}
+			tag := "td"
+			if !inTable {
+				closeAll()
+				b.WriteString("<table>\n")
+				inTable = true
+				tag = "th"
+			} else if i > 0 && strings.HasPrefix(lines[i-1], "|---") {
+				tag = "td"
+			}
+			b.WriteString("<tr><" + tag + ">" + strings.Join(cells(l), "</"+tag+"><"+tag+">") + "</" + tag + "></tr>\n")
+		case strings.HasPrefix(l, "- "):
+			if !inList {
+				closeAll()
+				b.WriteString("<ul>\n")
+				inList = true
+			}
+			b.WriteString("<li>" + strings.ReplaceAll(strings.ReplaceAll(html.EscapeString(l[2:]), "**", ""), "&#34;", "\"") + "</li>\n")
+		case strings.TrimSpace(l) == "":
+			closeAll()
+		default:
+			closeAll()
+			b.WriteString("<p>" + html.EscapeString(l) + "</p>\n")
+		}
+	}
+	closeAll()
+	return b.String()
+}
+
+// LeaderboardEntry is a promoted run as a public leaderboard takes it.
+type LeaderboardEntry struct {
+	Label          string            `json:"label"`
+	Model          string            `json:"model"`
+	Protocol       string            `json:"protocol"`
+	PlanHash       string            `json:"planHash"`
+	ManifestSHA256 string            `json:"manifestSha256"`
+	LlamaCommit    string            `json:"llamaCommit"`
+	Command        []string          `json:"command"`
+	Env            map[string]string `json:"env,omitempty"`
+	Row0TPS        float64           `json:"row0TokPerSec"`
+	Canary         string            `json:"canary"`
+	Valid          bool              `json:"valid"`
+	Decision       string            `json:"decision"`
+	Finished       time.Time         `json:"finished"`
+}
+
+// Leaderboard is the export of the promoted run label (a standing record) for a public
+// leaderboard: its identity, plan hash, manifest sha256, row 0 and validity.
+func (rep *Report) Leaderboard(label string) (*LeaderboardEntry, error) {
+	for _, r := range rep.Runs {
+		if r.Label != label {
+			continue
+		}
+		if r.Decision != DecisionPromoted {
+			return nil, fmt.Errorf("run %s is %s, not a standing record: only a promoted run goes to a leaderboard", label, r.Decision)
+		}
+		return &LeaderboardEntry{Label: r.Label, Model: r.Model, Protocol: r.Protocol, PlanHash: r.PlanHash, ManifestSHA256: r.Manifest,
+			LlamaCommit: r.Commit, Command: r.Command, Env: r.Env, Row0TPS: r.Row0TPS, Canary: r.Canary, Valid: r.Valid, Decision: r.Decision, Finished: r.Finished}, nil
+	}
+	var promoted []string
+	for _, r := range rep.standing() {
+		promoted = append(promoted, r.Label)
+	}
+	return nil, fmt.Errorf("no run %q in %s; the standing records are: %s", label, rep.Dir, strings.Join(promoted, ", "))
+}
