@@ -26,6 +26,7 @@ func Differences(a, b Identity) []string {
 	same("model", file(&a.Model), file(&b.Model))
 	same("draft", file(a.Draft), file(b.Draft))
 	same("llama.cpp", a.LlamaCommit, b.LlamaCommit)
+	same("source tree", a.SourceTree, b.SourceTree)
 	same("patches", strings.Join(a.Patches, " "), strings.Join(b.Patches, " "))
 	same("plan", shortDigest(a.PlanHash)[:12], shortDigest(b.PlanHash)[:12])
 	for _, k := range unionKeys(a.Settings, b.Settings) {

@@ -38,7 +38,11 @@ type Identity struct {
 	Target      string   `json:"target"`
 	PlanHash    string   `json:"planHash"`
 	LlamaCommit string   `json:"llamaCommit"`
-	Patches     []string `json:"patches"`
+	// SourceTree is the content hash of the tree the server was built from when that was a plain
+	// directory, not a checkout of LlamaCommit (which nothing then checked): the label names it
+	// instead of the commit.
+	SourceTree string   `json:"sourceTree,omitempty"`
+	Patches    []string `json:"patches"`
 	// GPU is the device the run was given (--gpus), "" for the default.
 	GPU string `json:"gpu,omitempty"`
 	// Mode and Protocol say how it was measured.
@@ -64,6 +68,7 @@ func newIdentity(b *Bundle, p Protocol, gpu string, at time.Time) Identity {
 		Target:         m.Target.Name,
 		PlanHash:       m.Build.PlanHash,
 		LlamaCommit:    m.Build.Source.Commit,
+		SourceTree:     m.Build.Source.Tree,
 		GPU:            gpu,
 		Mode:           p.Mode,
 		Protocol:       p.key(),
@@ -124,6 +129,9 @@ func (id Identity) label() string {
 	commit := id.LlamaCommit
 	if len(commit) > 9 {
 		commit = commit[:9]
+	}
+	if id.SourceTree != "" {
+		commit = "tree" + shortDigest(id.SourceTree)[:8]
 	}
 	parts = append(parts, "plan"+shortDigest(id.PlanHash)[:8], commit, "m"+shortDigest(id.ManifestSHA256)[:8])
 	if id.GPU != "" {

@@ -233,3 +233,21 @@ func TestVariantsRotateAcrossDevicesWithAControl(t *testing.T) {
 		t.Error("a control without --gpus was accepted")
 	}
 }
+
+// A server built from a plain directory (a lab's worktree) is named by its tree's hash, not by
+// the commit the plan named and nothing checked: the bundle keeps unverified and the tree, and
+// the label and the differences say the tree.
+func TestAWorktreeBuildIsNamedByItsTree(t *testing.T) {
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	worktree := func(tree string) func(*manifest.Manifest) {
+		return func(m *manifest.Manifest) { m.Build.Source.Unverified, m.Build.Source.Tree = true, tree }
+	}
+	a := newIdentity(testBundle(worktree("sha256:"+strings.Repeat("a1", 32))), fastProtocol(ModeScreen), "", at)
+	b := newIdentity(testBundle(worktree("sha256:"+strings.Repeat("b2", 32))), fastProtocol(ModeScreen), "", at)
+	if !strings.Contains(a.Label, "-treea1a1a1a1-") || strings.Contains(a.Label, "1425386fd") {
+		t.Errorf("label %s: want the tree, not the commit nothing checked", a.Label)
+	}
+	if d := strings.Join(Differences(a, b), "; "); !strings.Contains(d, "source tree") {
+		t.Errorf("differences %q, want the source tree", d)
+	}
+}

@@ -361,10 +361,12 @@ func buildOf(p artifacts.Provenance) (Build, error) {
 	b := Build{
 		Plan:     plan,
 		PlanHash: p.PlanHash,
-		Source:   Source{URL: p.Materials.Source.URL, Commit: p.Materials.Source.Commit},
-		Patches:  []Patch{},
-		Images:   []Image{},
-		Builder:  Builder{Name: p.Builder.Name, Version: p.Builder.Version, Executor: p.Builder.Executor},
+		// the whole source: a plain directory's build says so (unverified) and names its tree,
+		// so that nothing downstream claims a commit the code is not
+		Source:  p.Materials.Source,
+		Patches: []Patch{},
+		Images:  []Image{},
+		Builder: Builder{Name: p.Builder.Name, Version: p.Builder.Version, Executor: p.Builder.Executor},
 	}
 	if v := p.Materials.Vendor; v != nil {
 		b.Vendor = &Source{URL: v.URL, Commit: v.Commit}
