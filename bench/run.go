@@ -55,6 +55,8 @@ type Options struct {
 	// computeApps lists the processes that hold a GPU (nvidia-smi's query); nil runs
 	// nvidia-smi when it is on PATH.
 	computeApps func(ctx context.Context) ([]computeApp, error)
+	// sysRoot is where /sys is read for SYCL devices: "" for the machine's own, a test's tree.
+	sysRoot string
 	// crashed holds the bundles whose server crashed at load, by directory: their later rounds
 	// are not started (Run sets it).
 	crashed *crashes
@@ -119,6 +121,9 @@ func (o *Options) smi(b *Bundle, pid int) func(context.Context) ([]computeApp, e
 // devices are the GPUs a CUDA bundle's ready server holds, as nvidia-smi sees them, and the
 // memory it uses then; a failed query is said and leaves none.
 func (o *Options) devices(ctx context.Context, b *Bundle, rec *Record, pid int) ([]Device, int) {
+	if b.Manifest.Target.Backend == "sycl" {
+		return syclDevices(o.sysRoot, rec.Identity.GPU), 0
+	}
 	query := o.smi(b, pid)
 	if query == nil {
 		return nil, 0
