@@ -117,17 +117,11 @@ func bisectRun(c *cli.Context) error {
 	}
 	var set *bisect.Settings
 	var path []gitref.Commit
-	given := c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template")
-	if starting || given {
+	// a new campaign's settings; a resumed one's, when given, are checked against its log's by
+	// bisect.Run
+	if given := c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template"); starting || given {
 		if set, path, err = bisectSettings(c, eo.Source); err != nil {
 			return err
-		}
-	}
-	if !starting {
-		set = nil
-		if given {
-			// checked against the log's by bisect.Run
-			set, _, _ = bisectSettings(c, eo.Source)
 		}
 	}
 	start := set
@@ -320,19 +314,6 @@ func bisectProtocol(set *bisect.Settings) (bench.Protocol, error) {
 		p.Canaries = set.Canaries
 	}
 	return p, p.Validate()
-}
-
-// seriesByName is a named series (scoring, plain) or the series file at path.
-func seriesByName(name string) ([]patches.Patch, error) {
-	switch name {
-	case patches.SeriesScoring, patches.SeriesPlain:
-		return patches.Named(name)
-	}
-	if _, err := os.Stat(name); err != nil {
-		return nil, usagef("--series %s: neither a named series (%s) nor a file: %v", name, strings.Join(patches.SeriesNames, ", "), err)
-	}
-	s, err := patches.Load(os.DirFS(filepath.Dir(name)), filepath.Base(name))
-	return s, usageOf(err)
 }
 
 func patchIDs(series []patches.Patch) []string {

@@ -15,8 +15,11 @@ import (
 var seriesFlag = &cli.StringFlag{Name: "series", Usage: "the patches to apply: `scoring` (the built-in series: upstream plus echo and prompt logprobs, the default), plain (upstream plus patch 0001, what a CUDA build needs) or a series FILE (\"NAME.patch sha256:DIGEST\" lines, the patches beside it; an empty file applies none)"}
 
 // seriesOf is the series --series names, or the built-in one.
-func seriesOf(c *cli.Context) ([]patches.Patch, error) {
-	name := c.String("series")
+func seriesOf(c *cli.Context) ([]patches.Patch, error) { return seriesByName(c.String("series")) }
+
+// seriesByName is the series name stands for: a named series (scoring, plain), a series file,
+// or, for "", the built-in one.
+func seriesByName(name string) ([]patches.Patch, error) {
 	switch name {
 	case "":
 		return patches.Series()
@@ -30,5 +33,6 @@ func seriesOf(c *cli.Context) ([]patches.Patch, error) {
 	if _, err := os.Stat(abs); err != nil {
 		return nil, usagef("--series %s: neither a named series (scoring, plain) nor a file: %v", name, err)
 	}
-	return patches.Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+	s, err := patches.Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+	return s, usageOf(err)
 }

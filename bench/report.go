@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -190,7 +191,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	p("## Command identity\n\n")
 	for _, r := range rep.standing() {
 		p("%s (plan %s, llama.cpp %s, manifest %s):\n\n```\n", r.Label, short8(r.PlanHash), short8(r.Commit), short8(r.Manifest))
-		for _, k := range slices.Sorted(mapKeys(r.Env)) {
+		for _, k := range slices.Sorted(maps.Keys(r.Env)) {
 			p("%s=%s \\\n", k, r.Env[k])
 		}
 		p("%s\n```\n\n", strings.Join(r.Command, " "))
@@ -226,16 +227,6 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		p("- none\n")
 	}
 	return ew.err
-}
-
-func mapKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func short8(s string) string {
