@@ -37,13 +37,14 @@ L=$B/bin # the unpacked tools: each call replaces the checkout (and .carry), the
 export PATH=$PATH:/usr/local/cuda/bin
 good=1425386fd996511e1f3295e7366c38289a92a271 bad=34af94cd9ab277632e27caeec2d41de2fd091b31
 PROTOCOL=${PROTOCOL:---mode full --metric repeated --canaries 128}
+CAMPAIGNS=${CAMPAIGNS:-ds mtp} # which campaigns run (ds alone halves the builds of a short lease)
 
 collect() {
-	for c in ds mtp; do
+	for c in $CAMPAIGNS; do
 		[ -f $B/$c/bisect.log ] && cp $B/$c/bisect.log "$OUT/$c.log" && $L/llbuild bisect log $B/$c >"$OUT/$c.txt" 2>&1
 	done
 	tail -c 60000 $B/progress.log >"$OUT/progress.log" 2>/dev/null
-	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log ds/bench mtp/bench 2>/dev/null)
+	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log $(for c in $CAMPAIGNS; do echo $c/bench; done) 2>/dev/null)
 	cat "$OUT"/ds.txt "$OUT"/mtp.txt 2>/dev/null | grep -E '^(ends|threshold|[0-9]+ |probing|done|no-step|ambiguous|confirm|culprit)' | tail -30
 }
 
@@ -73,7 +74,7 @@ start)
 		$B/ccache/bin/ccache --version | head -1
 	fi
 	export PATH=$B/ccache/bin:$PATH # the campaigns' builds find it (the plan's compiler launcher)
-	for c in ds mtp; do # an earlier part's log, carried in
+	for c in $CAMPAIGNS; do # an earlier part's log, carried in
 		[ -f "$D/$c.log" ] && mkdir -p $B/$c && cp "$D/$c.log" $B/$c/bisect.log && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
@@ -81,7 +82,7 @@ start)
 	# machine is held; their script is quoted whole and gets its values as arguments
 	# shellcheck disable=SC2016
 	setsid bash -c '
-		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6
+		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6 CAMPAIGNS=$7
 		exec >>$B/progress.log 2>&1
 		echo $$ >$B/running
 		cd $B/src || exit 1
@@ -100,7 +101,7 @@ start)
 			"$D"/llbuild bundle -t h200 --artifacts "$a" -o $B/tpl-mtp --model $B/g.gguf --draft $B/ga.gguf "${common[@]}" >/dev/null || exit 1
 		ended() { [ -f $B/$1.failed ] || "$D"/llbuild bisect log $B/$1 --json 2>/dev/null | grep -qE "\"phase\": \"(done|no-step|ambiguous|ends-unusable)\""; }
 		while :; do
-			for c in ds mtp; do
+			for c in $CAMPAIGNS; do
 				ended $c && continue
 				echo "== $c: one step, $((SECONDS - t0)) s into the part"
 				"$D"/llbuild bisect run --dir $B/$c --source $REPO --good $good --bad $bad -t h200 --template $B/tpl-$c --series plain \
@@ -109,9 +110,10 @@ start)
 				grep -E "^(ends|threshold|probing|done|no-step|ambiguous|culprit|confirm)" $B/$c.out
 				[ $rc -eq 0 ] || { echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1; }
 			done
-			ended ds && ended mtp && { echo "ds and mtp ended after $((SECONDS - t0)) s" >$B/finished; break; }
+			all=1; for c in $CAMPAIGNS; do ended $c || all=0; done
+			[ $all = 1 ] && { echo "$CAMPAIGNS ended after $((SECONDS - t0)) s" >$B/finished; break; }
 		done
-	' _ $L $B $REPO $good $bad "$PROTOCOL" </dev/null &
+	' _ $L $B $REPO $good $bad "$PROTOCOL" "$CAMPAIGNS" </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
 wait) waitfor "$secs" ;;
