@@ -15,6 +15,7 @@ import (
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
 )
 
 // intKnobs maps bundle flags to llama-server knobs that are left out unless given.
@@ -42,6 +43,7 @@ func bundleCommand() *cli.Command {
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
 		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
+		&cli.StringFlag{Name: "image", Usage: "take llama-server, its loader and its libraries out of a runtime `IMAGE` instead of --artifacts: " + image.SpecForms + "; an llbuild image brings its plan, anyone else's is marked foreign"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
 		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
 		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
@@ -87,8 +89,11 @@ func bundleCommand() *cli.Command {
 			if in.Model == "" {
 				return usagef("no model given: use --model FILE.gguf")
 			}
-			if in.Artifacts == "" {
-				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target)")
+			switch {
+			case in.Artifacts != "" && c.String("image") != "":
+				return usagef("give --artifacts or --image, not both")
+			case in.Artifacts == "" && c.String("image") == "":
+				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target) or --image IMAGE (a llama.cpp server image)")
 			}
 			for _, kv := range c.StringSlice("env") {
 				k, v, ok := strings.Cut(kv, "=")
@@ -134,6 +139,14 @@ func bundleCommand() *cli.Command {
 			}
 			if !c.Bool("quiet") {
 				out.Progress = &progress.Reporter{Term: termOf(c), Log: out.Log, Every: plainProgressEvery}
+			}
+			if spec := c.String("image"); spec != "" {
+				server, cleanup, err := imageServer(c.Context, loggerOf(c), spec, outputDir(out))
+				if err != nil {
+					return usageOf(err)
+				}
+				defer cleanup()
+				in.Server = server
 			}
 			plan, err := manifest.PlanBundle(in)
 			if err != nil {
@@ -204,6 +217,9 @@ func warnUnpatchedDraft(log *slog.Logger, m *manifest.Manifest) {
 // target and the server recipe resolve to now (the recipe, the patches or the target
 // changed since the build). The artifacts are still the target's, so it is not an error.
 func warnStalePlan(log *slog.Logger, target, targetFile, built string) {
+	if built == "" {
+		return // a foreign image's server: no plan to compare
+	}
 	p, err := resolvePlan(target, targetFile, "server", true)
 	if err != nil {
 		log.Debug("cannot resolve the current plan to compare", "err", err)

@@ -41,8 +41,11 @@ type Identity struct {
 	// SourceTree is the content hash of the tree the server was built from when that was a plain
 	// directory, not a checkout of LlamaCommit (which nothing then checked): the label names it
 	// instead of the commit.
-	SourceTree string   `json:"sourceTree,omitempty"`
-	Patches    []string `json:"patches"`
+	SourceTree string `json:"sourceTree,omitempty"`
+	// Image is the digest of the runtime image the server came out of (bundle --image); for a
+	// foreign image, which has no plan, the label names it instead of the plan.
+	Image   string   `json:"image,omitempty"`
+	Patches []string `json:"patches"`
 	// GPU is the device the run was given (--gpus), "" for the default.
 	GPU string `json:"gpu,omitempty"`
 	// Mode and Protocol say how it was measured.
@@ -69,6 +72,7 @@ func newIdentity(b *Bundle, p Protocol, gpu string, at time.Time) Identity {
 		PlanHash:       m.Build.PlanHash,
 		LlamaCommit:    m.Build.Source.Commit,
 		SourceTree:     m.Build.Source.Tree,
+		Image:          imageDigest(m),
 		GPU:            gpu,
 		Mode:           p.Mode,
 		Protocol:       p.key(),
@@ -89,8 +93,16 @@ func newIdentity(b *Bundle, p Protocol, gpu string, at time.Time) Identity {
 	return id
 }
 
+func imageDigest(m *manifest.Manifest) string {
+	if m.Build.Image == nil {
+		return ""
+	}
+	return m.Build.Image.Digest
+}
+
 // label is the lab's one-line name of a run:
-// MODEL-SHA8[-DRAFT-SHA8-SPEC-nMAX]-bBATCHuUBATCH-thTHREADS[-ENV]-planPLAN8-COMMIT7-mMANIFEST8[-gpuN]-MODE-YYYYMMDDTHHMMSSZ.
+// MODEL-SHA8[-DRAFT-SHA8-SPEC-nMAX]-bBATCHuUBATCH-thTHREADS[-ENV]-planPLAN8-COMMIT7 (imgIMAGE8[-COMMIT7] for a
+// foreign image)-mMANIFEST8[-gpuN]-MODE-YYYYMMDDTHHMMSSZ.
 func (id Identity) label() string {
 	s := id.Settings
 	get := func(flag string) string {
@@ -133,7 +145,15 @@ func (id Identity) label() string {
 	if id.SourceTree != "" {
 		commit = "tree" + shortDigest(id.SourceTree)[:8]
 	}
-	parts = append(parts, "plan"+shortDigest(id.PlanHash)[:8], commit, "m"+shortDigest(id.ManifestSHA256)[:8])
+	server := []string{"plan" + shortDigest(id.PlanHash)[:8], commit}
+	if id.PlanHash == "" && id.Image != "" {
+		server = []string{"img" + shortDigest(id.Image)[:8]} // a foreign image: no plan, maybe no commit
+		if commit != "" {
+			server = append(server, commit)
+		}
+	}
+	parts = append(parts, server...)
+	parts = append(parts, "m"+shortDigest(id.ManifestSHA256)[:8])
 	if id.GPU != "" {
 		parts = append(parts, "gpu"+id.GPU)
 	}

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +46,11 @@ type ServerKnobs struct {
 
 // BundleInput is everything a bundle is made from.
 type BundleInput struct {
-	Target    *targets.Target
+	Target *targets.Target
+	// Artifacts is the artifact directory the server comes from; Server, in its place, the
+	// server's files already laid out (bundle --image).
 	Artifacts string
+	Server    *ServerInput
 	Model     string
 	Draft     string
 	Knobs     ServerKnobs
@@ -72,6 +76,16 @@ type BundleOutput struct {
 	// minutes): on its Term's status line, or as a log line every Every.
 	Progress *progress.Reporter
 	Log      *slog.Logger
+}
+
+// ServerInput is a server taken from elsewhere than an artifact directory: its files, named
+// for the bundle (bin/llama-server, lib/...), the loader among them, and its provenance.
+type ServerInput struct {
+	Files  []BundleFile
+	Loader string
+	Build  Build
+	// What names the server's source in messages ("image REF").
+	What string
 }
 
 // BundleFile is one file to place in the bundle.
@@ -103,34 +117,51 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	}
 	p := &BundlePlan{Manifest: m}
 
-	// The server: artifacts built for this target.
-	if in.Artifacts == "" {
-		fail("no server artifacts given: use --artifacts DIR (the output of llbuild build)")
-	} else if a, err := artifacts.Open(in.Artifacts); err != nil {
-		errs = append(errs, notThere(fmt.Errorf("artifacts %s: %w", in.Artifacts, err)))
-	} else if a.Manifest.Target != t.Name {
-		fail("artifacts %s were built for target %s, not %s", in.Artifacts, a.Manifest.Target, t.Name)
-	} else {
-		files, loader, err := serverFiles(a)
-		if err != nil {
-			fail("artifacts %s: %w", in.Artifacts, err)
-		}
-		p.Files = append(p.Files, files...)
-		m.Server.Loader = loader
-		if m.Build, err = buildOf(a.Provenance); err != nil {
-			fail("artifacts %s: %w", in.Artifacts, err)
-		}
-		alone := false
-		for _, pt := range m.Build.Patches {
-			switch pt.Name {
-			case patches.PromptLogprobs:
-				m.Contract.PromptLogprobs = PromptLogprobsNative
-			case patches.PromptLogprobsAlone:
-				alone = true
+	// The server: artifacts built for this target, or files given as they are.
+	switch {
+	case in.Server != nil && in.Artifacts != "":
+		fail("give the server as artifacts or as files, not both")
+	case in.Server != nil:
+		p.Files = append(p.Files, in.Server.Files...)
+		m.Server.Loader = in.Server.Loader
+		m.Build = in.Server.Build
+		if m.Build.Image != nil && !m.Build.Image.Foreign && m.Build.Plan != nil {
+			var probe struct{ Target string }
+			if err := json.Unmarshal(m.Build.Plan, &probe); err == nil && probe.Target != t.Name {
+				fail("%s holds a server built for target %s, not %s", in.Server.What, probe.Target, t.Name)
 			}
 		}
-		m.Contract.ScoresTrafficIndependent = alone && in.Knobs.ScoresAlone && m.Contract.PromptLogprobs == PromptLogprobsNative
+	case in.Artifacts == "":
+		fail("no server artifacts given: use --artifacts DIR (the output of llbuild build)")
+	default:
+		a, err := artifacts.Open(in.Artifacts)
+		switch {
+		case err != nil:
+			errs = append(errs, notThere(fmt.Errorf("artifacts %s: %w", in.Artifacts, err)))
+		case a.Manifest.Target != t.Name:
+			fail("artifacts %s were built for target %s, not %s", in.Artifacts, a.Manifest.Target, t.Name)
+		default:
+			files, loader, err := serverFiles(a)
+			if err != nil {
+				fail("artifacts %s: %w", in.Artifacts, err)
+			}
+			p.Files = append(p.Files, files...)
+			m.Server.Loader = loader
+			if m.Build, err = buildOf(a.Provenance); err != nil {
+				fail("artifacts %s: %w", in.Artifacts, err)
+			}
+		}
 	}
+	alone := false
+	for _, pt := range m.Build.Patches {
+		switch pt.Name {
+		case patches.PromptLogprobs:
+			m.Contract.PromptLogprobs = PromptLogprobsNative
+		case patches.PromptLogprobsAlone:
+			alone = true
+		}
+	}
+	m.Contract.ScoresTrafficIndependent = alone && in.Knobs.ScoresAlone && m.Contract.PromptLogprobs == PromptLogprobsNative
 	m.Server.Executable = BinDir + "/llama-server"
 	m.Server.LibraryPath = []string{LibDir}
 

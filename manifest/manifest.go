@@ -118,8 +118,29 @@ type Build struct {
 	Images   []Image `json:"images"`
 	Builder  Builder `json:"builder"`
 	// Plan is the whole plan the server was built from (provenance.json's): CMake arguments,
-	// environment, CUDA architectures, runtime settings. Empty in a version 1 manifest.
+	// environment, CUDA architectures, runtime settings. Empty in a version 1 manifest, and for
+	// a server out of a foreign image.
 	Plan PlanJSON `json:"plan,omitempty"`
+	// Image, when set, says the server and its libraries came out of a runtime image (bundle
+	// --image), not out of an artifact directory.
+	Image *ImageOrigin `json:"image,omitempty"`
+}
+
+// ImageOrigin is the runtime image a bundle's server came out of.
+type ImageOrigin struct {
+	// Ref is the image as it was given: a registry reference, oci-archive:FILE, oci-layout:DIR
+	// or docker-archive:FILE. Digest is its manifest's digest (sha256:...).
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
+	// Server is llama-server's path in the image.
+	Server string `json:"server"`
+	// Foreign says the image carries no llbuild plan (anyone's image: an official
+	// server-cuda tag, a hand-written Dockerfile's): nothing records how its server was built,
+	// so the build has no plan hash, no plan and no patches, and its source is what the image's
+	// labels say, if anything.
+	Foreign bool `json:"foreign,omitempty"`
+	// Labels are the image's org.opencontainers.image.* labels (version, revision, source).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // PlanJSON is a plan as JSON, held in canonical form (compact, every object's keys sorted) so
@@ -382,10 +403,25 @@ func (m *Manifest) Validate() error {
 		bad("target.backend", "is empty")
 	}
 	b := m.Build
-	if len(b.PlanHash) < 12 || !isHex(b.PlanHash) {
+	foreign := b.Image != nil && b.Image.Foreign
+	if im := b.Image; im != nil {
+		if im.Ref == "" {
+			bad("build.image.ref", "is empty")
+		}
+		if d, ok := strings.CutPrefix(im.Digest, "sha256:"); !ok || !isHexLen(d, 64) {
+			bad("build.image.digest", "%q is not a sha256 digest", im.Digest)
+		}
+		if !path.IsAbs(im.Server) {
+			bad("build.image.server", "%q is not a path in the image", im.Server)
+		}
+	}
+	switch {
+	case foreign && (b.PlanHash != "" || len(b.Plan) > 0 || len(b.Patches) > 0):
+		bad("build.image.foreign", "a foreign image's server has no plan, plan hash or patches")
+	case !foreign && (len(b.PlanHash) < 12 || !isHex(b.PlanHash)):
 		bad("build.planHash", "%q is not a hex plan hash", b.PlanHash)
 	}
-	if !isHexLen(b.Source.Commit, 40) {
+	if !isHexLen(b.Source.Commit, 40) && !(foreign && b.Source.Commit == "") {
 		bad("build.source.commit", "%q is not a full 40-hex git commit", b.Source.Commit)
 	}
 	if b.Vendor != nil && !isHexLen(b.Vendor.Commit, 40) {
@@ -399,7 +435,7 @@ func (m *Manifest) Validate() error {
 	switch {
 	case m.SchemaVersion == 1 && len(b.Plan) > 0:
 		bad("build.plan", "a version 1 manifest has no plan: set schemaVersion to %d", SchemaVersion)
-	case m.SchemaVersion >= 2 && len(b.Plan) == 0:
+	case m.SchemaVersion >= 2 && len(b.Plan) == 0 && !foreign:
 		bad("build.plan", "is missing: a version %d manifest records the plan its server was built from", m.SchemaVersion)
 	case len(b.Plan) > 0:
 		var probe struct {

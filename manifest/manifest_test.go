@@ -456,3 +456,30 @@ func TestPlanIsHeldCanonically(t *testing.T) {
 		t.Errorf("plan after Encode and Parse = %s, want %s", got.Build.Plan, m.Build.Plan)
 	}
 }
+
+// A server out of a foreign image has no plan, plan hash, patches or commit, and its origin
+// says which image; a plan beside "foreign", or an origin without a digest, is refused.
+func TestValidateForeignImageOrigin(t *testing.T) {
+	m, _ := sample(t)
+	m.Build.PlanHash, m.Build.Plan, m.Build.Patches, m.Build.Source = "", nil, []Patch{}, Source{}
+	m.Build.Image = &ImageOrigin{Ref: "ghcr.io/ggml-org/llama.cpp:server-cuda", Digest: "sha256:" + strings.Repeat("a", 64), Server: "/app/llama-server", Foreign: true}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("a foreign image's manifest: %v", err)
+	}
+	plain := *m
+	plain.Build.Image = nil
+	if err := plain.Validate(); err == nil || !strings.Contains(err.Error(), "build.planHash") || !strings.Contains(err.Error(), "build.source.commit") {
+		t.Errorf("the same without build.image: %v, want build.planHash and build.source.commit refused", err)
+	}
+	bad := *m
+	im := *m.Build.Image
+	im.Digest, im.Server = "latest", "app/llama-server"
+	bad.Build.Image = &im
+	bad.Build.PlanHash = strings.Repeat("b", 64)
+	err := bad.Validate()
+	for _, want := range []string{"build.image.digest", "build.image.server", "build.image.foreign"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %s", err, want)
+		}
+	}
+}

@@ -146,6 +146,9 @@ func fromBundle(file string, m *manifest.Manifest) (*Plan, error) {
 	if b, err := json.Marshal(m.Target.Host); err != nil || json.Unmarshal(b, &host.Host) != nil {
 		host = nil
 	}
+	if im := m.Build.Image; im != nil && im.Foreign {
+		return nil, inputerr.Errorf("%s: its server came out of a foreign image (%s, %s), which records no plan to compare", file, im.Ref, im.Digest)
+	}
 	if len(m.Build.Plan) > 0 {
 		p, err := fromJSON(file+" (build.plan)", m.Build.Plan)
 		if err != nil {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
+)
+
+// fullCommit is a 40-hex git commit, as an image's revision label may hold one.
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// imageServer takes llama-server, its loader and its libraries out of the runtime image spec
+// names, into a directory made under near (beside the bundle, so that placing the files can
+// link them), and says where they came from: the plan an llbuild image carries in its labels,
+// or, for anyone else's image, that it is foreign. cleanup removes the directory; call it once
+// the bundle is written.
+func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *manifest.ServerInput, cleanup func(), err error) {
+	cleanup = func() {}
+	img, closeImage, err := image.Open(ctx, spec)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	defer closeImage()
+	if err := os.MkdirAll(near, 0o755); err != nil {
+		return nil, cleanup, err
+	}
+	tmp, err := os.MkdirTemp(near, ".llbuild-image-")
+	if err != nil {
+		return nil, cleanup, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	s, err := image.ExtractServer(ctx, img, tmp)
+	if err != nil {
+		cleanup()
+		return nil, func() {}, fmt.Errorf("image %s: %w", spec, err)
+	}
+	what := "image " + spec
+	in = &manifest.ServerInput{What: what}
+	for _, f := range s.Files {
+		bf := manifest.BundleFile{From: f.From, File: manifest.File{Path: manifest.LibDir + "/" + f.Name, Kind: manifest.KindLibrary, Link: f.Link}}
+		if f.Executable {
+			bf.File.Path, bf.File.Kind = manifest.BinDir+"/llama-server", manifest.KindExecutable
+		}
+		if f.Link != "" {
+			bf.From = ""
+		}
+		in.Files = append(in.Files, bf)
+	}
+	if s.Loader != "" {
+		in.Loader = manifest.LibDir + "/" + s.Loader
+	}
+	labels := s.Config.Config.Labels
+	origin := &manifest.ImageOrigin{Ref: spec, Digest: s.Digest.String(), Server: s.Path}
+	for k, v := range labels {
+		if strings.HasPrefix(k, "org.opencontainers.image.") {
+			if origin.Labels == nil {
+				origin.Labels = map[string]string{}
+			}
+			origin.Labels[k] = v
+		}
+	}
+	if labels[image.LabelPlan] == "" && labels[image.LabelPlanHash] == "" {
+		origin.Foreign = true
+		in.Build = manifest.Build{
+			Source:   manifest.Source{URL: labels["org.opencontainers.image.source"]},
+			Patches:  []manifest.Patch{},
+			Images:   []manifest.Image{{Role: "runtime", Ref: spec, Digest: s.Digest.String()}},
+			Contract: patches.Contract(nil),
+			Image:    origin,
+		}
+		if rev := labels["org.opencontainers.image.revision"]; fullCommit.MatchString(rev) {
+			in.Build.Source.Commit = rev
+		}
+	} else {
+		raw, err := image.RecordedPlan(s.Config)
+		if err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("%s: %w", what, err)
+		}
+		if in.Build, err = buildOfPlan(raw, labels[image.LabelVersion]); err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("%s: %w", what, err)
+		}
+		in.Build.Image = origin
+	}
+	libs := 0
+	for _, f := range s.Files {
+		if !f.Executable && f.Link == "" {
+			libs++
+		}
+	}
+	log.Info("server taken from the image", "image", spec, "digest", s.Digest.String(), "server", s.Path,
+		"libraries", libs, "loader", s.Loader, "foreign", origin.Foreign, "from the host", strings.Join(s.Host, " "))
+	return in, cleanup, nil
+}
+
+// buildOfPlan is the provenance of an llbuild image's server: the plan its labels carry.
+func buildOfPlan(raw []byte, version string) (manifest.Build, error) {
+	var p pipeline.Plan
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return manifest.Build{}, fmt.Errorf("the plan in label %s: %w", image.LabelPlan, err)
+	}
+	plan, err := manifest.NewPlanJSON(raw)
+	if err != nil {
+		return manifest.Build{}, err
+	}
+	b := manifest.Build{
+		Plan:     plan,
+		PlanHash: p.Hash,
+		Source:   manifest.Source{URL: p.Source.URL, Commit: p.Source.Commit},
+		Patches:  []manifest.Patch{},
+		Images:   []manifest.Image{},
+		Builder:  manifest.Builder{Name: "llbuild", Version: version},
+	}
+	if p.Vendor != nil {
+		b.Vendor = &manifest.Source{URL: p.Vendor.URL, Commit: p.Vendor.Commit}
+	}
+	var applied [][2]string
+	for _, pt := range p.Patches {
+		b.Patches = append(b.Patches, manifest.Patch{Name: pt.Name, SHA256: pt.SHA256})
+		applied = append(applied, [2]string{pt.Name, pt.SHA256})
+	}
+	b.Series, b.Contract = patches.NameOf(applied), patches.Contract(applied)
+	for _, im := range []struct {
+		role string
+		im   pipeline.Image
+	}{{"devel", p.Images.Devel}, {"runtime", p.Images.Runtime}} {
+		if im.im.Ref != "" {
+			b.Images = append(b.Images, manifest.Image{Role: im.role, Ref: im.im.Ref, Digest: im.im.Digest})
+		}
+	}
+	return b, nil
+}
+
+// outputDir is the directory a bundle is written beside: -o's parent, else the archive's.
+func outputDir(out manifest.BundleOutput) string {
+	p := out.Dir
+	if p == "" {
+		p = out.Archive
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Dir(p)
+	}
+	return filepath.Dir(abs)
+}
