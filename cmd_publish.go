@@ -36,6 +36,15 @@ Credentials: the Docker config ($DOCKER_CONFIG/config.json and its credential he
 LLBUILD_REGISTRY_USER and LLBUILD_REGISTRY_PASSWORD, used for the --registry host only. They never
 appear in output or errors.
 
+Speed gate (--not-slower-than BUNDLE, one target: the bundle's; make the bundle of the image you
+run with llbuild bundle --image): before an image is pushed, its artifacts are bundled as BUNDLE is
+(models, arguments, environment) and benched against BUNDLE on this machine, interleaved
+(--gate-rounds, --gate-mode). An invalid run (canaries, a crash) or every round's new/old row-0
+ratio below --gate-ratio (0.98) refuses the push: exit 1, nothing pushed, no tag moved. The verdict
+(ratios, reason, the reference's manifest and image, and the digest once pushed) is written to
+--gate-dir/gate-TARGET.json and appears in --json. An image the registry already holds is not
+benched again.
+
 stdout: one image digest per published target, in input order (--target names first, then
 --target-file files); --json prints an array instead (target, tags, digest, ref, existing, moved
 tags, error). --digest-file gets "target<TAB>repo@digest" lines, written atomically.
@@ -51,7 +60,7 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one"},
 			seriesFlag,
 			refFlag,
-		}, executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...),
+		}, append(gateFlags(), executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...)...),
 		Action: func(c *cli.Context) error {
 			creds, err := publish.CredentialsFromEnv(os.Getenv, "")
 			if err != nil {
@@ -120,6 +129,15 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	if err != nil {
 		return err
 	}
+	g, err := newGate(c)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		if err := g.checkPlans(specs, plans); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	// Every tag is checked before anything is built or contacted.
 	tags, err := tmpl.RenderAll(plans, version)
@@ -135,6 +153,17 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	}
 
 	ropts := []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(creds)), remote.WithPlatform(image.Platform)}
+	images := publish.FromArtifacts{
+		Out:         eo.Out,
+		Executor:    func() (pipeline.Executor, error) { return newExecutor(c, eo, in.series, termOf(c)) },
+		Jobs:        eo.Jobs,
+		RuntimeBase: eo.Bases["runtime"],
+		Remote:      ropts,
+		Logger:      log,
+	}.Images
+	if g != nil {
+		images = g.images(images, eo.Out)
+	}
 	results, err := publish.Publish(c.Context, plans, publish.Options{
 		Repository: repo,
 		Templates:  tmpl,
@@ -143,16 +172,14 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Jobs:       eo.Jobs,
 		Logger:     log,
 		Progress:   termOf(c),
-	}, publish.FromArtifacts{
-		Out:         eo.Out,
-		Executor:    func() (pipeline.Executor, error) { return newExecutor(c, eo, in.series, termOf(c)) },
-		Jobs:        eo.Jobs,
-		RuntimeBase: eo.Bases["runtime"],
-		Remote:      ropts,
-		Logger:      log,
-	}.Images)
+	}, images)
 	if err != nil {
 		return err
+	}
+	if g != nil {
+		if err := g.pushed(results); err != nil {
+			errs = append(errs, fmt.Errorf("writing the gate's verdicts: %w", err))
+		}
 	}
 	stdout := stdoutOf(c)
 	type published struct {
@@ -163,10 +190,15 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		Existing bool     `json:"existing"`
 		Moved    []string `json:"moved"`
 		Error    string   `json:"error,omitempty"`
+		// Gate is the speed gate's verdict (--not-slower-than) for an image it benched.
+		Gate *gateVerdict `json:"gate,omitempty"`
 	}
 	report := []published{}
 	for _, r := range results {
 		p := published{Target: r.Target, Tags: nonNil(r.Tags), Digest: r.Digest, Ref: r.Ref, Existing: r.Existing, Moved: nonNil(r.Moved)}
+		if g != nil {
+			p.Gate = g.verdicts[r.Target]
+		}
 		if r.Err != nil {
 			errs = append(errs, r.Err)
 			p.Error = r.Err.Error()
