@@ -42,6 +42,7 @@ func bundleCommand() *cli.Command {
 		targetFlag, targetFileFlag, jsonFlag,
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
+		&cli.StringFlag{Name: "mmproj", Usage: "a multimodal projector `FILE.gguf` made for the model (vision or audio; llama-server --mmproj): the bundle serves image requests"},
 		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
 		&cli.StringFlag{Name: "image", Usage: "take llama-server, its loader and its libraries out of a runtime `IMAGE` instead of --artifacts: " + image.SpecForms + "; an llbuild image brings its plan, anyone else's is marked foreign"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
@@ -62,7 +63,7 @@ func bundleCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bundle",
 		Usage: "assemble a submission bundle: server, libraries, models and a manifest, served by llbuild serve",
-		Description: "Lays out bin/ (llama-server), lib/ (its libraries), models/ (model and draft) and manifest.json,\n" +
+		Description: "Lays out bin/ (llama-server), lib/ (its libraries), models/ (model, draft, projector) and manifest.json,\n" +
 			"which records the target, the build's provenance, every file's size and sha256, the models'\n" +
 			"GGUF facts, llama-server's exact arguments and environment, and the API the entrypoint\n" +
 			"(llbuild serve .) serves. Inputs are checked before anything is written; the bundle is\n" +
@@ -83,6 +84,7 @@ func bundleCommand() *cli.Command {
 				Artifacts: c.String("artifacts"),
 				Model:     c.String("model"),
 				Draft:     c.String("draft"),
+				MMProj:    c.String("mmproj"),
 				ExtraArgs: c.StringSlice("server-arg"),
 				Env:       map[string]string{},
 			}

@@ -53,7 +53,9 @@ type BundleInput struct {
 	Server    *ServerInput
 	Model     string
 	Draft     string
-	Knobs     ServerKnobs
+	// MMProj is a multimodal projector GGUF (--mmproj), served beside the model.
+	MMProj string
+	Knobs  ServerKnobs
 	// ExtraArgs are appended to llama-server's arguments as given (--server-arg).
 	ExtraArgs []string
 	// Env is added to the target's runtime environment (--env).
@@ -196,6 +198,23 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 			}
 		}
 	}
+	if in.MMProj != "" {
+		pjPath := ModelsDir + "/" + filepath.Base(in.MMProj)
+		pj, err := ReadProjector(in.MMProj)
+		switch {
+		case err != nil:
+			errs = append(errs, notThere(fmt.Errorf("mmproj %s: %w", in.MMProj, err)))
+		case pjPath == modelPath || m.Models.Draft != nil && pjPath == m.Models.Draft.Path:
+			fail("mmproj %s: has the same file name as the model or the draft; rename it", in.MMProj)
+		default:
+			pj.Path = pjPath
+			m.Models.MMProj = pj
+			p.Files = append(p.Files, BundleFile{From: in.MMProj, File: File{Path: pjPath, Kind: KindMMProj}})
+			if n := model.EmbeddingLength; pj.EmbeddingLength != 0 && n != 0 && pj.EmbeddingLength != n {
+				fail("mmproj %s projects to %d-wide embeddings, model %s has %d: it was made for another model", in.MMProj, pj.EmbeddingLength, in.Model, n)
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -231,6 +250,40 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 		return nil, fmt.Errorf("the bundle's manifest would be invalid: %w", err)
 	}
 	return p, nil
+}
+
+// ReadProjector reads a multimodal projector's GGUF header: general.architecture must be clip
+// (what llama.cpp's converters write for --mmproj files).
+func ReadProjector(file string) (*Projector, error) {
+	f, err := gguf.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	str := func(k string) string {
+		v, _ := f.Get(k)
+		s, _ := v.AsString()
+		return s
+	}
+	flag := func(k string) bool {
+		v, _ := f.Get(k)
+		b, _ := v.AsBool()
+		return b
+	}
+	if a := str("general.architecture"); a != "clip" {
+		return nil, fmt.Errorf("not a multimodal projector: general.architecture is %q, a projector's is clip (llama.cpp's convert_hf_to_gguf.py --mmproj writes one)", a)
+	}
+	pj := &Projector{Type: str("clip.projector_type"), Vision: flag("clip.has_vision_encoder"), Audio: flag("clip.has_audio_encoder")}
+	if pj.Type == "" {
+		pj.Type = str("clip.vision.projector_type")
+	}
+	for _, k := range []string{"clip.vision.projection_dim", "clip.audio.projection_dim"} {
+		if v, ok := f.Get(k); ok {
+			if n, ok := v.AsUint(); ok && pj.EmbeddingLength == 0 {
+				pj.EmbeddingLength = n
+			}
+		}
+	}
+	return pj, nil
 }
 
 // notThere makes the error of an input the caller named but that does not exist an
@@ -325,6 +378,9 @@ func serverArgs(models Models, k ServerKnobs, promptLogprobs, scoresAlone bool, 
 		}
 		num("--spec-draft-threads", k.ThreadsDraft)
 		num("--n-gpu-layers-draft", k.GPULayersDraft)
+	}
+	if pj := models.MMProj; pj != nil {
+		args = append(args, "--mmproj", pj.Path)
 	}
 	num("--ctx-size", k.CtxSize)
 	num("--batch-size", k.BatchSize)

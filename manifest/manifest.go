@@ -36,6 +36,9 @@ const (
 	KindLibrary    = "library"
 	KindModel      = "model"
 	KindDraft      = "draft"
+	// KindMMProj is a multimodal projector (llama-server --mmproj): the vision or audio
+	// encoder that turns an image into the model's embeddings.
+	KindMMProj = "mmproj"
 )
 
 // Directories of a bundle.
@@ -207,10 +210,25 @@ type (
 	Builder = artifacts.Builder
 )
 
-// Models are the bundle's model and optional draft.
+// Models are the bundle's model, optional draft and optional multimodal projector.
 type Models struct {
-	Model Model  `json:"model"`
-	Draft *Model `json:"draft,omitempty"`
+	Model  Model      `json:"model"`
+	Draft  *Model     `json:"draft,omitempty"`
+	MMProj *Projector `json:"mmproj,omitempty"`
+}
+
+// Projector is the bundle's multimodal projector (--mmproj) and what its GGUF header says.
+type Projector struct {
+	// Path is the file's path in the bundle (models/NAME.gguf).
+	Path string `json:"path"`
+	// Type is clip.projector_type (mlp, gemma3, ...); Vision and Audio say which encoders it
+	// holds (clip.has_vision_encoder, clip.has_audio_encoder).
+	Type   string `json:"type,omitempty"`
+	Vision bool   `json:"vision,omitempty"`
+	Audio  bool   `json:"audio,omitempty"`
+	// EmbeddingLength is the size of the embeddings it projects to (clip.vision.projection_dim
+	// or clip.audio.projection_dim): the model's embedding length.
+	EmbeddingLength uint64 `json:"embeddingLength,omitempty"`
 }
 
 // Model is a GGUF file of the bundle and the facts read from its header.
@@ -466,9 +484,9 @@ func (m *Manifest) Validate() error {
 		}
 		kinds[f.Path] = f.Kind
 		switch f.Kind {
-		case KindExecutable, KindLibrary, KindModel, KindDraft:
+		case KindExecutable, KindLibrary, KindModel, KindDraft, KindMMProj:
 		default:
-			bad(field+".kind", "%q is not one of executable, library, model, draft", f.Kind)
+			bad(field+".kind", "%q is not one of executable, library, model, draft, mmproj", f.Kind)
 		}
 		if f.Link != "" {
 			if f.Link != path.Base(f.Link) || f.Link == "." || f.Link == ".." {
@@ -517,6 +535,12 @@ func (m *Manifest) Validate() error {
 		needFile("models.draft.path", d.Path, KindDraft)
 		if err := DraftFits(m.Models.Model.GGUF, d.GGUF); err != nil {
 			bad("models.draft", "%v", err)
+		}
+	}
+	if pj := m.Models.MMProj; pj != nil {
+		needFile("models.mmproj.path", pj.Path, KindMMProj)
+		if n := m.Models.Model.GGUF.EmbeddingLength; pj.EmbeddingLength != 0 && n != 0 && pj.EmbeddingLength != n {
+			bad("models.mmproj.embeddingLength", "is %d, the model's embedding length is %d: the projector was made for another model", pj.EmbeddingLength, n)
 		}
 	}
 	s := m.Server

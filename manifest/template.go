@@ -11,7 +11,7 @@ import (
 )
 
 // TemplateInput is the BundleInput that re-makes the bundle at dir around other artifacts of
-// the same target: its model and draft (from the bundle's own files), its llama-server
+// the same target: its model, draft and projector (from the bundle's own files), its llama-server
 // arguments and its environment. Only what the bundle derived from its server is derived again
 // from the new one: the arguments of the series' patches (--prompt-logprobs, and
 // --prompt-logprobs-alone with --no-kv-unified) are given where the new server has them, so a
@@ -56,6 +56,12 @@ func TemplateInput(dir string, t *targets.Target, artifactsDir string) (BundleIn
 			if _, err := value(); err != nil {
 				return BundleInput{}, err
 			}
+		case "--mmproj":
+			v, err := value()
+			if err != nil {
+				return BundleInput{}, err
+			}
+			in.MMProj = filepath.Join(dir, filepath.FromSlash(v))
 		case "--cache-ram", "--ctx-checkpoints":
 			v, err := value()
 			if err != nil {
