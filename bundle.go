@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -72,127 +74,157 @@ func bundleCommand() *cli.Command {
 			"and a second line for the archive with --archive; --json prints one object instead.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("bundle takes no arguments, got %q", c.Args().Slice())
-			}
-			t, err := loadTarget(c.String("target"), c.String("target-file"))
+			o, err := bundleOptionsOf(c)
 			if err != nil {
 				return err
 			}
-			in := manifest.BundleInput{
-				Target:    t,
-				Artifacts: c.String("artifacts"),
-				Model:     c.String("model"),
-				Draft:     c.String("draft"),
-				MMProj:    c.String("mmproj"),
-				ExtraArgs: c.StringSlice("server-arg"),
-				Env:       map[string]string{},
-			}
-			if in.Model == "" {
-				return usagef("no model given: use --model FILE.gguf")
-			}
-			switch {
-			case in.Artifacts != "" && c.String("image") != "":
-				return usagef("give --artifacts or --image, not both")
-			case in.Artifacts == "" && c.String("image") == "":
-				return usagef("no server given: use --artifacts DIR (the output of llbuild build for this target) or --image IMAGE (a llama.cpp server image)")
-			}
-			for _, kv := range c.StringSlice("env") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usagef("--env %q: want KEY=VALUE", kv)
-				}
-				in.Env[k] = v
-			}
-			for _, k := range intKnobs {
-				if c.IsSet(k.flag) {
-					v := c.Int(k.flag)
-					*k.field(&in.Knobs) = &v
-				}
-			}
-			in.Knobs.DraftPMin = c.String("spec-draft-p-min")
-			in.Knobs.CacheRAM = c.Int("cache-ram")
-			in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
-			in.Knobs.ScoresAlone = c.Bool("scores-traffic-independent")
-			if in.Draft == "" {
-				for _, f := range []string{"spec-draft-n-max", "spec-draft-n-min", "spec-draft-p-min", "spec-draft-threads", "n-gpu-layers-draft"} {
-					if c.IsSet(f) {
-						return usagef("--%s needs --draft", f)
-					}
-				}
-			}
-			out := manifest.BundleOutput{
-				Dir:     c.String("output"),
-				Archive: c.String("archive"),
-				Force:   c.Bool("force"),
-				Link:    c.Bool("link"),
-				Log:     loggerOf(c),
-			}
-			if out.Dir == "" && out.Archive == "" {
-				return usagef("no output: give -o DIR, --archive FILE or both")
-			}
-			if out.Archive != "" {
-				if _, err := manifest.ArchiveCompression(out.Archive); err != nil {
-					return usageError{err}
-				}
-			}
-			if out.Epoch, err = sourceDateEpoch(os.Getenv); err != nil {
-				return usageError{err}
-			}
-			if !c.Bool("quiet") {
-				out.Progress = &progress.Reporter{Term: termOf(c), Log: out.Log, Every: plainProgressEvery}
-			}
-			if spec := c.String("image"); spec != "" {
-				server, cleanup, err := imageServer(c.Context, loggerOf(c), spec, outputDir(out))
-				if err != nil {
-					return usageOf(err)
-				}
-				defer cleanup()
-				in.Server = server
-			}
-			plan, err := manifest.PlanBundle(in)
-			if err != nil {
-				return usageOf(err)
-			}
-			warnStalePlan(loggerOf(c), c.String("target"), c.String("target-file"), plan.Manifest.Build.PlanHash)
-			warnUnpatchedDraft(loggerOf(c), plan.Manifest)
-			if ct := plan.Manifest.Contract; c.Bool("scores-traffic-independent") && ct.PromptLogprobs == manifest.PromptLogprobsNative && !ct.ScoresTrafficIndependent {
-				loggerOf(c).Warn("native prompt-token logprobs will depend on concurrent traffic: the server was built without patch " +
-					patches.PromptLogprobsAlone + "; rebuild with the patch series for bit-identical scores")
-			}
-			m, err := manifest.WriteBundle(c.Context, plan, out)
-			if err != nil {
-				return usageOf(err)
-			}
-			b, err := m.Encode()
-			if err != nil {
-				return err
-			}
-			// One line per thing written, directory first: the manifest's sha256 and the path.
-			for _, where := range []string{out.Dir, out.Archive} {
-				if where == "" {
-					continue
-				}
-				loggerOf(c).Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
-				if c.Bool("json") {
-					continue
-				}
-				if _, err := fmt.Fprintf(stdoutOf(c), "%s  %s\n", digest.SHA256Hex(b), where); err != nil {
-					return err
-				}
-			}
-			if c.Bool("json") {
-				return writeJSON(stdoutOf(c), struct {
-					ManifestSHA256 string `json:"manifestSha256"`
-					Dir            string `json:"dir"`
-					Archive        string `json:"archive,omitempty"`
-					Target         string `json:"target"`
-					Files          int    `json:"files"`
-				}{digest.SHA256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
-			}
-			return nil
+			return runBundle(c.Context, o, loggerOf(c), stdoutOf(c))
 		},
 	}
+}
+
+// bundleOptions is everything `llbuild bundle` was asked to do.
+type bundleOptions struct {
+	// TargetName and TargetFile name the target (--target, --target-file).
+	TargetName, TargetFile string
+	// In is the bundle's input, its Target loaded; Image, when set, is where the server comes
+	// from instead of In.Artifacts.
+	In    manifest.BundleInput
+	Image string
+	Out   manifest.BundleOutput
+	JSON  bool
+}
+
+// bundleOptionsOf reads the flags; usage errors are found here, before anything is read.
+func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
+	if c.NArg() > 0 {
+		return bundleOptions{}, usagef("bundle takes no arguments, got %q", c.Args().Slice())
+	}
+	o := bundleOptions{TargetName: c.String("target"), TargetFile: c.String("target-file"), Image: c.String("image"), JSON: c.Bool("json")}
+	t, err := loadTarget(o.TargetName, o.TargetFile)
+	if err != nil {
+		return o, err
+	}
+	in := manifest.BundleInput{
+		Target:    t,
+		Artifacts: c.String("artifacts"),
+		Model:     c.String("model"),
+		Draft:     c.String("draft"),
+		MMProj:    c.String("mmproj"),
+		ExtraArgs: c.StringSlice("server-arg"),
+		Env:       map[string]string{},
+	}
+	if in.Model == "" {
+		return o, usagef("no model given: use --model FILE.gguf")
+	}
+	switch {
+	case in.Artifacts != "" && o.Image != "":
+		return o, usagef("give --artifacts or --image, not both")
+	case in.Artifacts == "" && o.Image == "":
+		return o, usagef("no server given: use --artifacts DIR (the output of llbuild build for this target) or --image IMAGE (a llama.cpp server image)")
+	}
+	for _, kv := range c.StringSlice("env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return o, usagef("--env %q: want KEY=VALUE", kv)
+		}
+		in.Env[k] = v
+	}
+	for _, k := range intKnobs {
+		if c.IsSet(k.flag) {
+			v := c.Int(k.flag)
+			*k.field(&in.Knobs) = &v
+		}
+	}
+	in.Knobs.DraftPMin = c.String("spec-draft-p-min")
+	in.Knobs.CacheRAM = c.Int("cache-ram")
+	in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
+	in.Knobs.ScoresAlone = c.Bool("scores-traffic-independent")
+	if in.Draft == "" {
+		for _, f := range []string{"spec-draft-n-max", "spec-draft-n-min", "spec-draft-p-min", "spec-draft-threads", "n-gpu-layers-draft"} {
+			if c.IsSet(f) {
+				return o, usagef("--%s needs --draft", f)
+			}
+		}
+	}
+	o.In = in
+	o.Out = manifest.BundleOutput{
+		Dir:     c.String("output"),
+		Archive: c.String("archive"),
+		Force:   c.Bool("force"),
+		Link:    c.Bool("link"),
+		Log:     loggerOf(c),
+	}
+	if o.Out.Dir == "" && o.Out.Archive == "" {
+		return o, usagef("no output: give -o DIR, --archive FILE or both")
+	}
+	if o.Out.Archive != "" {
+		if _, err := manifest.ArchiveCompression(o.Out.Archive); err != nil {
+			return o, usageError{err}
+		}
+	}
+	if o.Out.Epoch, err = sourceDateEpoch(os.Getenv); err != nil {
+		return o, usageError{err}
+	}
+	if !c.Bool("quiet") {
+		o.Out.Progress = &progress.Reporter{Term: termOf(c), Log: o.Out.Log, Every: plainProgressEvery}
+	}
+	return o, nil
+}
+
+// runBundle checks the inputs, writes the bundle (and archive) and prints the manifest's
+// sha256 beside each path written, or one JSON object.
+func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io.Writer) error {
+	in, out := o.In, o.Out
+	if o.Image != "" {
+		server, cleanup, err := imageServer(ctx, log, o.Image, outputDir(out))
+		if err != nil {
+			return usageOf(err)
+		}
+		defer cleanup()
+		in.Server = server
+	}
+	plan, err := manifest.PlanBundle(in)
+	if err != nil {
+		return usageOf(err)
+	}
+	warnStalePlan(log, o.TargetName, o.TargetFile, plan.Manifest.Build.PlanHash)
+	warnUnpatchedDraft(log, plan.Manifest)
+	if ct := plan.Manifest.Contract; in.Knobs.ScoresAlone && ct.PromptLogprobs == manifest.PromptLogprobsNative && !ct.ScoresTrafficIndependent {
+		log.Warn("native prompt-token logprobs will depend on concurrent traffic: the server was built without patch " +
+			patches.PromptLogprobsAlone + "; rebuild with the patch series for bit-identical scores")
+	}
+	m, err := manifest.WriteBundle(ctx, plan, out)
+	if err != nil {
+		return usageOf(err)
+	}
+	b, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	// One line per thing written, directory first: the manifest's sha256 and the path.
+	for _, where := range []string{out.Dir, out.Archive} {
+		if where == "" {
+			continue
+		}
+		log.Info("bundle written", "path", where, "files", len(m.Files), "target", m.Target.Name)
+		if o.JSON {
+			continue
+		}
+		if _, err := fmt.Fprintf(stdout, "%s  %s\n", digest.SHA256Hex(b), where); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		return writeJSON(stdout, struct {
+			ManifestSHA256 string `json:"manifestSha256"`
+			Dir            string `json:"dir"`
+			Archive        string `json:"archive,omitempty"`
+			Target         string `json:"target"`
+			Files          int    `json:"files"`
+		}{digest.SHA256Hex(b), out.Dir, out.Archive, m.Target.Name, len(m.Files)})
+	}
+	return nil
 }
 
 // noDraftWithProbs is the patch that makes llama-server generate without drafting for a
