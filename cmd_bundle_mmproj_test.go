@@ -180,3 +180,52 @@ func TestBundleMMProjServesAnImageRequest(t *testing.T) {
 		t.Errorf("prompt tokens %d with the image, %d without (status %d %s): want 16 more, the projector's embeddings", withImage, without, st, body)
 	}
 }
+
+// The plain series on real parts: the provisioned build with patch 0001 alone, bundled and served
+// by llbuild serve, answers completions and refuses echo with prompt logprobs, saying to rebuild
+// with the scoring series.
+func TestServeRefusesEchoOnARealPlainBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	server := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
+	if server == "" {
+		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: this test needs the recipe's llama.cpp built with patch 0001 alone (scripts/test.sh builds it when ../shared/llama.cpp is beside the repository)")
+	}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	b := filepath.Join(dir, "plain")
+	if code, _, stderr := runCLI(t, "bundle", "-t", "cpu-v3", "--artifacts", filepath.Dir(server), "--model", model, "--ctx-size", "1024",
+		"--threads", "2", "--parallel", "1", "-o", b, "-q", "--link"); code != exitOK {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	m, err := manifest.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Build.Series != "plain" || m.Build.Contract != "upstream" {
+		t.Fatalf("build series %q contract %q, want plain and upstream", m.Build.Series, m.Build.Contract)
+	}
+	base := startServe(t, b)
+	post := func(body map[string]any) (int, string) {
+		raw, _ := json.Marshal(body)
+		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.String()
+	}
+	if st, body := post(map[string]any{"prompt": "the quick brown fox", "max_tokens": 2, "temperature": 0}); st != 200 {
+		t.Errorf("a plain completion: status %d\n%s", st, body)
+	}
+	st, body := post(map[string]any{"prompt": "the quick brown fox", "max_tokens": 1, "logprobs": 1, "echo": true})
+	if st != 400 || !strings.Contains(body, "--series scoring") {
+		t.Errorf("echo with logprobs: status %d %s, want 400 saying to rebuild with the scoring series", st, body)
+	}
+}
