@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
@@ -35,126 +34,137 @@ func buildCommand() *cli.Command {
 			jsonFlag,
 		}, executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built at once")...),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
-			}
-			var names []string
-			for _, t := range c.StringSlice("target") {
-				for _, n := range strings.Split(t, ",") {
-					if n = strings.TrimSpace(n); n != "" {
-						names = append(names, n)
-					}
-				}
-			}
-			if c.String("target-file") != "" {
-				names = append(names, "")
-			}
-			if len(names) == 0 {
-				// The default target runs on any x86-64-v3 machine, so the main job works anywhere.
-				names = []string{defaultTarget}
-				loggerOf(c).Info("no --target given: building the default target", "target", defaultTarget)
-			}
-			eo, err := executorOptionsOf(c)
+			o, err := buildOptionsOf(c)
 			if err != nil {
 				return err
 			}
-			imaging := c.String("image-out") != "" || len(c.StringSlice("push")) > 0
-			if imaging && len(names) > 1 {
-				return usagef("--image-out and --push take one target, got %d", len(names))
-			}
-			if eo.Jobs < 1 {
-				return usagef("--jobs must be at least 1")
-			}
-			in, err := serverInputsOf(c, eo.Source, false)
-			if err != nil {
-				return err
-			}
-			var specs []targetSpec
-			for _, n := range names {
-				if n == "" {
-					specs = append(specs, targetSpec{file: c.String("target-file")})
-				} else {
-					specs = append(specs, targetSpec{name: n})
-				}
-			}
-			plans, err := resolveServerPlans(specs, in, c.Bool("allow-floating"))
-			if err != nil {
-				return err
-			}
-			series := in.series
-			var errs []error
-			if src := eo.Source; src != "" && !c.IsSet("out") {
-				if abs, _ := filepath.Abs(src); isWithin(eo.Out, abs) {
-					return usagef("the default --out %s is inside the source %s: pass --out", eo.Out, abs)
-				}
-			}
-			log := loggerOf(c)
-			if err := eo.check(); err != nil {
-				return err
-			}
-			// The runtime base is checked before anything builds: a wrong --base runtime (another
-			// digest than the plan's) must not cost a whole build first.
-			var runtimeBase v1.Image
-			if imaging {
-				if runtimeBase, err = image.LoadBase(c.Context, eo.Bases["runtime"], plans[0].Images.Runtime); err != nil {
-					return fmt.Errorf("target %s: runtime base image, checked before building: %w", plans[0].Target, err)
-				}
-			}
-			ex, err := newExecutor(c, eo, series, termOf(c))
-			if err != nil {
-				return err
-			}
-
-			results := pipeline.BuildAll(c.Context, ex, plans, eo.Out, eo.Jobs)
-			if cl, ok := ex.(interface{ Close() error }); ok {
-				if err := cl.Close(); err != nil {
-					log.Warn("closing the engine session", "err", err)
-				}
-			}
-			stdout := stdoutOf(c)
-			type built struct {
-				Target   string `json:"target"`
-				PlanHash string `json:"planHash"`
-				Dir      string `json:"dir,omitempty"`
-				Image    string `json:"image,omitempty"`
-				Error    string `json:"error,omitempty"`
-			}
-			var report []built
-			for _, r := range results {
-				b := built{Target: r.Plan.Target, PlanHash: r.Plan.Hash, Dir: r.Dir}
-				if r.Err != nil {
-					errs = append(errs, r.Err)
-					b.Error = r.Err.Error()
-					report = append(report, b)
-					continue
-				}
-				if imaging {
-					digest, err := image.Build(c.Context, r.Dir, runtimeBase, image.Output{
-						File: c.String("image-out"), Push: c.StringSlice("push"),
-						Log: loggerOf(c), Term: termOf(c), Every: plainProgressEvery,
-					})
-					if err != nil {
-						err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)
-						errs = append(errs, err)
-						b.Error = err.Error()
-					}
-					b.Image = digest
-				}
-				report = append(report, b)
-				switch {
-				case c.Bool("json") || b.Error != "":
-				case imaging:
-					fmt.Fprintln(stdout, b.Image)
-				default:
-					fmt.Fprintln(stdout, b.Dir)
-				}
-			}
-			if c.Bool("json") {
-				if err := writeJSON(stdout, report); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			return errors.Join(errs...)
+			return runBuild(c, o)
 		},
 	}
+}
+
+// buildOptions is everything `llbuild build` was asked to do.
+type buildOptions struct {
+	Specs         []targetSpec
+	Inputs        *serverInputs
+	AllowFloating bool
+	Exec          executorOptions
+	// ImageOut and Push ask for the runtime image (one target only).
+	ImageOut string
+	Push     []string
+	JSON     bool
+}
+
+func (o buildOptions) imaging() bool { return o.ImageOut != "" || len(o.Push) > 0 }
+
+// buildOptionsOf reads the flags; usage errors are found here, before anything is resolved.
+func buildOptionsOf(c *cli.Context) (buildOptions, error) {
+	if c.NArg() > 0 {
+		return buildOptions{}, usagef("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
+	}
+	o := buildOptions{AllowFloating: c.Bool("allow-floating"), ImageOut: c.String("image-out"), Push: c.StringSlice("push"), JSON: c.Bool("json")}
+	var files []string
+	if f := c.String("target-file"); f != "" {
+		files = []string{f}
+	}
+	o.Specs = targetSpecsOf(c.StringSlice("target"), files)
+	if len(o.Specs) == 0 {
+		// The default target runs on any x86-64-v3 machine, so the main job works anywhere.
+		o.Specs = []targetSpec{{name: defaultTarget}}
+		loggerOf(c).Info("no --target given: building the default target", "target", defaultTarget)
+	}
+	var err error
+	if o.Exec, err = executorOptionsOf(c); err != nil {
+		return o, err
+	}
+	if o.imaging() && len(o.Specs) > 1 {
+		return o, usagef("--image-out and --push take one target, got %d", len(o.Specs))
+	}
+	if o.Exec.Jobs < 1 {
+		return o, usagef("--jobs must be at least 1")
+	}
+	if o.Inputs, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
+		return o, err
+	}
+	if src := o.Exec.Source; src != "" && !c.IsSet("out") {
+		if abs, _ := filepath.Abs(src); isWithin(o.Exec.Out, abs) {
+			return o, usagef("the default --out %s is inside the source %s: pass --out", o.Exec.Out, abs)
+		}
+	}
+	if err := o.Exec.check(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// runBuild resolves the plans, builds them and, with ImageOut or Push, the runtime image; it
+// prints one line per target (or the JSON array).
+func runBuild(c *cli.Context, o buildOptions) error {
+	plans, err := resolveServerPlans(o.Specs, o.Inputs, o.AllowFloating)
+	if err != nil {
+		return err
+	}
+	log := loggerOf(c)
+	// The runtime base is checked before anything builds: a wrong --base runtime (another
+	// digest than the plan's) must not cost a whole build first.
+	var runtimeBase v1.Image
+	if o.imaging() {
+		if runtimeBase, err = image.LoadBase(c.Context, o.Exec.Bases["runtime"], plans[0].Images.Runtime); err != nil {
+			return fmt.Errorf("target %s: runtime base image, checked before building: %w", plans[0].Target, err)
+		}
+	}
+	ex, err := newExecutor(c, o.Exec, o.Inputs.series, termOf(c))
+	if err != nil {
+		return err
+	}
+	results := pipeline.BuildAll(c.Context, ex, plans, o.Exec.Out, o.Exec.Jobs)
+	if cl, ok := ex.(interface{ Close() error }); ok {
+		if err := cl.Close(); err != nil {
+			log.Warn("closing the engine session", "err", err)
+		}
+	}
+	stdout := stdoutOf(c)
+	type built struct {
+		Target   string `json:"target"`
+		PlanHash string `json:"planHash"`
+		Dir      string `json:"dir,omitempty"`
+		Image    string `json:"image,omitempty"`
+		Error    string `json:"error,omitempty"`
+	}
+	var report []built
+	var errs []error
+	for _, r := range results {
+		b := built{Target: r.Plan.Target, PlanHash: r.Plan.Hash, Dir: r.Dir}
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+			b.Error = r.Err.Error()
+			report = append(report, b)
+			continue
+		}
+		if o.imaging() {
+			digest, err := image.Build(c.Context, r.Dir, runtimeBase, image.Output{
+				File: o.ImageOut, Push: o.Push, Log: log, Term: termOf(c), Every: plainProgressEvery,
+			})
+			if err != nil {
+				err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)
+				errs = append(errs, err)
+				b.Error = err.Error()
+			}
+			b.Image = digest
+		}
+		report = append(report, b)
+		switch {
+		case o.JSON || b.Error != "":
+		case o.imaging():
+			fmt.Fprintln(stdout, b.Image)
+		default:
+			fmt.Fprintln(stdout, b.Dir)
+		}
+	}
+	if o.JSON {
+		if err := writeJSON(stdout, report); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -96,17 +96,7 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 	if err != nil {
 		return usageError{err}
 	}
-	var specs []targetSpec
-	for _, t := range c.StringSlice("target") {
-		for _, n := range strings.Split(t, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				specs = append(specs, targetSpec{name: n})
-			}
-		}
-	}
-	for _, f := range c.StringSlice("target-file") {
-		specs = append(specs, targetSpec{file: f})
-	}
+	specs := targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file"))
 	if len(specs) == 0 {
 		return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}

@@ -139,6 +139,23 @@ func redactURL(u string) string {
 // targetSpec is a target named on the command line: built-in by name, or a file.
 type targetSpec struct{ name, file string }
 
+// targetSpecsOf reads the targets of build and publish: --target names (comma-separated or
+// repeated) in order, then the target files.
+func targetSpecsOf(names, files []string) []targetSpec {
+	var specs []targetSpec
+	for _, t := range names {
+		for _, n := range strings.Split(t, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				specs = append(specs, targetSpec{name: n})
+			}
+		}
+	}
+	for _, f := range files {
+		specs = append(specs, targetSpec{file: f})
+	}
+	return specs
+}
+
 // resolveServerPlans resolves each target's plan of the server recipe, in order: the one place
 // build and publish turn targets into plans. A target given twice is a usage error; resolution
 // errors of several targets are reported together.
