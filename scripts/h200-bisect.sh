@@ -41,10 +41,12 @@ CAMPAIGNS=${CAMPAIGNS:-ds mtp} # which campaigns run (ds alone halves the builds
 
 collect() {
 	for c in $CAMPAIGNS; do
-		[ -f $B/$c/bisect.log ] && cp $B/$c/bisect.log "$OUT/$c.log" && $L/llbuild bisect log $B/$c >"$OUT/$c.txt" 2>&1
+		[ -f "$B/$c/bisect.log" ] && cp "$B/$c/bisect.log" "$OUT/$c.log" && $L/llbuild bisect log "$B/$c" >"$OUT/$c.txt" 2>&1
 	done
 	tail -c 60000 $B/progress.log >"$OUT/progress.log" 2>/dev/null
-	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log $(for c in $CAMPAIGNS; do echo $c/bench; done) 2>/dev/null)
+	local dirs=()
+	for c in $CAMPAIGNS; do dirs+=("$c/bench"); done
+	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log "${dirs[@]}" 2>/dev/null)
 	cat "$OUT"/ds.txt "$OUT"/mtp.txt 2>/dev/null | grep -E '^(ends|threshold|[0-9]+ |probing|done|no-step|ambiguous|confirm|culprit)' | tail -30
 }
 
@@ -75,7 +77,7 @@ start)
 	fi
 	export PATH=$B/ccache/bin:$PATH # the campaigns' builds find it (the plan's compiler launcher)
 	for c in $CAMPAIGNS; do # an earlier part's log, carried in
-		[ -f "$D/$c.log" ] && mkdir -p $B/$c && cp "$D/$c.log" $B/$c/bisect.log && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
+		[ -f "$D/$c.log" ] && mkdir -p "$B/$c" && cp "$D/$c.log" "$B/$c/bisect.log" && echo "$c: resuming from $(wc -l <"$D/$c.log") events"
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	# the campaigns run in a session of their own, so that they outlive this call while the
