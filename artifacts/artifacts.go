@@ -41,6 +41,9 @@ const (
 	KindExecutable = "executable"
 	KindLibrary    = "library"
 	KindWheel      = "wheel"
+	// KindPatch is a patch the build applied, kept as it was applied (patches/NAME): a build's
+	// negative result keeps its bytes, not only their digest.
+	KindPatch = "patch"
 )
 
 // Manifest is artifacts.json: what the directory holds, with digests.
@@ -272,9 +275,9 @@ func checkRel(p string) error {
 func copyIn(root string, f InputFile) (File, error) {
 	mf := File{Path: f.Path, Kind: f.Kind}
 	switch f.Kind {
-	case KindExecutable, KindLibrary, KindWheel:
+	case KindExecutable, KindLibrary, KindWheel, KindPatch:
 	default:
-		return mf, fmt.Errorf("artifacts: %s: kind %q is not one of executable, library, wheel", f.Path, f.Kind)
+		return mf, fmt.Errorf("artifacts: %s: kind %q is not one of executable, library, wheel, patch", f.Path, f.Kind)
 	}
 	dst := filepath.Join(root, filepath.FromSlash(f.Path))
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -299,7 +302,7 @@ func copyIn(root string, f InputFile) (File, error) {
 		return mf, fmt.Errorf("artifacts: %s is not a regular file", f.Path)
 	}
 	mode := os.FileMode(0o644)
-	if f.Kind != KindWheel {
+	if f.Kind != KindWheel && f.Kind != KindPatch {
 		mode = 0o755
 	}
 	src, err := os.Open(f.From)

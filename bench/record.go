@@ -23,6 +23,9 @@ type Record struct {
 	// environment; those that change computation are in Identity.Env with their values.
 	EnvNames []string `json:"envNames,omitempty"`
 	Protocol Protocol `json:"protocol"`
+	// Patches are the server's patches, in order, each kept in the campaign by its sha256
+	// where the bundle carried its bytes: a rejected run keeps what it tried.
+	Patches []KeptPatch `json:"patches,omitempty"`
 	// Round counts the runs of this bundle in one invocation (A/B rounds), from 0.
 	Round    int        `json:"round"`
 	Server   ServerInfo `json:"server"`

@@ -216,6 +216,7 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	}
 	rec := &Record{SchemaVersion: RecordSchema, Identity: id, Bundle: b.Name,
 		Invocation: o.Invocation, Protocol: o.Protocol, Round: round, Started: started.UTC()}
+	rec.Patches = keepPatches(o.Dir, b, o.Log)
 	// What reaches llama-server besides the manifest's environment: the bench's own (the
 	// device) and the shell's. The shell's variables that change what it computes are part of
 	// the identity and the label (a lab's LLAMA_*/GGML_* switches set in the shell changed runs

@@ -310,6 +310,8 @@ func serverFiles(a *artifacts.Artifacts) ([]BundleFile, string, error) {
 		case artifacts.KindExecutable:
 			dst = BinDir + "/" + base
 			server = server || base == "llama-server"
+		case artifacts.KindPatch:
+			dst = PatchesDir + "/" + base
 		case artifacts.KindLibrary:
 			dst = LibDir + "/" + base
 			if isLoader(base) && f.Link == "" {

@@ -39,13 +39,16 @@ const (
 	// KindMMProj is a multimodal projector (llama-server --mmproj): the vision or audio
 	// encoder that turns an image into the model's embeddings.
 	KindMMProj = "mmproj"
+	// KindPatch is a patch the server was built with (patches/NAME), as its artifacts kept it.
+	KindPatch = "patch"
 )
 
 // Directories of a bundle.
 const (
-	BinDir    = "bin"
-	LibDir    = "lib"
-	ModelsDir = "models"
+	BinDir     = "bin"
+	LibDir     = "lib"
+	ModelsDir  = "models"
+	PatchesDir = "patches"
 )
 
 // Manifest is manifest.json: everything a bundle holds and how it runs. It is a lock file:
@@ -484,9 +487,9 @@ func (m *Manifest) Validate() error {
 		}
 		kinds[f.Path] = f.Kind
 		switch f.Kind {
-		case KindExecutable, KindLibrary, KindModel, KindDraft, KindMMProj:
+		case KindExecutable, KindLibrary, KindModel, KindDraft, KindMMProj, KindPatch:
 		default:
-			bad(field+".kind", "%q is not one of executable, library, model, draft, mmproj", f.Kind)
+			bad(field+".kind", "%q is not one of executable, library, model, draft, mmproj, patch", f.Kind)
 		}
 		if f.Link != "" {
 			if f.Link != path.Base(f.Link) || f.Link == "." || f.Link == ".." {

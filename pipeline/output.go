@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -10,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/patches"
 )
 
 // Executor carries out a Plan and leaves its outputs as an artifact directory under out.
@@ -81,6 +84,22 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 	if err != nil {
 		return "", err
 	}
+	var pv provenance
+	for _, o := range opts {
+		o(&pv)
+	}
+	if len(pv.patchFiles) > 0 {
+		tmp, err := os.MkdirTemp("", "llbuild-patches-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp)
+		pf, err := patchFiles(p, pv.patchFiles, tmp)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, pf...)
+	}
 	if p.CUDA != nil {
 		for _, f := range files {
 			// each file once: libggml-cuda.so and .so.0 are links to .so.0.x
@@ -104,15 +123,50 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 	})
 }
 
+// patchFiles writes the plan's patches from series into dir, in the plan's order, each with the
+// plan's digest.
+func patchFiles(p *Plan, series []patches.Patch, dir string) ([]artifacts.InputFile, error) {
+	byName := map[string]patches.Patch{}
+	for _, pt := range series {
+		byName[pt.Name] = pt
+	}
+	var files []artifacts.InputFile
+	for _, want := range p.Patches {
+		pt, ok := byName[want.Name]
+		if !ok || len(pt.Data) == 0 {
+			return nil, fmt.Errorf("the plan's patch %s is not in the series given to the build", want.Name)
+		}
+		sum := sha256.Sum256(pt.Data)
+		if got := hex.EncodeToString(sum[:]); got != strings.TrimPrefix(want.SHA256, "sha256:") {
+			return nil, fmt.Errorf("patch %s has sha256 %s, the plan says %s", want.Name, got, want.SHA256)
+		}
+		f := filepath.Join(dir, want.Name)
+		if err := os.WriteFile(f, pt.Data, 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, artifacts.InputFile{Path: "patches/" + want.Name, From: f, Kind: artifacts.KindPatch})
+	}
+	return files, nil
+}
+
 // A ProvenanceOption records an input the executor used where it differs from the plan's, so
 // that provenance names what was built rather than what was planned.
 type ProvenanceOption func(*provenance)
 
 type provenance struct {
-	devel *artifacts.Image
+	// patchFiles are the bytes of the patches applied (WithPatchFiles), kept in the artifacts.
+	patchFiles []patches.Patch
+	devel      *artifacts.Image
 	// sourceTree and vendorTree are the content hashes of plain-directory sources.
 	sourceTree, vendorTree string
 	cuda                   *CUDAToolchain
+}
+
+// WithPatchFiles keeps the applied patches' bytes in the artifact directory (patches/NAME, kind
+// patch), each checked against the plan's digest: bundles carry them, and a bench campaign keeps
+// them by sha256 beside its records.
+func WithPatchFiles(series []patches.Patch) ProvenanceOption {
+	return func(pv *provenance) { pv.patchFiles = series }
 }
 
 // WithCUDAToolchain records the CUDA compiler that built, as found where the build ran.

@@ -816,4 +816,13 @@ func TestEngineAndHostBuildTheSameBytes(t *testing.T) {
 	}
 	a, b := openArtifacts(t, engineDir), openArtifacts(t, hostDir)
 	sameFiles(t, a, b, artifacts.ManifestFile)
+	// both keep the patches they applied, byte for byte
+	for _, dir := range []string{engineDir, hostDir} {
+		for _, pt := range series {
+			got, err := os.ReadFile(filepath.Join(dir, "patches", pt.Name))
+			if err != nil || !bytes.Equal(got, pt.Data) {
+				t.Errorf("%s: patches/%s = %d bytes (%v), want the %d bytes applied", dir, pt.Name, len(got), err, len(pt.Data))
+			}
+		}
+	}
 }

@@ -51,7 +51,7 @@ type state struct {
 
 // provenance says where the build's inputs differed from the plan's.
 func (s *state) provenance() []pipeline.ProvenanceOption {
-	var opts []pipeline.ProvenanceOption
+	opts := []pipeline.ProvenanceOption{pipeline.WithPatchFiles(s.opts.Series)}
 	if s.develRef != "" {
 		opts = append(opts, pipeline.WithDevelImage(s.develRef, s.develDigest))
 	}

@@ -391,7 +391,7 @@ func build(ctx context.Context, s *state) error {
 }
 
 func writeArtifacts(_ context.Context, s *state) error {
-	var opts []pipeline.ProvenanceOption
+	opts := []pipeline.ProvenanceOption{pipeline.WithPatchFiles(s.opts.Series)}
 	if s.sourceTree != "" {
 		opts = append(opts, pipeline.WithUnverifiedSource(s.plan, s.sourceTree))
 	}
