@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -188,7 +189,7 @@ func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io
 	if err != nil {
 		return usageOf(err)
 	}
-	warnStalePlan(log, o.TargetName, o.TargetFile, plan.Manifest.Build.PlanHash)
+	warnStalePlan(log, o.TargetName, o.TargetFile, plan.Manifest.Build)
 	warnUnpatchedDraft(log, plan.Manifest)
 	if ct := plan.Manifest.Contract; in.Knobs.ScoresAlone && ct.PromptLogprobs == manifest.PromptLogprobsNative && !ct.ScoresTrafficIndependent {
 		log.Warn("native prompt-token logprobs will depend on concurrent traffic: the server was built without patch " +
@@ -250,11 +251,26 @@ func warnUnpatchedDraft(log *slog.Logger, m *manifest.Manifest) {
 // warnStalePlan warns when the artifacts were built from another plan than the one the
 // target and the server recipe resolve to now (the recipe, the patches or the target
 // changed since the build). The artifacts are still the target's, so it is not an error.
-func warnStalePlan(log *slog.Logger, target, targetFile, built string) {
+func warnStalePlan(log *slog.Logger, target, targetFile string, b manifest.Build) {
+	built := b.PlanHash
 	if built == "" {
 		return // a foreign image's server: no plan to compare
 	}
-	p, err := resolvePlan(target, targetFile, "server", true)
+	// a plain directory's build: the current plan of that tree
+	var src struct {
+		Source struct{ Tree string }
+	}
+	_ = json.Unmarshal(b.Plan, &src)
+	t, err := loadTarget(target, targetFile)
+	if err != nil {
+		log.Debug("cannot resolve the current plan to compare", "err", err)
+		return
+	}
+	series, err := patches.Series()
+	if err != nil {
+		return
+	}
+	p, err := pipeline.ResolveRecipe(t, "server", series, pipeline.Options{AllowFloating: true, SourceTree: src.Source.Tree})
 	if err != nil {
 		log.Debug("cannot resolve the current plan to compare", "err", err)
 		return

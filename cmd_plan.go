@@ -147,7 +147,7 @@ func planCommand() *cli.Command {
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
 		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag, refFlag,
-			&cli.StringFlag{Name: "source", Usage: "with --ref: the llama.cpp git repository or mirror `DIR` to resolve it in (default: fetch its commits from the recipe's source URL)"},
+			&cli.StringFlag{Name: "source", Usage: "the llama.cpp source `DIR` the build will read, as build takes it: a git repository or mirror (--ref is resolved in it; without one its commits are fetched from the recipe's source URL), or a plain directory, whose tree hash is part of the plan"},
 			&cli.BoolFlag{Name: "check-pins", Usage: "ask apt, in the devel image through the Dagger engine (it must reach the archive snapshot), whether the snapshot has every pinned apt version; exits 1 when one is missing"},
 			&cli.StringFlag{Name: "engine", Usage: "with --check-pins: Dagger runner host `URL` of a running engine"},
 			&cli.StringSliceFlag{Name: "base", Usage: "with --check-pins: the devel image to ask in, `devel=REF` (an image reference, oci-archive:PATH or oci-layout:PATH)"},

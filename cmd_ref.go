@@ -27,6 +27,8 @@ var refFlag = &cli.StringFlag{Name: "ref", Usage: "build llama.cpp at `REF` inst
 type serverInputs struct {
 	recipe *recipes.Recipe
 	series []patches.Patch
+	// tree is the content hash of --source when it is a plain directory (part of the plan).
+	tree string
 }
 
 // serverInputsOf reads --recipe, --series and --ref; source is --source (may be empty).
@@ -66,7 +68,16 @@ func serverInputsOf(c *cli.Context, source string, builtinNames bool) (*serverIn
 		loggerOf(c).Info("ref resolved", "ref", ref, "commit", commit.Hash, "subject", commit.Subject, "build", bn, "in", repo)
 		r.Source.Commit, r.Source.Epoch, r.Source.BuildNumber, r.Source.Ref = commit.Hash, commit.Time, bn, ref
 	}
-	return &serverInputs{recipe: r, series: series}, nil
+	in := &serverInputs{recipe: r, series: series}
+	if source != "" {
+		if st, err := os.Stat(source); err == nil && st.IsDir() && !gitref.IsRepository(c.Context, source) {
+			if in.tree, err = pipeline.TreeHash(source); err != nil {
+				return nil, fmt.Errorf("hashing the source directory %s: %w", source, err)
+			}
+			loggerOf(c).Info("the source is a plain directory: its tree hash is part of the plan", "source", source, "tree", in.tree)
+		}
+	}
+	return in, nil
 }
 
 var hexCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -173,7 +184,7 @@ func resolveServerPlans(specs []targetSpec, in *serverInputs, allowFloating bool
 			errs = append(errs, err)
 			continue
 		}
-		p, err := pipeline.Resolve(t, in.recipe, in.series, nil, pipeline.Options{AllowFloating: allowFloating})
+		p, err := pipeline.Resolve(t, in.recipe, in.series, nil, pipeline.Options{AllowFloating: allowFloating, SourceTree: in.tree})
 		if err != nil {
 			if err := usageOf(err); errors.As(err, new(usageError)) {
 				return nil, err

@@ -150,3 +150,55 @@ func TestBuildARefWithASeries(t *testing.T) {
 		t.Errorf("plan --series plain: patches %v, want 0001 alone", ps)
 	}
 }
+
+// A plain directory's tree is part of the plan: two trees at the recipe's commit give two plan
+// hashes (two artifact directories), the same tree the same one, and a repository none.
+func TestPlainSourceTreeIsPartOfThePlan(t *testing.T) {
+	tree := func(greeting string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "server.cpp"), []byte(greeting), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	plan := func(src string) (hash, srcTree string) {
+		code, stdout, stderr := runCLI(t, "plan", "-t", "cpu-v3", "--source", src, "--json")
+		if code != exitOK {
+			t.Fatalf("plan --source %s: exit %d\n%s", src, code, stderr)
+		}
+		var p struct {
+			Hash   string
+			Source struct{ Tree string }
+		}
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Hash, p.Source.Tree
+	}
+	a, b, a2 := tree("hello"), tree("hello, slower"), tree("hello")
+	ha, ta := plan(a)
+	hb, tb := plan(b)
+	ha2, _ := plan(a2)
+	hn, _ := planHashWithout(t)
+	if ta == "" || tb == "" || ta == tb || ha == hb || ha != ha2 || ha == hn {
+		t.Errorf("plans: tree a %s (%s), tree b %s (%s), a again %s, no source %s: want different trees and hashes for a and b, the same for a twice, and another without a source",
+			ta, ha, tb, hb, ha2, hn)
+	}
+	repo, _ := upstreamHistory(t)
+	if h, tr := plan(repo); tr != "" || h != hn {
+		t.Errorf("plan --source REPO: hash %s tree %q, want no tree and the plan without a source (%s)", h, tr, hn)
+	}
+}
+
+func planHashWithout(t *testing.T) (string, string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, "plan", "-t", "cpu-v3", "--json")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d\n%s", code, stderr)
+	}
+	var p struct{ Hash string }
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.Hash, ""
+}

@@ -194,6 +194,15 @@ func WithUnverifiedSource(p *Plan, tree string) ProvenanceOption {
 	}
 }
 
+// CheckSourceTree refuses a plain-directory source whose tree is not the one the plan was made
+// for (Source.Tree): the directory changed between plan and build.
+func CheckSourceTree(p *Plan, dir, tree string) error {
+	if p.Vendor != nil || p.Source.Tree == "" || p.Source.Tree == tree {
+		return nil
+	}
+	return fmt.Errorf("the source %s changed since the plan was made: its tree is %s, the plan's %s; resolve the plan again (run the command again)", dir, tree, p.Source.Tree)
+}
+
 // WithUnverifiedPackage records that the source of a plan with a vendor (llama-cpp-python,
 // which vendors llama.cpp) was a plain directory with content hash tree.
 func WithUnverifiedPackage(tree string) ProvenanceOption {

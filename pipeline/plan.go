@@ -84,6 +84,9 @@ type Source struct {
 	// named rather than pinned. It is left out of the plan's hash: two names of one commit
 	// build the same thing.
 	Ref string `json:"ref,omitempty"`
+	// Tree is the content hash of a plain directory built instead of a checkout of Commit
+	// (Options.SourceTree): the plan builds those bytes, whatever Commit says. Part of the hash.
+	Tree string `json:"tree,omitempty"`
 }
 
 // Patch is one applied patch and its digest.
@@ -187,6 +190,10 @@ type Options struct {
 	// AllowFloating accepts unpinned inputs: base images given by tag without a digest and apt
 	// packages without pinned versions or snapshot. The plan is then marked not reproducible.
 	AllowFloating bool
+	// SourceTree, when set, is the content hash (TreeHash) of the plain directory the build will
+	// read instead of a checkout of the recipe's commit: it is part of the plan, so that two
+	// different trees never share a plan hash or an artifact directory.
+	SourceTree string
 }
 
 // Resolve turns a target, a recipe and the patch series into a Plan. It reports every problem
@@ -239,6 +246,9 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 
 	src := r.Source
 	p.Source = Source{URL: src.URL, Commit: src.Commit, Epoch: src.Epoch, Ref: src.Ref}
+	if src.Vendor == "" {
+		p.Source.Tree = opts.SourceTree
+	}
 	epoch := src.Epoch
 	if src.Vendor != "" {
 		if vendor == nil || vendor.Name != src.Vendor {

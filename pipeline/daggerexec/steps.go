@@ -301,6 +301,11 @@ func source(ctx context.Context, s *state) error {
 	if err != nil {
 		return err
 	}
+	if tree != "" {
+		if err := pipeline.CheckSourceTree(s.plan, s.opts.Source, tree); err != nil {
+			return err
+		}
+	}
 	s.sourceTree = tree
 	s.ctr = s.ctr.WithDirectory(srcDir, dir).WithWorkdir(srcDir)
 	return nil

@@ -307,6 +307,9 @@ func prepareSource(ctx context.Context, s *state) error {
 	if err != nil {
 		return err
 	}
+	if err := pipeline.CheckSourceTree(s.plan, src, tree); err != nil {
+		return err
+	}
 	s.sourceTree = tree
 	s.opts.Logger.Warn("source is a plain directory: its commit cannot be checked against the plan's; provenance records it as unverified, by its tree hash", "source", src, "commit", commit, "tree", tree)
 	if err := copyTree(ctx, src, s.src); err != nil {
