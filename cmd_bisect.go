@@ -35,7 +35,8 @@ func bisectCommand() *cli.Command {
 		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "the bench's `mode`: screen or full"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "interleaved rounds per measurement, `N`"},
 		&cli.IntFlag{Name: "max-rounds", Value: 9, Usage: "rounds a measurement may take in all, `N`, before a verdict that stays not significant skips the probe"},
-		&cli.Float64Flag{Name: "alpha", Value: bisect.DefaultAlpha, Usage: "the sign test's level, `P`: a side is decided when that many rounds fall on it with chance P or less"},
+		&cli.Float64Flag{Name: "alpha", Value: bisect.DefaultAlpha, Usage: "the test's level, `P`: a side is decided when rounds fall on it so with chance P or less"},
+		&cli.StringFlag{Name: "test", Usage: "how rounds are judged against a ratio, `TEST`: signed-rank (Wilcoxon's, on the log ratios: how far each round lies counts; what a new campaign uses) or sign (counts the rounds on each side; logs from before the choice); a resumed campaign keeps its own"},
 		&cli.IntFlag{Name: "generate", Usage: "tokens each row generates, `G` (default: the bench's 512); longer rows read less noisy"},
 		&cli.IntFlag{Name: "rows", Usage: "rows per run, `N` (default from --mode)"},
 		&cli.IntFlag{Name: "canaries", Usage: "canary checks per run, `N` (default from --mode)"},
@@ -122,6 +123,9 @@ func bisectRun(c *cli.Context) error {
 	if given := c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template"); starting || given {
 		if set, path, err = bisectSettings(c, eo.Source); err != nil {
 			return err
+		}
+		if starting && set.Test == "" {
+			set.Test = bisect.TestSignedRank
 		}
 	}
 	start := set
@@ -266,6 +270,11 @@ func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Com
 	if c.IsSet("threshold") {
 		th := c.Float64("threshold")
 		set.Threshold = &th
+	}
+	switch set.Test = c.String("test"); set.Test {
+	case "", bisect.TestSign, bisect.TestSignedRank:
+	default:
+		return nil, nil, usagef("--test %q: use %s or %s", set.Test, bisect.TestSignedRank, bisect.TestSign)
 	}
 	set.Series = c.String("series")
 	if set.Series == "" {

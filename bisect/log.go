@@ -64,14 +64,36 @@ type Settings struct {
 	// Alpha is the sign test's level: rounds decide a side when as many of them fall on it as
 	// chance gives with probability alpha or less. 0 means DefaultAlpha.
 	Alpha float64 `json:"alpha,omitempty"`
+	// Test is how rounds are judged against a ratio: TestSignedRank (Wilcoxon's signed-rank
+	// test of the rounds' log ratios, what campaigns start with) or TestSign (the sign test;
+	// empty in logs from before the choice).
+	Test string `json:"test,omitempty"`
 	// Generate, Rows and Canaries override the bench mode's protocol where set (> 0).
 	Generate int `json:"generate,omitempty"`
 	Rows     int `json:"rows,omitempty"`
 	Canaries int `json:"canaries,omitempty"`
 }
 
-// DefaultAlpha is the sign test's default level.
+// DefaultAlpha is the tests' default level.
 const DefaultAlpha = 0.05
+
+// Tests that judge rounds against a ratio.
+const (
+	// TestSign counts the rounds on each side: robust, but 9 rounds decide only with 8 on one
+	// side.
+	TestSign = "sign"
+	// TestSignedRank is Wilcoxon's signed-rank test of log(ratio/x): it also weighs how far each
+	// round lies from x, so one or two noisy rounds on the wrong side no longer leave a probe
+	// undecided (exact distribution, ties by midranks).
+	TestSignedRank = "signed-rank"
+)
+
+func (s *Settings) test() string {
+	if s.Test == "" {
+		return TestSign
+	}
+	return s.Test
+}
 
 func (s *Settings) alpha() float64 {
 	if s.Alpha > 0 {

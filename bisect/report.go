@@ -15,7 +15,7 @@ func (st *State) WriteText(w io.Writer, set *Settings) error {
 	if st.Ends != nil {
 		fmt.Fprintf(w, "ends:      bad/good %s\n", ratioText(st.Ends.Measurement))
 		if st.Threshold > 0 {
-			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when its probe/good ratios fall %s it beyond chance, by the sign test at %.3g)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"], set.alpha())
+			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when its probe/good ratios fall %s it beyond chance, by the %s test at %.3g)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"], set.test(), set.alpha())
 		}
 	}
 	if len(st.Probes) > 0 {

@@ -91,6 +91,9 @@ func compareSettings(a, b *Settings) string {
 		return fmt.Sprintf("--mode %s --rounds %d --max-rounds %d --metric %s, not %s %d %d %s", a.Mode, a.Rounds, a.MaxRounds, a.Metric, b.Mode, b.Rounds, b.MaxRounds, b.Metric)
 	case fmt.Sprint(deref(a.Threshold)) != fmt.Sprint(deref(b.Threshold)) || a.MinStep != b.MinStep || a.alpha() != b.alpha():
 		return fmt.Sprintf("--threshold %v --min-step %v --alpha %v, not %v %v %v", deref(a.Threshold), a.MinStep, a.alpha(), deref(b.Threshold), b.MinStep, b.alpha())
+	case b.Test != "" && a.test() != b.test():
+		// a resumed run that does not name a test takes the log's
+		return fmt.Sprintf("--test %s, not %s", a.test(), b.test())
 	case a.Generate != b.Generate || a.Rows != b.Rows || a.Canaries != b.Canaries:
 		return fmt.Sprintf("--generate %d --rows %d --canaries %d, not %d %d %d", a.Generate, a.Rows, a.Canaries, b.Generate, b.Rows, b.Canaries)
 	}
@@ -244,7 +247,7 @@ func (o *Options) probe(ctx context.Context, st *State, set *Settings, i int) (E
 	}
 	p.Build = cb
 	slower := st.Direction == "slower"
-	judge := func(m *Measurement) (string, string, bool) { return judgeProbe(m, st.Threshold, slower, set.alpha()) }
+	judge := func(m *Measurement) (string, string, bool) { return judgeProbe(m, st.Threshold, slower, set) }
 	if p.Measurement, err = o.measure(ctx, Side{good, gb}, Side{c, cb}, set, judge); err != nil {
 		return Event{}, fmt.Errorf("measuring %s: %w", c.Short(), err)
 	}
@@ -271,14 +274,14 @@ func (o *Options) confirm(ctx context.Context, st *State, set *Settings) (Event,
 		if len(m.Ratios) < 2 {
 			return Skip, "too few comparable rounds to confirm: " + ratioText(m) + "; " + strings.Join(m.Invalid, "; "), len(m.Ratios) == 1
 		}
-		dir, pv := decide(m.Ratios, 1, set.alpha())
+		dir, pv := decide(set.test(), m.Ratios, 1, set.alpha())
 		switch {
 		case dir == 0:
-			return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (sign test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), pv), true
+			return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (%s test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), set.test(), pv), true
 		case (dir < 0) == slower:
-			return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (sign test p = %.3f)", ratioText(m), st.Direction, pv), false
+			return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (%s test p = %.3f)", ratioText(m), st.Direction, set.test(), pv), false
 		}
-		return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (sign test p = %.3f); the step may be spread over several commits", ratioText(m), pv), false
+		return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (%s test p = %.3f); the step may be spread over several commits", ratioText(m), set.test(), pv), false
 	}
 	m, err := o.measure(ctx, Side{parent, pb}, Side{c, cb}, set, judge)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -357,7 +358,7 @@ func TestSignTestOnTheH200Rounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Measurement{Ratios: tc.ratios}
 			m.summarize()
-			got, reason, _ := judgeProbe(m, tc.threshold, true, DefaultAlpha)
+			got, reason, _ := judgeProbe(m, tc.threshold, true, &Settings{Test: TestSign})
 			if got != tc.want {
 				t.Errorf("judgeProbe(%v, %.3f) = %s (%s), want %s", tc.ratios, tc.threshold, got, reason, tc.want)
 			}
@@ -365,5 +366,52 @@ func TestSignTestOnTheH200Rounds(t *testing.T) {
 	}
 	if p := signP(6, 6); p < 0.0156 || p > 0.0157 {
 		t.Errorf("signP(6, 6) = %v, want 1/64", p)
+	}
+}
+
+// The second part's rounds (2026-12-03, full mode, mean of 7 repeated rows; threshold 0.914 from
+// the ends' 0.828): 7b13a8404's two slow rounds of nine left the sign test undecided (p = 0.090)
+// after nine rounds of building and benching; the signed-rank test, which weighs how far each
+// round lies, calls it good. Both agree where the rounds are one-sided, and three rounds decide
+// neither.
+func TestSignedRankOnTheH200Rounds(t *testing.T) {
+	b7 := []float64{1.051, 1.019, 0.998, 1.138, 0.882, 0.866, 1.044, 0.921, 1.025}
+	s360 := []float64{0.967, 0.983, 0.99, 0.912, 0.999, 0.977, 0.923, 1.009, 0.988}
+	ends := []float64{0.836, 0.824, 0.831, 0.821, 0.815, 0.84}
+	for _, tc := range []struct {
+		name      string
+		ratios    []float64
+		threshold float64
+		test      string
+		want      string
+	}{
+		{"7b13a8404, sign", b7, 0.914, TestSign, Skip},
+		{"7b13a8404, signed-rank", b7, 0.914, TestSignedRank, Good},
+		{"360e1349f, sign", s360, 0.914, TestSign, Good},
+		{"360e1349f, signed-rank", s360, 0.914, TestSignedRank, Good},
+		{"the bad end against the threshold, signed-rank", ends, 0.914, TestSignedRank, Bad},
+		{"three rounds, signed-rank", []float64{0.5, 0.5, 0.5}, 0.960, TestSignedRank, Skip},
+		{"noise around the threshold, signed-rank", []float64{0.90, 0.93, 0.91, 0.92, 0.905, 0.925}, 0.914, TestSignedRank, Skip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Measurement{Ratios: tc.ratios}
+			m.summarize()
+			got, reason, _ := judgeProbe(m, tc.threshold, true, &Settings{Test: tc.test})
+			if got != tc.want {
+				t.Errorf("judgeProbe(%v, %.3f, %s) = %s (%s), want %s", tc.ratios, tc.threshold, tc.test, got, reason, tc.want)
+			}
+		})
+	}
+	// exact values: all n above gives 2^-n; Wilcoxon's table, n = 9, W- = 5: p = 10/512
+	if pb, pa := signedRankP([]float64{1.1, 1.2, 1.3, 1.4, 1.5}, 1); pa != 1.0/32 || pb != 1 {
+		t.Errorf("five rounds above: pb %v pa %v, want 1 and 1/32", pb, pa)
+	}
+	if _, pa := signedRankP(b7, 0.914); math.Abs(pa-10.0/512) > 1e-12 {
+		t.Errorf("7b13a8404: pa = %v, want 10/512 (W- = 5 of 45)", pa)
+	}
+	// ties share a midrank: two rounds at the same distance below (ranks 2 and 3: 2.5 each), one
+	// nearer above (rank 1); of the 8 sign patterns, 2 give a rank sum above of 1 or less
+	if pb, pa := signedRankP([]float64{0.9, 0.9, 1.1}, 1); math.Abs(pb-0.25) > 1e-12 || math.Abs(pa-0.875) > 1e-12 {
+		t.Errorf("tied distances: pb %v pa %v, want 0.25 and 0.875", pb, pa)
 	}
 }

@@ -208,11 +208,75 @@ func sides(ratios []float64, x float64) (below, above int) {
 	return below, above
 }
 
-// decide is the sign test of ratios against x: -1 when they lie below x beyond chance (p <=
-// alpha), +1 when above, 0 when the rounds cannot tell yet; p is the smaller tail's p-value.
-func decide(ratios []float64, x, alpha float64) (dir int, p float64) {
+// signedRankP is Wilcoxon's one-sided signed-rank test of log(ratio/x): pb is the chance of a
+// rank sum of the rounds above x this small or smaller, pa this large or larger, were the
+// ratios' median x (each round's side a coin toss). Rounds at x are dropped; tied distances
+// share their midrank (doubled, to count exactly).
+func signedRankP(ratios []float64, x float64) (pb, pa float64) {
+	type dist struct {
+		abs   float64
+		above bool
+	}
+	var ds []dist
+	for _, r := range ratios {
+		if v := math.Log(r / x); v != 0 && !math.IsNaN(v) {
+			ds = append(ds, dist{math.Abs(v), v > 0})
+		}
+	}
+	n := len(ds)
+	if n == 0 {
+		return 1, 1
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].abs < ds[j].abs })
+	ranks := make([]int, n)
+	for i := 0; i < n; {
+		j := i
+		for j+1 < n && ds[j+1].abs == ds[i].abs {
+			j++
+		}
+		for k := i; k <= j; k++ {
+			ranks[k] = i + j + 2 // twice the midrank of ranks i+1..j+1
+		}
+		i = j + 1
+	}
+	total, wPlus := 0, 0
+	for k, r := range ranks {
+		total += r
+		if ds[k].above {
+			wPlus += r
+		}
+	}
+	counts := make([]float64, total+1)
+	counts[0] = 1
+	for _, r := range ranks {
+		for s := total; s >= r; s-- {
+			counts[s] += counts[s-r]
+		}
+	}
+	all := math.Pow(2, float64(n))
+	for s, c := range counts {
+		if s <= wPlus {
+			pb += c
+		}
+		if s >= wPlus {
+			pa += c
+		}
+	}
+	return pb / all, pa / all
+}
+
+// decide tests ratios against x: -1 when they lie below x beyond chance (p <= alpha), +1 when
+// above, 0 when the rounds cannot tell yet; p is the smaller tail's p-value.
+func decide(test string, ratios []float64, x, alpha float64) (dir int, p float64) {
 	below, above := sides(ratios, x)
 	pb, pa := signP(below, len(ratios)), signP(above, len(ratios))
+	if test == TestSignedRank {
+		pb, pa = signedRankP(ratios, x)
+		below, above = 1, 0 // the tails decide: only one can be small
+		if pa < pb {
+			below, above = 0, 1
+		}
+	}
 	switch {
 	case pb <= alpha && below > above:
 		return -1, pb
@@ -229,9 +293,9 @@ func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold
 	if len(m.Ratios) < 2 {
 		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): too few to say whether there is a step; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; ")), 0, len(m.Ratios) == 1
 	}
-	dir, p := decide(m.Ratios, 1, set.alpha())
+	dir, p := decide(set.test(), m.Ratios, 1, set.alpha())
 	if dir == 0 {
-		return Skip, fmt.Sprintf("no step between the ends: bad/good %s is not on one side of 1 beyond chance (sign test p = %.3f > %.3f), so there is nothing to bisect", ratioText(m), p, set.alpha()), 0, true
+		return Skip, fmt.Sprintf("no step between the ends: bad/good %s is not on one side of 1 beyond chance (%s test p = %.3f > %.3f), so there is nothing to bisect", ratioText(m), set.test(), p, set.alpha()), 0, true
 	}
 	if math.Abs(m.Median-1) < set.MinStep {
 		return Skip, fmt.Sprintf("no step worth bisecting between the ends: bad/good %s differs from 1 by less than --min-step %.3f", ratioText(m), set.MinStep), 0, false
@@ -245,18 +309,19 @@ func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold
 		}
 	}
 	word := map[bool]string{true: "slower", false: "faster"}[slower]
-	return Bad, fmt.Sprintf("bad is %s than good: bad/good %s (sign test p = %.3f); probes are judged against %.3f", word, ratioText(m), p, threshold), threshold, false
+	return Bad, fmt.Sprintf("bad is %s than good: bad/good %s (%s test p = %.3f); probes are judged against %.3f", word, ratioText(m), set.test(), p, threshold), threshold, false
 }
 
 // judgeProbe says whether a probe's rounds lie on the good end's or the bad end's side of the
-// threshold beyond chance (the sign test at alpha). Undecided means more rounds may tell.
-func judgeProbe(m *Measurement, threshold float64, slower bool, alpha float64) (verdict, reason string, undecided bool) {
+// threshold beyond chance (the campaign's test at its alpha). Undecided means more rounds may
+// tell.
+func judgeProbe(m *Measurement, threshold float64, slower bool, set *Settings) (verdict, reason string, undecided bool) {
 	if len(m.Ratios) == 0 {
 		return Skip, "no round counted: " + strings.Join(m.Invalid, "; "), false
 	}
-	dir, p := decide(m.Ratios, threshold, alpha)
+	dir, p := decide(set.test(), m.Ratios, threshold, set.alpha())
 	below, above := sides(m.Ratios, threshold)
-	counts := fmt.Sprintf("%d of %d rounds below %.3f, %d above, sign test p = %.3f", below, len(m.Ratios), threshold, above, p)
+	counts := fmt.Sprintf("%d of %d rounds below %.3f, %d above, %s test p = %.3f", below, len(m.Ratios), threshold, above, set.test(), p)
 	switch {
 	case dir == 0:
 		return Skip, fmt.Sprintf("not significant: probe/good %s; %s", ratioText(m), counts), true
