@@ -76,9 +76,12 @@ func bisectCommand() *cli.Command {
 			},
 			{
 				Name:      "replay",
-				Usage:     "start a campaign in --dir from a log FILE (one edited to drop a wrong verdict, say), then run resumes it",
+				Usage:     "start a campaign in --dir from a log FILE (one edited to drop a wrong verdict, say, or judged again with --test), then run resumes it",
 				ArgsUsage: "FILE",
-				Flags:     []cli.Flag{dirFlag, jsonFlag},
+				Flags: []cli.Flag{dirFlag, jsonFlag,
+					&cli.StringFlag{Name: "test", Usage: "judge every recorded measurement again with `TEST` (signed-rank or sign), no GPU needed: the new campaign's verdicts, and its later probes, follow it"},
+					&cli.Float64Flag{Name: "alpha", Usage: "with --test: the level `P` to judge at (default: the log's)"},
+				},
 				Action:    bisectReplay,
 			},
 		},
@@ -410,6 +413,24 @@ func bisectReplay(c *cli.Context) error {
 	events, err := bisect.DecodeEvents(f, c.Args().First())
 	if err != nil {
 		return usageError{err}
+	}
+	if c.IsSet("alpha") && !c.IsSet("test") {
+		return usagef("--alpha needs --test: it is the level the measurements are judged again at")
+	}
+	if test := c.String("test"); test != "" {
+		if a := c.Float64("alpha"); c.IsSet("alpha") && (a <= 0 || a >= 0.5) {
+			return usagef("--alpha %v: want a level between 0 and 0.5", a)
+		}
+		var changes []string
+		if events, changes, err = bisect.Rejudge(events, test, c.Float64("alpha")); err != nil {
+			return usageError{err}
+		}
+		for _, ch := range changes {
+			loggerOf(c).Info("bisect replay: judged again", "change", ch)
+		}
+		if len(changes) == 0 {
+			loggerOf(c).Info("bisect replay: every verdict stands under the " + test + " test")
+		}
 	}
 	st, err := bisect.Replay(events)
 	if err != nil {

@@ -201,6 +201,22 @@ func (o *Options) ends(ctx context.Context, st *State, set *Settings) (Event, er
 	return Event{Kind: EventEnds, Probe: p}, nil
 }
 
+// judgeConfirm says whether the culprit's rounds against its parent show the ends' step
+// (direction "slower" or "faster").
+func judgeConfirm(m *Measurement, direction string, set *Settings) (string, string, bool) {
+	if len(m.Ratios) < 2 {
+		return Skip, "too few comparable rounds to confirm: " + ratioText(m) + "; " + strings.Join(m.Invalid, "; "), len(m.Ratios) == 1
+	}
+	dir, pv := decide(set.test(), m.Ratios, 1, set.alpha())
+	switch {
+	case dir == 0:
+		return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (%s test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), set.test(), pv), true
+	case (dir < 0) == (direction == "slower"):
+		return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (%s test p = %.3f)", ratioText(m), direction, set.test(), pv), false
+	}
+	return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (%s test p = %.3f); the step may be spread over several commits", ratioText(m), set.test(), pv), false
+}
+
 func judgeEndsOf(m *Measurement, set *Settings) (string, string, float64) {
 	v, r, th, undecided := judgeEnds(m, set)
 	if undecided && v == Skip {
@@ -269,20 +285,7 @@ func (o *Options) confirm(ctx context.Context, st *State, set *Settings) (Event,
 	if err != nil {
 		return Event{}, fmt.Errorf("building the culprit %s: %w", c.Short(), err)
 	}
-	slower := st.Direction == "slower"
-	judge := func(m *Measurement) (string, string, bool) {
-		if len(m.Ratios) < 2 {
-			return Skip, "too few comparable rounds to confirm: " + ratioText(m) + "; " + strings.Join(m.Invalid, "; "), len(m.Ratios) == 1
-		}
-		dir, pv := decide(set.test(), m.Ratios, 1, set.alpha())
-		switch {
-		case dir == 0:
-			return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (%s test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), set.test(), pv), true
-		case (dir < 0) == slower:
-			return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (%s test p = %.3f)", ratioText(m), st.Direction, set.test(), pv), false
-		}
-		return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (%s test p = %.3f); the step may be spread over several commits", ratioText(m), set.test(), pv), false
-	}
+	judge := func(m *Measurement) (string, string, bool) { return judgeConfirm(m, st.Direction, set) }
 	m, err := o.measure(ctx, Side{parent, pb}, Side{c, cb}, set, judge)
 	if err != nil {
 		return Event{}, fmt.Errorf("measuring the culprit against its parent: %w", err)
