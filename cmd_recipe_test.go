@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +65,45 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 	}
 	if _, err := os.Stat(gone); !os.IsNotExist(err) {
 		t.Errorf("a refused bump left %s behind (%v)", gone, err)
+	}
+}
+
+// The next pin prepared in patches/next/3f545becc: its refreshed series applies at upstream's
+// newest reachable commit, where the pinned series' 0002 does not; its recipe plans that commit
+// with its build number; and each refreshed patch makes the changes the pinned one makes (the
+// same lines added and removed), only at other places.
+func TestNextPinSeriesAppliesAtTheNewestUpstream(t *testing.T) {
+	repo := upstreamMirror(t)
+	next := filepath.Join("patches", "next", "3f545becc")
+	code, stdout, stderr := runCLI(t, "patches", "status", "--source", repo, "--commit", "3f545becc", "--series", filepath.Join(next, "series"))
+	if code != exitOK || strings.Count(stdout, " applies") != 10 {
+		t.Errorf("patches status of the next series at 3f545becc: exit %d, want 0 and 10 patches applying\n%s%s", code, stdout, stderr)
+	}
+	src, _, ps := planOf(t, "--recipe", filepath.Join(next, "server.yaml"), "--series", filepath.Join(next, "series"))
+	if src.Commit != "3f545beccee69d9975f466ec7e45fd9aacd8ba90" || len(ps) != 10 {
+		t.Errorf("plan of the next pin: source %+v, %d patches; want 3f545becc and the 10 patches", src, len(ps))
+	}
+	changes := func(file string) string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if (strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-")) && !strings.HasPrefix(l, "+++") && !strings.HasPrefix(l, "---") {
+				lines = append(lines, l[:1]+strings.TrimSpace(l[1:]))
+			}
+		}
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	pinned, err := filepath.Glob(filepath.Join("patches", "00*.patch"))
+	if err != nil || len(pinned) != 10 {
+		t.Fatalf("pinned patches %v (%v)", pinned, err)
+	}
+	for _, p := range pinned {
+		if changes(p) != changes(filepath.Join(next, filepath.Base(p))) {
+			t.Errorf("%s: the refreshed patch adds or removes other lines than the pinned one", filepath.Base(p))
+		}
 	}
 }
