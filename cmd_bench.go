@@ -67,100 +67,127 @@ func benchCommand() *cli.Command {
 		Flags:       flags,
 		Subcommands: []*cli.Command{benchReportCommand()},
 		Action: func(c *cli.Context) error {
-			names := c.Args().Slice()
-			if len(names) == 0 {
-				return usagef("bench takes one or more BUNDLE directories or archives")
-			}
-			opts, err := benchOptions(c)
+			r, err := benchRequestOf(c, flags)
 			if err != nil {
 				return err
 			}
-			opts.Invocation = []string{"llbuild", "bench"}
-			for _, f := range flags {
-				if name := f.Names()[0]; c.IsSet(name) {
-					opts.Invocation = append(opts.Invocation, fmt.Sprintf("--%s=%v", name, c.Value(name)))
-				}
-			}
-			opts.Invocation = append(opts.Invocation, names...)
-			opts.Log = loggerOf(c)
-			opts.Progress = stderrOf(c)
-			opts.Status = termOf(c)
-			if sweeps := c.StringSlice("sweep"); len(sweeps) > 0 {
-				if len(names) != 1 {
-					return usagef("--sweep makes variants of one BUNDLE, got %d", len(names))
-				}
-				return benchSweep(c, opts, names[0], sweeps)
-			}
-			var bundles []*bench.Bundle
-			var dirs []string
-			for _, name := range names {
-				dir, cleanup, err := bundleDir(c, name)
-				if err != nil {
-					return err
-				}
-				defer cleanup()
-				dirs = append(dirs, dir)
-				b, err := bench.OpenBundle(dir, name)
-				if err != nil {
-					return err
-				}
-				bundles = append(bundles, b)
-			}
-			if ctl := c.String("control"); ctl != "" {
-				dir, cleanup, err := bundleDir(c, ctl)
-				if err != nil {
-					return err
-				}
-				defer cleanup()
-				if opts.Control, err = bench.OpenBundle(dir, ctl); err != nil {
-					return err
-				}
-				if len(opts.GPUs) < 2 {
-					return usagef("--control runs a bundle on every device: give two or more --gpus")
-				}
-			}
-			res, runErr := bench.Run(c.Context, bundles, opts)
-			if res == nil {
-				return runErr
-			}
-			out := stdoutOf(c)
-			diffs := benchPlanDiffs(c, names, dirs)
-			if c.Bool("json") {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					*bench.Result
-					PlanDiffs []benchPlanDiff `json:"planDiffs,omitempty"`
-				}{res, diffs}); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(out, "records: %s\n\n", res.RecordsFile)
-				if err := res.WriteTable(out); err != nil {
-					return err
-				}
-				for _, d := range diffs {
-					fmt.Fprintf(out, "\nwhat differs between the builds of %s and %s (llbuild plan diff):\n%s", d.A, d.B, d.Text)
-				}
-			}
-			if runErr != nil {
-				return runErr
-			}
-			if res.Interrupted {
-				return cli.Exit("bench: interrupted; the runs measured so far are in "+res.RecordsFile, exitInterrupted)
-			}
-			var bad []string
-			for _, r := range res.Runs {
-				if !r.Valid {
-					bad = append(bad, fmt.Sprintf("%s: %s", r.Identity.Label, r.Decision))
-				}
-			}
-			if len(bad) > 0 {
-				return fmt.Errorf("%d of %d runs do not count:\n  %s", len(bad), len(res.Runs), strings.Join(bad, "\n  "))
-			}
-			return nil
+			return runBench(c, r)
 		},
 	}
+}
+
+// benchRequest is what `llbuild bench` was asked to measure.
+type benchRequest struct {
+	// Names are the bundles as given; Control the --control bundle; Sweeps the --sweep settings.
+	Names   []string
+	Control string
+	Sweeps  []string
+	JSON    bool
+	Opts    bench.Options
+}
+
+// benchRequestOf reads the arguments and flags; usage errors are found here.
+func benchRequestOf(c *cli.Context, flags []cli.Flag) (benchRequest, error) {
+	r := benchRequest{Names: c.Args().Slice(), Control: c.String("control"), Sweeps: c.StringSlice("sweep"), JSON: c.Bool("json")}
+	if len(r.Names) == 0 {
+		return r, usagef("bench takes one or more BUNDLE directories or archives")
+	}
+	if len(r.Sweeps) > 0 && len(r.Names) != 1 {
+		return r, usagef("--sweep makes variants of one BUNDLE, got %d", len(r.Names))
+	}
+	opts, err := benchOptions(c)
+	if err != nil {
+		return r, err
+	}
+	if r.Control != "" && len(opts.GPUs) < 2 {
+		return r, usagef("--control runs a bundle on every device: give two or more --gpus")
+	}
+	opts.Invocation = []string{"llbuild", "bench"}
+	for _, f := range flags {
+		if name := f.Names()[0]; c.IsSet(name) {
+			opts.Invocation = append(opts.Invocation, fmt.Sprintf("--%s=%v", name, c.Value(name)))
+		}
+	}
+	opts.Invocation = append(opts.Invocation, r.Names...)
+	opts.Log = loggerOf(c)
+	opts.Progress = stderrOf(c)
+	opts.Status = termOf(c)
+	r.Opts = opts
+	return r, nil
+}
+
+// runBench opens the bundles (unpacking archives), runs the bench, prints the table (or JSON)
+// with the plan diffs beside the A/B, and says which runs do not count.
+func runBench(c *cli.Context, r benchRequest) error {
+	opts := r.Opts
+	if len(r.Sweeps) > 0 {
+		return benchSweep(c, opts, r.Names[0], r.Sweeps)
+	}
+	var bundles []*bench.Bundle
+	var dirs []string
+	for _, name := range r.Names {
+		dir, cleanup, err := bundleDir(c, name)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		dirs = append(dirs, dir)
+		b, err := bench.OpenBundle(dir, name)
+		if err != nil {
+			return err
+		}
+		bundles = append(bundles, b)
+	}
+	if r.Control != "" {
+		dir, cleanup, err := bundleDir(c, r.Control)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		if opts.Control, err = bench.OpenBundle(dir, r.Control); err != nil {
+			return err
+		}
+	}
+	res, runErr := bench.Run(c.Context, bundles, opts)
+	if res == nil {
+		return runErr
+	}
+	out := stdoutOf(c)
+	diffs := benchPlanDiffs(c, r.Names, dirs)
+	if r.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			*bench.Result
+			PlanDiffs []benchPlanDiff `json:"planDiffs,omitempty"`
+		}{res, diffs}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "records: %s\n\n", res.RecordsFile)
+		if err := res.WriteTable(out); err != nil {
+			return err
+		}
+		for _, d := range diffs {
+			fmt.Fprintf(out, "\nwhat differs between the builds of %s and %s (llbuild plan diff):\n%s", d.A, d.B, d.Text)
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if res.Interrupted {
+		return cli.Exit("bench: interrupted; the runs measured so far are in "+res.RecordsFile, exitInterrupted)
+	}
+	var bad []string
+	for _, run := range res.Runs {
+		if !run.Valid {
+			bad = append(bad, fmt.Sprintf("%s: %s", run.Identity.Label, run.Decision))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d runs do not count:\n  %s", len(bad), len(res.Runs), strings.Join(bad, "\n  "))
+	}
+	return nil
 }
 
 // benchPlanDiff is what differs between the plans of the first bundle and another, beside the

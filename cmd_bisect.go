@@ -82,7 +82,7 @@ func bisectCommand() *cli.Command {
 					&cli.StringFlag{Name: "test", Usage: "judge every recorded measurement again with `TEST` (signed-rank or sign), no GPU needed: the new campaign's verdicts, and its later probes, follow it"},
 					&cli.Float64Flag{Name: "alpha", Usage: "with --test: the level `P` to judge at (default: the log's)"},
 				},
-				Action:    bisectReplay,
+				Action: bisectReplay,
 			},
 		},
 	}
