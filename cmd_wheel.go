@@ -46,89 +46,117 @@ func wheelCommand() *cli.Command {
 			&cli.BoolFlag{Name: "print-plan", Usage: "print the wheel plan as JSON and build nothing"},
 		}, executorFlags("llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)", "")...),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("wheel takes no arguments, got %q", c.Args().Slice())
-			}
-			archs := splitList(c.StringSlice("arch"))
-			t, err := wheelTarget(c.String("target"), c.String("target-file"), archs)
+			o, err := wheelOptionsOf(c)
 			if err != nil {
 				return err
 			}
-			if c.IsSet("commit") {
-				if err := recipes.ValidateCommit(c.String("commit")); err != nil {
-					return usagef("--commit: %v", err)
-				}
-			}
-			if c.IsSet("python") && !isPythonVersion(c.String("python")) {
-				return usagef("--python %q: want a version such as 3.12", c.String("python"))
-			}
-			wp, err := resolveWheelPlan(t, c.String("python"), c.String("commit"), c.Bool("allow-floating"))
-			if err != nil {
-				return err
-			}
-			if c.Bool("print-plan") {
-				_, err := stdoutOf(c).Write(wp.JSON())
-				return err
-			}
-			eo, err := executorOptionsOf(c)
-			if err != nil {
-				return err
-			}
-			for _, f := range []string{"source", "llama-source"} {
-				if dir := c.String(f); dir != "" {
-					if err := checkDirFlag(f, dir); err != nil {
-						return err
-					}
-				}
-			}
-			if !c.IsSet("out") {
-				for _, f := range []string{"source", "llama-source"} {
-					if c.String(f) == "" {
-						continue
-					}
-					if abs, _ := filepath.Abs(c.String(f)); isWithin(eo.Out, abs) {
-						return usagef("the default --out %s is inside --%s %s: pass --out", eo.Out, f, abs)
-					}
-				}
-			}
-			if eo.Bases["runtime"] != "" {
-				return usagef("--base runtime= has no use for a wheel: only the devel image builds it")
-			}
-			series, err := patches.Series()
-			if err != nil {
-				return err
-			}
-			switch eo.Executor {
-			case pipeline.ExecutorHost:
-				if eo.Engine != "" || eo.Bases["devel"] != "" {
-					return usagef("--engine and --base are for --executor dagger: the host executor is the build environment")
-				}
-				if eo.Source == "" || c.String("llama-source") == "" {
-					return usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
-				}
-			case pipeline.ExecutorDagger:
-			default:
-				return usagef("--executor must be dagger or host, got %q", eo.Executor)
-			}
-			ex, err := newWheelExecutor(c, eo, series, c.String("llama-source"), c.Int("build-jobs"))
-			if err != nil {
-				return err
-			}
-			if cl, ok := ex.(io.Closer); ok {
-				defer cl.Close()
-			}
-			dir, err := ex.BuildWheel(c.Context, wp, eo.Out)
-			if err != nil {
-				return err
-			}
-			whls, _ := filepath.Glob(filepath.Join(dir, "*.whl"))
-			if len(whls) != 1 {
-				return fmt.Errorf("artifact directory %s holds %d wheels, want 1", dir, len(whls))
-			}
-			fmt.Fprintln(stdoutOf(c), whls[0])
-			return nil
+			return runWheel(c, o)
 		},
 	}
+}
+
+// wheelOptions is everything `llbuild wheel` was asked to do.
+type wheelOptions struct {
+	Plan      *pipeline.WheelPlan
+	PrintPlan bool
+	Exec      executorOptions
+	// LlamaSource is the llama.cpp source vendored into the package; BuildJobs the host build's
+	// parallelism (0: the default).
+	LlamaSource string
+	BuildJobs   int
+}
+
+// wheelOptionsOf reads the flags and resolves the wheel plan; usage errors are found here.
+func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
+	var o wheelOptions
+	if c.NArg() > 0 {
+		return o, usagef("wheel takes no arguments, got %q", c.Args().Slice())
+	}
+	archs := splitList(c.StringSlice("arch"))
+	t, err := wheelTarget(c.String("target"), c.String("target-file"), archs)
+	if err != nil {
+		return o, err
+	}
+	if c.IsSet("commit") {
+		if err := recipes.ValidateCommit(c.String("commit")); err != nil {
+			return o, usagef("--commit: %v", err)
+		}
+	}
+	if c.IsSet("python") && !isPythonVersion(c.String("python")) {
+		return o, usagef("--python %q: want a version such as 3.12", c.String("python"))
+	}
+	if o.Plan, err = resolveWheelPlan(t, c.String("python"), c.String("commit"), c.Bool("allow-floating")); err != nil {
+		return o, err
+	}
+	if o.PrintPlan = c.Bool("print-plan"); o.PrintPlan {
+		return o, nil
+	}
+	if o.Exec, err = executorOptionsOf(c); err != nil {
+		return o, err
+	}
+	o.LlamaSource, o.BuildJobs = c.String("llama-source"), c.Int("build-jobs")
+	for _, f := range []string{"source", "llama-source"} {
+		if dir := c.String(f); dir != "" {
+			if err := checkDirFlag(f, dir); err != nil {
+				return o, err
+			}
+		}
+	}
+	if !c.IsSet("out") {
+		for _, f := range []string{"source", "llama-source"} {
+			if c.String(f) == "" {
+				continue
+			}
+			if abs, _ := filepath.Abs(c.String(f)); isWithin(o.Exec.Out, abs) {
+				return o, usagef("the default --out %s is inside --%s %s: pass --out", o.Exec.Out, f, abs)
+			}
+		}
+	}
+	if o.Exec.Bases["runtime"] != "" {
+		return o, usagef("--base runtime= has no use for a wheel: only the devel image builds it")
+	}
+	switch o.Exec.Executor {
+	case pipeline.ExecutorHost:
+		if o.Exec.Engine != "" || o.Exec.Bases["devel"] != "" {
+			return o, usagef("--engine and --base are for --executor dagger: the host executor is the build environment")
+		}
+		if o.Exec.Source == "" || o.LlamaSource == "" {
+			return o, usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
+		}
+	case pipeline.ExecutorDagger:
+	default:
+		return o, usagef("--executor must be dagger or host, got %q", o.Exec.Executor)
+	}
+	return o, nil
+}
+
+// runWheel prints the plan, or builds the wheel and prints its path.
+func runWheel(c *cli.Context, o wheelOptions) error {
+	if o.PrintPlan {
+		_, err := stdoutOf(c).Write(o.Plan.JSON())
+		return err
+	}
+	series, err := patches.Series()
+	if err != nil {
+		return err
+	}
+	ex, err := newWheelExecutor(c, o.Exec, series, o.LlamaSource, o.BuildJobs)
+	if err != nil {
+		return err
+	}
+	if cl, ok := ex.(io.Closer); ok {
+		defer cl.Close()
+	}
+	dir, err := ex.BuildWheel(c.Context, o.Plan, o.Exec.Out)
+	if err != nil {
+		return err
+	}
+	whls, _ := filepath.Glob(filepath.Join(dir, "*.whl"))
+	if len(whls) != 1 {
+		return fmt.Errorf("artifact directory %s holds %d wheels, want 1", dir, len(whls))
+	}
+	fmt.Fprintln(stdoutOf(c), whls[0])
+	return nil
 }
 
 func splitList(vals []string) []string {
