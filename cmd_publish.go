@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
@@ -67,7 +68,10 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 				return usageError{err}
 			}
 			red := publish.NewRedactor(creds)
-			err = runPublish(c, creds)
+			o, err := publishOptionsOf(c, creds)
+			if err == nil {
+				err = runPublish(c, o)
+			}
 			var ue usageError
 			if errors.As(err, &ue) {
 				return usageError{red.Error(ue.err)}
@@ -81,53 +85,71 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 	}
 }
 
-func runPublish(c *cli.Context, creds *publish.Credentials) error {
+// publishOptions is everything `llbuild publish` was asked to do, its plans resolved.
+type publishOptions struct {
+	Repo  name.Repository
+	Creds *publish.Credentials
+	Tmpl  *publish.Templates
+	Specs []targetSpec
+	Plans []*pipeline.Plan
+	Exec  executorOptions
+	In    *serverInputs
+	// Gate, when set, benches each new image's server before it is pushed.
+	Gate       *gate
+	JSON       bool
+	DigestFile string
+}
+
+// publishOptionsOf reads the flags and resolves the plans and the tags' templates; usage errors
+// are found here, before anything is built or contacted.
+func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOptions, error) {
+	o := publishOptions{Creds: creds, JSON: c.Bool("json"), DigestFile: c.String("digest-file")}
 	if c.NArg() > 0 {
-		return usagef("publish takes no arguments, got %q", c.Args().Slice())
+		return o, usagef("publish takes no arguments, got %q", c.Args().Slice())
 	}
-	repo, err := publish.ParseRegistry(c.String("registry"))
-	if err != nil {
-		return usageError{err}
+	var err error
+	if o.Repo, err = publish.ParseRegistry(c.String("registry")); err != nil {
+		return o, usageError{err}
 	}
 	if creds != nil {
-		creds.Host = repo.RegistryStr()
+		creds.Host = o.Repo.RegistryStr()
 	}
-	tmpl, err := publish.ParseTemplates(c.StringSlice("tag-template"))
-	if err != nil {
-		return usageError{err}
+	if o.Tmpl, err = publish.ParseTemplates(c.StringSlice("tag-template")); err != nil {
+		return o, usageError{err}
 	}
-	specs := targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file"))
-	if len(specs) == 0 {
-		return usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
+	if o.Specs = targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file")); len(o.Specs) == 0 {
+		return o, usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}
-	eo, err := executorOptionsOf(c)
-	if err != nil {
-		return err
+	if o.Exec, err = executorOptionsOf(c); err != nil {
+		return o, err
 	}
-	if eo.Jobs < 1 {
-		return usagef("--jobs must be at least 1")
+	if o.Exec.Jobs < 1 {
+		return o, usagef("--jobs must be at least 1")
 	}
-	if err := eo.check(); err != nil {
-		return err
+	if err := o.Exec.check(); err != nil {
+		return o, err
 	}
-
-	in, err := serverInputsOf(c, eo.Source, false)
-	if err != nil {
-		return err
+	if o.In, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
+		return o, err
 	}
-	plans, err := resolveServerPlans(specs, in, c.Bool("allow-floating"))
-	if err != nil {
-		return err
+	if o.Plans, err = resolveServerPlans(o.Specs, o.In, c.Bool("allow-floating")); err != nil {
+		return o, err
 	}
-	g, err := newGate(c)
-	if err != nil {
-		return err
+	if o.Gate, err = newGate(c); err != nil {
+		return o, err
 	}
-	if g != nil {
-		if err := g.checkPlans(specs, plans); err != nil {
-			return err
+	if o.Gate != nil {
+		if err := o.Gate.checkPlans(o.Specs, o.Plans); err != nil {
+			return o, err
 		}
 	}
+	return o, nil
+}
+
+// runPublish renders every tag, makes or reuses each plan's image (through the gate, when set),
+// pushes it and reports the digests.
+func runPublish(c *cli.Context, o publishOptions) error {
+	repo, tmpl, plans, eo, in, g, creds := o.Repo, o.Tmpl, o.Plans, o.Exec, o.In, o.Gate, o.Creds
 	var errs []error
 	// Every tag is checked before anything is built or contacted.
 	tags, err := tmpl.RenderAll(plans, version)
@@ -199,16 +221,16 @@ func runPublish(c *cli.Context, creds *publish.Credentials) error {
 		if r.Existing {
 			log.Info("already published", "target", r.Target, "ref", r.Ref, "moved", strings.Join(r.Moved, ","))
 		}
-		if !c.Bool("json") {
+		if !o.JSON {
 			fmt.Fprintln(stdout, r.Digest)
 		}
 	}
-	if c.Bool("json") {
+	if o.JSON {
 		if err := writeJSON(stdout, report); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if f := c.String("digest-file"); f != "" {
+	if f := o.DigestFile; f != "" {
 		if err := atomicfile.WriteFile(f, publish.DigestLines(results), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("writing --digest-file: %w", err))
 		}

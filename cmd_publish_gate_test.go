@@ -54,7 +54,8 @@ func TestGateDecision(t *testing.T) {
 // docker-registry and bundled back with bundle --image; that bundle is the reference. A new plan
 // (same server, another runtime label, so another plan hash) is benched against it and pushed,
 // its verdict written beside the digest; the next, asked for a speedup it cannot have, is refused:
-// nothing pushed, the floating tag left where it was.
+// nothing pushed, the floating tag left where it was. The bars lie far outside what this machine's
+// noise can reach (0.02 and 50): the decision, not the speed, is under test.
 func TestPublishGatePushesAndRefuses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes to a real registry and starts real llama-servers")
@@ -120,7 +121,7 @@ func TestPublishGatePushesAndRefuses(t *testing.T) {
 		t.Fatalf("bundling the image in use: exit %d\n%s", code, stderr)
 	}
 	gateArgs := func(gdir, ratio string) []string {
-		return []string{"--not-slower-than", today, "--gate-dir", gdir, "--gate-ratio", ratio, "--gate-canaries", "4", "--gate-generate", "32", "--json"}
+		return []string{"--not-slower-than", today, "--gate-dir", gdir, "--gate-ratio", ratio, "--gate-canaries", "4", "--gate-generate", "128", "--json"}
 	}
 	verdict := func(gdir string) *gateVerdict {
 		b, err := os.ReadFile(filepath.Join(gdir, "gate-cpu-v3.json"))
@@ -138,7 +139,7 @@ func TestPublishGatePushesAndRefuses(t *testing.T) {
 	// the bar is low; the ratios are the bench's own)
 	f2, p2 := day("2")
 	g2 := filepath.Join(dir, "gate2")
-	code, stdout, stderr := runCLI(t, append(publishArgs(f2), gateArgs(g2, "0.4")...)...)
+	code, stdout, stderr := runCLI(t, append(publishArgs(f2), gateArgs(g2, "0.02")...)...)
 	if code != exitOK {
 		t.Fatalf("gated publish: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -159,11 +160,12 @@ func TestPublishGatePushesAndRefuses(t *testing.T) {
 		t.Errorf("cpu-v3 = %v (%v), want the gated push %s", floating, err, v.Digest)
 	}
 
-	// a build asked to be twice as fast as the same server: refused, nothing pushed
+	// a build asked to be fifty times as fast as the same server: refused, nothing pushed (a bar
+	// far beyond what a loaded machine's noise can cross in every round, as 0.02 is below)
 	f3, p3 := day("3")
 	g3 := filepath.Join(dir, "gate3")
-	code, stdout, stderr = runCLI(t, append(publishArgs(f3), gateArgs(g3, "2.0")...)...)
-	if code != 1 || !strings.Contains(stderr, "not pushed") || !strings.Contains(stderr, "below 2.000 in every round") {
+	code, stdout, stderr = runCLI(t, append(publishArgs(f3), gateArgs(g3, "50")...)...)
+	if code != 1 || !strings.Contains(stderr, "not pushed") || !strings.Contains(stderr, "below 50.000 in every round") {
 		t.Errorf("publish of a build below the bar: exit %d, want 1 saying it was not pushed\n%s\n%s", code, stdout, stderr)
 	}
 	v3 := verdict(g3)
