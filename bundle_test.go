@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,11 +87,19 @@ func newBundleInputs(t testing.TB) bundleInputs {
 	if err := os.Symlink(filepath.Base(lib), libLink); err != nil {
 		t.Fatal(err)
 	}
-	in.Artifacts = writeTestArtifacts(t, filepath.Join(dir, "artifacts"), "cpu-v3", []artifacts.InputFile{
+	// the patch the build applied, kept in the artifacts as a build keeps it
+	patch := filepath.Join(dir, "0001-test.patch")
+	patchData := []byte("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+	if err := os.WriteFile(patch, patchData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(patchData)
+	in.Artifacts = writeTestArtifactsWithPatches(t, filepath.Join(dir, "artifacts"), "cpu-v3", []artifacts.InputFile{
 		{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
 		{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
 		{Path: "bin/libz.so.1", From: libLink, Kind: artifacts.KindLibrary},
-	})
+		{Path: "patches/0001-test.patch", From: patch, Kind: artifacts.KindPatch},
+	}, []artifacts.Patch{{Name: "0001-test.patch", SHA256: hex.EncodeToString(sum[:])}})
 	write := func(name string, o gguf.TinyOptions) string {
 		p := filepath.Join(dir, name)
 		if err := gguf.WriteTinyLlamaFile(p, o); err != nil {
@@ -235,7 +244,7 @@ func TestBundleIsDeterministicAndVerifies(t *testing.T) {
 		kinds = append(kinds, f.Path+":"+f.Kind)
 	}
 	lib := filepath.Base(systemLib(t))
-	want := []string{"bin/llama-server:executable", "lib/libz.so.1:library", "lib/" + lib + ":library", "models/tiny-draft.gguf:draft", "models/tiny.gguf:model"}
+	want := []string{"bin/llama-server:executable", "lib/libz.so.1:library", "lib/" + lib + ":library", "models/tiny-draft.gguf:draft", "models/tiny.gguf:model", "patches/0001-test.patch:patch"}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Errorf("files = %v, want %v", kinds, want)
 	}

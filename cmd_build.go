@@ -83,15 +83,16 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 	if o.Exec.Jobs < 1 {
 		return o, usagef("--jobs must be at least 1")
 	}
-	if o.Inputs, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
-		return o, err
-	}
 	if src := o.Exec.Source; src != "" && !c.IsSet("out") {
 		if abs, _ := filepath.Abs(src); isWithin(o.Exec.Out, abs) {
 			return o, usagef("the default --out %s is inside the source %s: pass --out", o.Exec.Out, abs)
 		}
 	}
 	if err := o.Exec.check(); err != nil {
+		return o, err
+	}
+	// last: it reads the source (a plain directory's tree hash is part of the plan)
+	if o.Inputs, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
 		return o, err
 	}
 	return o, nil

@@ -612,8 +612,14 @@ func placeFiles(ctx context.Context, root string, files []BundleFile, out Bundle
 			return bundleProgress(done.Load(), total, elapsed), true
 		}).Stop()
 	}
-	for _, d := range []string{BinDir, LibDir, ModelsDir} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+	dirs := map[string]bool{BinDir: true, LibDir: true, ModelsDir: true}
+	for _, f := range files {
+		if d := path.Dir(f.Path); d != "." {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(d)), 0o755); err != nil {
 			return nil, err
 		}
 	}
