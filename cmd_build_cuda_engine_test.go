@@ -22,6 +22,7 @@ import (
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/preflight/fatbin"
 )
@@ -159,14 +160,39 @@ func TestServerBuildsCUDAFixtureThroughEngine(t *testing.T) {
 				t.Errorf("the runtime image has no libcublas.so.12: %v", rt)
 			}
 
-			// Past the engine's cache (a source it has not seen), the same bytes and image.
-			a2, _, digest2 := build(fixtureCopy(t))
+			// Past the engine's cache (a source it has not seen: another tree, by its nonce file),
+			// the same bytes and the same layer of them; the images differ only in the plan their
+			// config records, which names each tree.
+			a2, img2, digest2 := build(fixtureCopy(t))
 			sameBuiltFiles(t, a, a2.Dir)
-			if digest == "" || digest != digest2 {
-				t.Errorf("runtime image digests %q and %q, want one", digest, digest2)
+			if l1, l2 := appLayer(t, img), appLayer(t, img2); l1 == "" || l1 != l2 {
+				t.Errorf("the server layers of the two images are %q and %q, want one", l1, l2)
+			}
+			if digest == "" || digest == digest2 {
+				t.Errorf("runtime image digests %q and %q: two trees are two plans, whose images differ", digest, digest2)
 			}
 		})
 	}
+}
+
+// appLayer is the digest of the last layer of the image in an OCI archive: the one that holds
+// the server's files.
+func appLayer(t *testing.T, archive string) string {
+	t.Helper()
+	img, cleanup, err := image.Open(context.Background(), "oci-archive:"+archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	layers, err := img.Layers()
+	if err != nil || len(layers) == 0 {
+		t.Fatalf("layers of %s: %d (%v)", archive, len(layers), err)
+	}
+	d, err := layers[len(layers)-1].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
 }
 
 // cudaStandinTarget writes the target file scripts/mk-cuda-standin.sh prints for arch, with the

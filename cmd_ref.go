@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,8 +28,10 @@ var refFlag = &cli.StringFlag{Name: "ref", Usage: "build llama.cpp at `REF` inst
 type serverInputs struct {
 	recipe *recipes.Recipe
 	series []patches.Patch
-	// tree is the content hash of --source when it is a plain directory (part of the plan).
-	tree string
+	// plainSource is --source when it is a plain directory, whose tree hash (tree, made by
+	// resolveServerPlans once the plans resolve without it) is part of the plan.
+	plainSource, tree string
+	log               *slog.Logger
 }
 
 // serverInputsOf reads --recipe, --series and --ref; source is --source (may be empty).
@@ -68,13 +71,10 @@ func serverInputsOf(c *cli.Context, source string, builtinNames bool) (*serverIn
 		loggerOf(c).Info("ref resolved", "ref", ref, "commit", commit.Hash, "subject", commit.Subject, "build", bn, "in", repo)
 		r.Source.Commit, r.Source.Epoch, r.Source.BuildNumber, r.Source.Ref = commit.Hash, commit.Time, bn, ref
 	}
-	in := &serverInputs{recipe: r, series: series}
+	in := &serverInputs{recipe: r, series: series, log: loggerOf(c)}
 	if source != "" {
 		if st, err := os.Stat(source); err == nil && st.IsDir() && !gitref.IsRepository(c.Context, source) {
-			if in.tree, err = pipeline.TreeHash(source); err != nil {
-				return nil, fmt.Errorf("hashing the source directory %s: %w", source, err)
-			}
-			loggerOf(c).Info("the source is a plain directory: its tree hash is part of the plan", "source", source, "tree", in.tree)
+			in.plainSource = source
 		}
 	}
 	return in, nil
@@ -171,6 +171,24 @@ func targetSpecsOf(names, files []string) []targetSpec {
 // build and publish turn targets into plans. A target given twice is a usage error; resolution
 // errors of several targets are reported together.
 func resolveServerPlans(specs []targetSpec, in *serverInputs, allowFloating bool) ([]*pipeline.Plan, error) {
+	plans, err := resolveServerPlansWith(specs, in, allowFloating, "")
+	if err != nil || in.plainSource == "" {
+		return plans, err
+	}
+	// A plain directory's tree is part of the plan: read once the plans resolve without it, so
+	// that a usage error is said before the source is read.
+	if in.tree == "" {
+		if in.tree, err = pipeline.TreeHash(in.plainSource); err != nil {
+			return nil, fmt.Errorf("hashing the source directory %s: %w", in.plainSource, err)
+		}
+		if in.log != nil {
+			in.log.Info("the source is a plain directory: its tree hash is part of the plan", "source", in.plainSource, "tree", in.tree)
+		}
+	}
+	return resolveServerPlansWith(specs, in, allowFloating, in.tree)
+}
+
+func resolveServerPlansWith(specs []targetSpec, in *serverInputs, allowFloating bool, tree string) ([]*pipeline.Plan, error) {
 	var plans []*pipeline.Plan
 	var errs []error
 	seen := map[string]bool{}
@@ -184,7 +202,7 @@ func resolveServerPlans(specs []targetSpec, in *serverInputs, allowFloating bool
 			errs = append(errs, err)
 			continue
 		}
-		p, err := pipeline.Resolve(t, in.recipe, in.series, nil, pipeline.Options{AllowFloating: allowFloating, SourceTree: in.tree})
+		p, err := pipeline.Resolve(t, in.recipe, in.series, nil, pipeline.Options{AllowFloating: allowFloating, SourceTree: tree})
 		if err != nil {
 			if err := usageOf(err); errors.As(err, new(usageError)) {
 				return nil, err

@@ -98,7 +98,7 @@ func TestBuildSendsThePlanAsQueries(t *testing.T) {
 			for _, f := range a.Manifest.Files {
 				names = append(names, f.Path)
 			}
-			if got, want := strings.Join(names, " "), "libggml-base.so libggml-cpu.so libllama.so.0 libllama.so.0.0.1 llama-server"; got != want {
+			if got, want := strings.Join(names, " "), "libggml-base.so libggml-cpu.so libllama.so.0 libllama.so.0.0.1 llama-server patches/0001-server-greeting.patch patches/0002-ggml-cpu-build-info.patch"; got != want {
 				t.Errorf("artifacts = %s, want %s", got, want)
 			}
 			if a.Provenance.Builder.Executor != "dagger" {
