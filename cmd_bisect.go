@@ -92,32 +92,59 @@ func bisectCommand() *cli.Command {
 // measurement read from the built tree, where no model can show a speed step.
 var bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher { return m }
 
+// bisectRequest is what `llbuild bisect run` was asked to do: a campaign's directory, its
+// settings (a new campaign's, or a resumed one's as given) and what it builds and benches with.
+type bisectRequest struct {
+	Dir  string
+	Exec executorOptions
+	// Set and Path are the settings and range given (nil when a campaign resumes from its log
+	// alone); Start the campaign's settings, given or logged.
+	Set      *bisect.Settings
+	Path     []gitref.Commit
+	Start    *bisect.Settings
+	Target   *targets.Target
+	Series   []patches.Patch
+	Template string
+}
+
 func bisectRun(c *cli.Context) error {
+	r, err := bisectRequestOf(c)
+	if err != nil {
+		return err
+	}
+	return runBisect(c, r)
+}
+
+// bisectRequestOf reads the flags and the campaign's log, and checks that the series and the
+// template are the campaign's: every usage error before anything is built.
+func bisectRequestOf(c *cli.Context) (bisectRequest, error) {
+	var r bisectRequest
 	if c.NArg() > 0 {
-		return usagef("bisect run takes no arguments, got %q", c.Args().Slice())
+		return r, usagef("bisect run takes no arguments, got %q", c.Args().Slice())
 	}
 	dir, err := filepath.Abs(c.String("dir"))
 	if err != nil {
-		return err
+		return r, err
 	}
+	r.Dir = dir
 	eo, err := executorOptionsOf(c)
 	if err != nil {
-		return err
+		return r, err
 	}
 	if eo.Source == "" {
-		return usagef("bisect run needs --source DIR: the llama.cpp git repository or mirror holding the range")
+		return r, usagef("bisect run needs --source DIR: the llama.cpp git repository or mirror holding the range")
 	}
 	if err := eo.check(); err != nil {
-		return err
+		return r, err
 	}
 	ctx := c.Context
 	if !gitref.IsRepository(ctx, eo.Source) {
-		return usagef("--source %s is not a git repository: give a checkout or mirror of llama.cpp (git clone --mirror https://github.com/ggml-org/llama.cpp)", eo.Source)
+		return r, usagef("--source %s is not a git repository: give a checkout or mirror of llama.cpp (git clone --mirror https://github.com/ggml-org/llama.cpp)", eo.Source)
 	}
 	log, existing := bisect.ReadLog(dir)
 	starting := errors.Is(existing, bisect.ErrNoLog)
 	if existing != nil && !starting {
-		return existing
+		return r, existing
 	}
 	var set *bisect.Settings
 	var path []gitref.Commit
@@ -125,7 +152,7 @@ func bisectRun(c *cli.Context) error {
 	// bisect.Run
 	if given := c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template"); starting || given {
 		if set, path, err = bisectSettings(c, eo.Source); err != nil {
-			return err
+			return r, err
 		}
 		if starting && set.Test == "" {
 			set.Test = bisect.TestSignedRank
@@ -137,30 +164,39 @@ func bisectRun(c *cli.Context) error {
 	}
 	t, err := loadTarget(start.Target, "")
 	if err != nil {
-		return err
+		return r, err
 	}
 	series, err := seriesByName(start.Series)
 	if err != nil {
-		return err
+		return r, err
 	}
 	if got := patchIDs(series); strings.Join(got, " ") != strings.Join(start.SeriesPatches, " ") {
-		return usagef("the campaign's series %s is %v, but here it is %v: give --series FILE with the campaign's patches", start.Series, start.SeriesPatches, got)
+		return r, usagef("the campaign's series %s is %v, but here it is %v: give --series FILE with the campaign's patches", start.Series, start.SeriesPatches, got)
 	}
 	template := c.String("template")
 	if template == "" {
 		template = start.Template
 	}
 	if id, err := templateIdentity(template, t); err != nil {
-		return usagef("--template %s: %v", template, err)
+		return r, usagef("--template %s: %v", template, err)
 	} else if id != start.TemplateIdentity {
-		return usagef("--template %s is not the campaign's template (%s): give the bundle it was started with", template, start.Template)
-	}
-	recipe, err := recipes.Load("server")
-	if err != nil {
-		return err
+		return r, usagef("--template %s is not the campaign's template (%s): give the bundle it was started with", template, start.Template)
 	}
 	if !c.IsSet("out") {
 		eo.Out = filepath.Join(dir, "artifacts")
+	}
+	r.Exec, r.Set, r.Path, r.Start, r.Target, r.Series, r.Template = eo, set, path, start, t, series, template
+	return r, nil
+}
+
+// runBisect builds and benches the campaign's next probes, up to --max-probes, and prints where
+// it stands.
+func runBisect(c *cli.Context, r bisectRequest) error {
+	dir, eo, set, path, start, t, series, template := r.Dir, r.Exec, r.Set, r.Path, r.Start, r.Target, r.Series, r.Template
+	ctx := c.Context
+	recipe, err := recipes.Load("server")
+	if err != nil {
+		return err
 	}
 	ex, err := newExecutor(c, eo, series, termOf(c))
 	if err != nil {
