@@ -9,7 +9,12 @@
 # and run there, from the repository root: bash scripts/h200-pin-ab.sh .carry STAGE
 #   STAGE build-old | build-new   one build into /tmp/pins/{old,new} (about 4 min each with -j16),
 #                                 also packed into $OUT/{old,new}.txz.* to carry to a fresh machine
+#   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
+#                                 from upstream's history (.carry/llama.cpp-history.git.tar), into
+#                                 /tmp/pins/next, packed like the others
 #   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json)
+#                                 (ab, ab-bigram and ab-mtp compare PAIR, default "old new": PAIR="new
+#                                 next" asks whether the next pin is not slower than the pin)
 #   STAGE ab-bigram               the same with the bigram pair of the King James Version's Old
 #                                 Testament (.carry/old-testament.txt, bigramgguf in .carry): the
 #                                 1b-cost bigram target, and its draft (draft-simple)
@@ -59,10 +64,24 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 }
 
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
+read -r A B <<<"${PAIR:-old new}"
+next=${NEXT:-3f545becc}
 
 case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
 build-new) build new "$new" ;;
+build-next)
+	t0=$SECONDS
+	for f in "$D"/next.txz.*; do
+		[ -e "$f" ] || break
+		mkdir -p /tmp/pins/next && cat "$D"/next.txz.* | tar -xJ -C /tmp/pins/next && echo "next: carried" && exit 0
+	done
+	[ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; } || exit 1
+	dir=$("$D"/llbuild build --executor host -t h200 --source /tmp/hist/llrange.git --recipe "patches/next/$next/server.yaml" \
+		--series "patches/next/$next/series" --out /tmp/pins/next --work-dir /tmp/work-next 2>"$OUT/build-next.log") ||
+		{ tail -40 "$OUT/build-next.log"; exit 1; }
+	echo "next ($next): built $dir in $((SECONDS - t0)) s"
+	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - next | xz -T0 -6 | split -b 15m - "$OUT/next.txz." ;;
 ab | ab-bigram)
 	if [ "$stage" = ab ]; then
 		[ -f /tmp/m.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/m.gguf || exit 1
@@ -72,15 +91,15 @@ ab | ab-bigram)
 		"$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o /tmp/d.gguf || exit 1
 	fi
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
-	for pin in old new; do
-		a=$(artifacts $pin)
-		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/b-$pin --model /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
-		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/bd-$pin --model /tmp/m.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
+	for pin in "$A" "$B"; do
+		a=$(artifacts "$pin")
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/b-"$pin" --model /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
+		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/bd-"$pin" --model /tmp/m.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	for kind in b bd; do
 		t0=$SECONDS
-		"$D"/llbuild bench /tmp/$kind-old /tmp/$kind-new --mode full --rounds 3 --dir /tmp/runs-$kind >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		"$D"/llbuild bench /tmp/$kind-"$A" /tmp/$kind-"$B" --mode full --rounds 3 --dir /tmp/runs-$kind >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
 		cat "$OUT/bench-$kind.txt"
 		tail -5 "$OUT/bench-$kind.log"
@@ -92,10 +111,10 @@ ab-mtp | drafts)
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	if [ "$stage" = ab-mtp ]; then
-		for pin in old new; do
-			"$D"/llbuild bundle -t h200 --artifacts "$(artifacts $pin)" -o /tmp/bm-$pin --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+		for pin in "$A" "$B"; do
+			"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/bm-"$pin" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
 		done
-		set -- /tmp/bm-old /tmp/bm-new
+		set -- /tmp/bm-"$A" /tmp/bm-"$B"
 	else
 		a=$(artifacts new)
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/g-none --model /tmp/g.gguf "${common[@]}" >/dev/null || exit 1
