@@ -21,7 +21,9 @@ import (
 	"dagger.io/dagger"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/preflight/fatbin"
@@ -158,6 +160,33 @@ func TestServerBuildsCUDAFixtureThroughEngine(t *testing.T) {
 			}
 			if !slices.ContainsFunc(rt, func(n string) bool { return strings.HasSuffix(n, "libcublas.so.12") }) {
 				t.Errorf("the runtime image has no libcublas.so.12: %v", rt)
+			}
+
+			// The image turned back into a bundle (bundle --image): the server, its CUDA runtime
+			// libraries from the image (cudart, cuBLAS), its loader and C library; never libcuda.
+			model := filepath.Join(t.TempDir(), "tiny.gguf")
+			if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+				t.Fatal(err)
+			}
+			bdir := filepath.Join(t.TempDir(), "bundle")
+			if code, _, stderr := runCLI(t, "bundle", "--target-file", targetFiles[arch], "--image", "oci-archive:"+img, "--model", model, "-o", bdir, "-q"); code != 0 {
+				t.Fatalf("bundle --image of the CUDA image: exit %d\n%s", code, stderr)
+			}
+			bm, err := manifest.Load(bdir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var libs []string
+			for _, f := range bm.Files {
+				libs = append(libs, f.Path)
+			}
+			for _, want := range []string{"lib/libcudart.so.12", "lib/libcublas.so.12", "lib/libggml-cuda.so.0.9.4", "lib/libc.so.6"} {
+				if !slices.Contains(libs, want) {
+					t.Errorf("the CUDA image's bundle lacks %s: %v", want, libs)
+				}
+			}
+			if slices.ContainsFunc(libs, func(p string) bool { return strings.Contains(p, "libcuda.so") }) || bm.Server.Loader == "" || bm.Build.PlanHash != a.Manifest.PlanHash {
+				t.Errorf("the CUDA image's bundle: files %v, loader %q, plan %s: want no libcuda, the image's loader, the plan %s", libs, bm.Server.Loader, bm.Build.PlanHash, a.Manifest.PlanHash)
 			}
 
 			// Past the engine's cache (a source it has not seen: another tree, by its nonce file),
