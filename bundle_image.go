@@ -39,6 +39,13 @@ func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *
 		return nil, cleanup, err
 	}
 	cleanup = func() { os.RemoveAll(tmp) }
+	var size int64
+	if m, err := img.Manifest(); err == nil {
+		for _, l := range m.Layers {
+			size += l.Size
+		}
+	}
+	log.Info("reading the image's layers for llama-server and its libraries", "image", spec, "layers MiB", size>>20)
 	s, err := image.ExtractServer(ctx, img, tmp)
 	if err != nil {
 		cleanup()
