@@ -14,11 +14,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/llbuild/llbuild/pipeline/image"
-
+	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -296,42 +300,31 @@ func readable(l v1.Layer) error {
 	return nil
 }
 
-// openImage opens the image src names, through the one opener the bundle and the pipeline use
-// (image.Open): a reference, or an archive told apart by its contents (an OCI archive holds an
-// oci-layout file; a directory is an OCI layout; anything else is read as docker save's).
-// cleanup removes what it unpacked; call it once the image has been read.
+// openImage opens the image src names. cleanup removes what it unpacked; call it once the
+// image has been read.
 func openImage(ctx context.Context, src ImageSource) (img v1.Image, label string, cleanup func(), err error) {
 	cleanup = func() {}
-	var spec string
-	switch {
-	case src.Ref != "" && src.Archive != "":
-		return nil, "", cleanup, errors.New("give an image reference or an archive, not both")
-	case src.Ref != "":
-		spec, label = src.Ref, src.Ref
-	case src.Archive != "":
-		label = src.Archive
-		st, err := os.Stat(src.Archive)
-		switch {
-		case err != nil:
-			return nil, "", cleanup, fmt.Errorf("opening image archive: %w", err)
-		case st.IsDir():
-			spec = "oci-layout:" + src.Archive
-		case isOCIArchive(src.Archive):
-			spec = "oci-archive:" + src.Archive
-		default:
-			spec = "docker-archive:" + src.Archive
+	if src.Archive != "" {
+		if st, err := os.Stat(src.Archive); err == nil && !st.IsDir() && isOCIArchive(src.Archive) {
+			dir, err := os.MkdirTemp("", "llbuild-preflight-oci-")
+			if err != nil {
+				return nil, "", cleanup, err
+			}
+			cleanup = func() { os.RemoveAll(dir) }
+			if err := ocitar.Untar(src.Archive, dir); err != nil {
+				cleanup()
+				return nil, "", func() {}, fmt.Errorf("reading OCI archive %s: %w", src.Archive, err)
+			}
+			img, err := imageFromLayout(dir, src.Archive)
+			if err != nil {
+				cleanup()
+				return nil, "", func() {}, err
+			}
+			return img, src.Archive, cleanup, nil
 		}
-	default:
-		return nil, "", cleanup, errors.New("no image given")
 	}
-	img, cleanup, err = image.Open(ctx, spec)
-	if err != nil {
-		if src.Archive != "" && strings.HasPrefix(spec, "docker-archive:") {
-			err = fmt.Errorf("reading image archive %s (want `docker save` output, an OCI archive or an OCI layout directory): %w", src.Archive, err)
-		}
-		return nil, "", func() {}, err
-	}
-	return img, label, cleanup, nil
+	img, label, err = openImageSource(ctx, src)
+	return img, label, cleanup, err
 }
 
 // isOCIArchive reports whether file is a tar holding an OCI layout's oci-layout file.
@@ -351,4 +344,59 @@ func isOCIArchive(file string) bool {
 			return true
 		}
 	}
+}
+
+// imageFromLayout returns the first image of the OCI layout in dir; label names it in errors.
+func imageFromLayout(dir, label string) (v1.Image, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading OCI layout %s: %w", label, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("reading OCI layout %s: %w", label, err)
+	}
+	for _, m := range im.Manifests {
+		if m.MediaType.IsImage() {
+			img, err := idx.Image(m.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("reading image %s from %s: %w", m.Digest, label, err)
+			}
+			return img, nil
+		}
+	}
+	return nil, fmt.Errorf("OCI layout %s holds no image manifest", label)
+}
+
+func openImageSource(ctx context.Context, src ImageSource) (v1.Image, string, error) {
+	switch {
+	case src.Ref != "" && src.Archive != "":
+		return nil, "", errors.New("give an image reference or an archive, not both")
+	case src.Ref != "":
+		ref, err := name.ParseReference(src.Ref)
+		if err != nil {
+			return nil, "", fmt.Errorf("parsing image reference %q: %w", src.Ref, err)
+		}
+		img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
+			remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+		if err != nil {
+			return nil, "", fmt.Errorf("fetching image %s: %w", src.Ref, err)
+		}
+		return img, src.Ref, nil
+	case src.Archive != "":
+		st, err := os.Stat(src.Archive)
+		if err != nil {
+			return nil, "", fmt.Errorf("opening image archive: %w", err)
+		}
+		if st.IsDir() {
+			img, err := imageFromLayout(src.Archive, src.Archive)
+			return img, src.Archive, err
+		}
+		img, err := tarball.ImageFromPath(src.Archive, nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("reading image archive %s (want `docker save` output, an OCI archive or an OCI layout directory): %w", src.Archive, err)
+		}
+		return img, src.Archive, nil
+	}
+	return nil, "", errors.New("no image given")
 }
