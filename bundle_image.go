@@ -31,6 +31,7 @@ func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *
 		return nil, cleanup, err
 	}
 	defer closeImage()
+	_, statErr := os.Stat(near)
 	if err := os.MkdirAll(near, 0o755); err != nil {
 		return nil, cleanup, err
 	}
@@ -38,7 +39,12 @@ func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *
 	if err != nil {
 		return nil, cleanup, err
 	}
-	cleanup = func() { os.RemoveAll(tmp) }
+	cleanup = func() {
+		os.RemoveAll(tmp)
+		if statErr != nil {
+			os.Remove(near) // made here for the extraction: gone again unless the bundle is in it
+		}
+	}
 	var size int64
 	if m, err := img.Manifest(); err == nil {
 		for _, l := range m.Layers {

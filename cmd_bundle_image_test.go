@@ -275,4 +275,12 @@ func TestBundleImageRefusals(t *testing.T) {
 			t.Errorf("bundle %v left %v behind", tc.args, left)
 		}
 	}
+	// a refused bundle whose -o lies under a directory that did not exist leaves no directory
+	parent := filepath.Join(dir, "new-parent")
+	if code, _, _ := runCLI(t, "bundle", "-t", "cpu-v3", "--model", model, "-o", filepath.Join(parent, "b"), "--image", empty); code == exitOK {
+		t.Error("bundle of an image without llama-server succeeded")
+	}
+	if _, err := os.Stat(parent); !os.IsNotExist(err) {
+		t.Errorf("a refused bundle left %s (%v)", parent, err)
+	}
 }
