@@ -169,20 +169,9 @@ func (g *gate) judge(ctx context.Context, p *pipeline.Plan, arts string) (*gateV
 	if t == nil {
 		return nil, fmt.Errorf("no target for plan %s", p.ShortHash())
 	}
-	in, err := manifest.TemplateInput(g.refDir, t, arts)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := manifest.PlanBundle(in)
-	if err != nil {
-		return nil, fmt.Errorf("bundling the new server as %s is: %w", g.refDir, err)
-	}
 	cand := filepath.Join(g.dir, "bundles", p.Target+"-"+p.ShortHash())
-	if err := os.MkdirAll(filepath.Dir(cand), 0o755); err != nil {
-		return nil, err
-	}
-	if _, err := manifest.WriteBundle(ctx, plan, manifest.BundleOutput{Dir: cand, Force: true, Link: true, Epoch: time.Unix(0, 0).UTC(), Log: g.log}); err != nil {
-		return nil, err
+	if err := manifest.RemakeBundle(ctx, g.refDir, t, arts, cand, g.log); err != nil {
+		return nil, fmt.Errorf("bundling the new server as %s is: %w", g.refDir, err)
 	}
 	nb, err := bench.OpenBundle(cand, "new")
 	if err != nil {

@@ -136,18 +136,7 @@ func (m *BenchMeasurer) Bundle(ctx context.Context, s Side) (*bench.Bundle, erro
 			return b, nil
 		}
 	}
-	in, err := manifest.TemplateInput(m.Template, m.Target, s.Build.Dir)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := manifest.PlanBundle(in)
-	if err != nil {
-		return nil, fmt.Errorf("bundling %s as the template is: %w", s.Commit.Short(), err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, err
-	}
-	if _, err := manifest.WriteBundle(ctx, plan, manifest.BundleOutput{Dir: dir, Force: true, Link: true, Epoch: time.Unix(0, 0).UTC(), Log: m.Log}); err != nil {
+	if err := manifest.RemakeBundle(ctx, m.Template, m.Target, s.Build.Dir, dir, m.Log); err != nil {
 		return nil, fmt.Errorf("bundling %s: %w", s.Commit.Short(), err)
 	}
 	return bench.OpenBundle(dir, name)

@@ -1,11 +1,15 @@
 package manifest
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/llbuild/llbuild/targets"
 )
@@ -86,4 +90,24 @@ func TemplateInput(dir string, t *targets.Target, artifactsDir string) (BundleIn
 		}
 	}
 	return in, nil
+}
+
+// RemakeBundle writes at dir the bundle the template bundle at template is, made around other
+// artifacts of the same target (TemplateInput): its models hard-linked where the filesystem
+// allows, dir replaced, entry times at the epoch. Bisect probes and the publish gate bundle their
+// builds so.
+func RemakeBundle(ctx context.Context, template string, t *targets.Target, artifactsDir, dir string, log *slog.Logger) error {
+	in, err := TemplateInput(template, t, artifactsDir)
+	if err != nil {
+		return err
+	}
+	plan, err := PlanBundle(in)
+	if err != nil {
+		return fmt.Errorf("bundling %s as %s is: %w", artifactsDir, template, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	_, err = WriteBundle(ctx, plan, BundleOutput{Dir: dir, Force: true, Link: true, Epoch: time.Unix(0, 0).UTC(), Log: log})
+	return err
 }
