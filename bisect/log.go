@@ -26,6 +26,7 @@ const (
 	EventEnds    = "ends"    // the good end against the bad one: is there a step?
 	EventProbe   = "probe"   // one commit judged
 	EventConfirm = "confirm" // the culprit against its parent
+	EventInert   = "inert"   // which commits build as their parents do (the latest such event counts)
 )
 
 // Verdicts of a probe.
@@ -117,6 +118,24 @@ type Event struct {
 
 	// ends, probe, confirm
 	Probe *Probe `json:"probe,omitempty"`
+
+	// inert
+	Inert *Inert `json:"inert,omitempty"`
+}
+
+// Inert names the commits of the path that change no file the campaign's builds read: each
+// builds as its parent does, so it is never built or measured, and the first commit that
+// changed the speed is never one of them. A change counts when it modifies, deletes or adds a
+// file the builds read, or adds one in a directory holding such a file (a CMake glob would
+// take it in).
+type Inert struct {
+	// From lists the commits whose builds' read files decided it (the builds still on the
+	// machine that wrote the event).
+	From []string `json:"from"`
+	// Reads is how many files of the source tree those builds read, together.
+	Reads int `json:"reads"`
+	// Commits are the path indexes of the inert commits, ascending.
+	Commits []int `json:"commits"`
 }
 
 // Probe is one commit built, bundled and measured against a reference commit, and what the
@@ -250,6 +269,10 @@ func (e Event) check(first bool) error {
 	case EventStart:
 		if e.Settings == nil || len(e.Path) < 2 {
 			return errors.New("the start event needs settings and a path of two commits or more")
+		}
+	case EventInert:
+		if e.Inert == nil {
+			return errors.New("an inert event without its commits")
 		}
 	case EventEnds, EventProbe, EventConfirm:
 		if e.Probe == nil {

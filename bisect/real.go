@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,73 @@ func (b *PlanBuilder) Build(ctx context.Context, c gitref.Commit) (*Build, error
 		return nil, err
 	}
 	return &Build{Dir: got, PlanHash: p.Hash, Seconds: time.Since(t0).Round(time.Second).Seconds()}, nil
+}
+
+// ReadLister is an executor that can list the source files a build of a plan it made read
+// (the host executor, from the build tree ninja left in its work directory).
+type ReadLister interface {
+	Reads(ctx context.Context, p *pipeline.Plan) ([]string, error)
+}
+
+var _ InertFinder = (*PlanBuilder)(nil)
+
+// Inert reads what the builds of built read (those whose build trees this machine's executor
+// still has) and returns the commits of path whose changes against their parents touch none
+// of it, by Inert's rule; nil when the executor cannot list reads or no build tree is here.
+func (b *PlanBuilder) Inert(ctx context.Context, path []gitref.Commit, built []gitref.Commit) (*Inert, error) {
+	rl, ok := b.Executor.(ReadLister)
+	if !ok {
+		return nil, nil
+	}
+	reads, dirs := map[string]bool{}, map[string]bool{}
+	out := &Inert{Commits: []int{}}
+	for _, c := range built {
+		p, err := b.Plan(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		files, err := rl.Reads(ctx, p)
+		if err != nil {
+			b.logger().Debug("bisect: no reads for a build", "commit", c.Short(), "err", err)
+			continue
+		}
+		for _, f := range files {
+			reads[f] = true
+			dirs[pathDir(f)] = true
+		}
+		out.From = append(out.From, c.Hash)
+	}
+	if len(out.From) == 0 {
+		return nil, nil
+	}
+	out.Reads = len(reads)
+	for i := 1; i < len(path); i++ {
+		changes, err := gitref.Changes(ctx, b.Repo, path[i-1].Hash, path[i].Hash)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(changes, func(ch gitref.Change) bool {
+			return reads[ch.Path] || ch.Status == 'A' && dirs[pathDir(ch.Path)]
+		}) {
+			out.Commits = append(out.Commits, i)
+		}
+	}
+	return out, nil
+}
+
+// pathDir is a slash path's directory, "." at the top.
+func pathDir(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+func (b *PlanBuilder) logger() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
 }
 
 // Metrics a campaign can judge by; higher is better for each.

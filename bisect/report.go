@@ -18,6 +18,10 @@ func (st *State) WriteText(w io.Writer, set *Settings) error {
 			fmt.Fprintf(w, "threshold: %.3f (a probe is bad when its probe/good ratios fall %s it beyond chance, by the %s test at %.3g)\n", st.Threshold, map[bool]string{true: "below", false: "above"}[st.Direction == "slower"], set.test(), set.alpha())
 		}
 	}
+	if in := st.Inert; in != nil {
+		fmt.Fprintf(w, "inert:     %d of %d commits change no file that the builds of %d commits read (%d files): never built, each builds as its parent\n",
+			len(in.Commits), len(st.Path)-1, len(in.From), in.Reads)
+	}
 	if len(st.Probes) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,13 @@ import (
 // twice on one machine is expected to come back from its artifacts, by plan hash.
 type Builder interface {
 	Build(ctx context.Context, c gitref.Commit) (*Build, error)
+}
+
+// InertFinder is a Builder that can tell, from what the builds it made on this machine read,
+// which commits of a path change none of those files (Inert's rule). It returns nil when none
+// of built has a build tree here to read.
+type InertFinder interface {
+	Inert(ctx context.Context, path []gitref.Commit, built []gitref.Commit) (*Inert, error)
 }
 
 // Side is one side of a measurement: a commit and its build.
@@ -46,6 +54,8 @@ type Options struct {
 	Machine string
 	Log     *slog.Logger
 	now     func() time.Time
+	built   []gitref.Commit // the commits this run built or found built, in order
+	looked  int             // how many of built the last inert event had read
 }
 
 // ErrSettingsDiffer is wrapped when a resumed run is given other settings than its log's.
@@ -140,6 +150,15 @@ func Run(ctx context.Context, o Options) (*State, error) {
 		default:
 			return st, nil
 		}
+		if st.Phase == PhaseProbing {
+			if e := o.inert(ctx, st); e != nil {
+				if err := l.Append(*e); err != nil {
+					return st, err
+				}
+				o.Log.Info("bisect: commits that change nothing the builds read", "inert", len(e.Inert.Commits), "reads", e.Inert.Reads, "from", len(e.Inert.From))
+				continue
+			}
+		}
 		if o.MaxProbes > 0 && measured >= o.MaxProbes {
 			return st, nil
 		}
@@ -176,7 +195,59 @@ func (o *Options) build(ctx context.Context, c gitref.Commit) (*Build, error) {
 	if !b.Reused && b.Seconds == 0 {
 		b.Seconds = time.Since(t0).Round(time.Second).Seconds()
 	}
+	if !slices.ContainsFunc(o.built, func(x gitref.Commit) bool { return x.Hash == c.Hash }) {
+		o.built = append(o.built, c)
+	}
 	return b, nil
+}
+
+// inert returns a new inert event when this run built a commit whose build the campaign's
+// inert set has not yet taken into account, and the set changes: the commits inert by every
+// build read so far (the log's earlier event included, whose build trees may be gone).
+func (o *Options) inert(ctx context.Context, st *State) *Event {
+	f, ok := o.Builder.(InertFinder)
+	if !ok || o.looked == len(o.built) {
+		return nil
+	}
+	o.looked = len(o.built)
+	from := map[string]bool{}
+	var prev []int
+	if st.Inert != nil {
+		for _, h := range st.Inert.From {
+			from[h] = true
+		}
+		prev = st.Inert.Commits
+	}
+	var fresh []gitref.Commit
+	for _, c := range o.built {
+		if !from[c.Hash] {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	got, err := f.Inert(ctx, st.Path, o.built)
+	if err != nil {
+		o.Log.Warn("bisect: cannot tell which commits change nothing the builds read; probing every commit", "err", err)
+		return nil
+	}
+	if got == nil {
+		return nil
+	}
+	if st.Inert != nil {
+		got.Commits = slices.DeleteFunc(got.Commits, func(i int) bool { return !slices.Contains(prev, i) })
+		for h := range from {
+			if !slices.Contains(got.From, h) {
+				got.From = append(got.From, h)
+			}
+		}
+	}
+	slices.Sort(got.From)
+	if st.Inert != nil && slices.Equal(got.Commits, prev) && slices.Equal(got.From, st.Inert.From) {
+		return nil
+	}
+	return &Event{Kind: EventInert, Time: o.time(), Machine: o.Machine, Inert: got}
 }
 
 func (o *Options) ends(ctx context.Context, st *State, set *Settings) (Event, error) {
@@ -276,7 +347,7 @@ func (o *Options) probe(ctx context.Context, st *State, set *Settings, i int) (E
 }
 
 func (o *Options) confirm(ctx context.Context, st *State, set *Settings) (Event, error) {
-	parent, c := st.Path[st.Good], st.Path[st.Bad]
+	parent, c := st.Path[st.Bad-1], st.Path[st.Bad]
 	pb, err := o.build(ctx, parent)
 	if err != nil {
 		return Event{}, fmt.Errorf("building the culprit's parent %s: %w", parent.Short(), err)

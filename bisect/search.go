@@ -43,6 +43,8 @@ type State struct {
 	Candidates []gitref.Commit `json:"candidates,omitempty"`
 	Confirm    *Probe          `json:"confirm,omitempty"`
 	Probes     []Probe         `json:"probes"`
+	// Inert is the latest word on which commits build as their parents do.
+	Inert *Inert `json:"inert,omitempty"`
 	// Left is about how many more probes the search needs (log2 of the commits between).
 	Left int `json:"stepsLeft"`
 }
@@ -55,7 +57,19 @@ func Replay(events []Event) (*State, error) {
 	st := &State{Path: events[0].Path, Good: 0, Bad: len(events[0].Path) - 1, Next: -1, Probes: []Probe{}}
 	set := events[0].Settings
 	verdicts := map[int]string{}
+	inert := map[int]bool{}
 	for _, e := range events[1:] {
+		if e.Kind == EventInert {
+			inert = map[int]bool{}
+			for _, i := range e.Inert.Commits {
+				if i <= 0 || i >= len(st.Path) {
+					return nil, fmt.Errorf("the inert event names commit %d; the path has %d", i, len(st.Path))
+				}
+				inert[i] = true
+			}
+			st.Inert = e.Inert
+			continue
+		}
 		p := *e.Probe
 		switch e.Kind {
 		case EventEnds:
@@ -101,19 +115,39 @@ func Replay(events []Event) (*State, error) {
 		return nil, fmt.Errorf("the log says %s is good and %s, older, is bad: the verdicts contradict each other; edit the log (llbuild bisect replay) to drop the wrong one",
 			st.Path[st.Good].Short(), st.Path[st.Bad].Short())
 	}
+	// An inert commit builds as its parent does: the first bad build is the latest commit at
+	// or before the first bad one known that changed what the builds read.
+	bad := st.Bad
+	for st.Bad > st.Good && inert[st.Bad] {
+		st.Bad--
+	}
+	if st.Bad > st.Good && verdicts[st.Bad] == Skip {
+		// that build failed where the bad one built: it read something the builds read so far
+		// did not, and the commits between may not be inert after all
+		st.Bad = bad
+	}
+	if st.Bad == st.Good {
+		return nil, fmt.Errorf("the log says %s is good and %s bad, but no commit from one to the other changes a file their builds read: the same build measured both ways, so one verdict is noise; edit the log (llbuild bisect replay) to drop the wrong one",
+			st.Path[st.Good].Short(), st.Path[bad].Short())
+	}
 	var open []int
+	changing := 0 // commits strictly between that change what the builds read
 	for i := st.Good + 1; i < st.Bad; i++ {
+		if inert[i] {
+			continue
+		}
+		changing++
 		if verdicts[i] != Skip {
 			open = append(open, i)
 		}
 	}
 	switch {
-	case st.Bad == st.Good+1:
+	case changing == 0:
 		c := st.Path[st.Bad]
 		st.Culprit = &c
 		if st.Confirm == nil {
 			st.Phase = PhaseConfirm
-			st.Message = fmt.Sprintf("first %s commit: %s; its A/B against its parent %s is next", st.Direction, c, st.Path[st.Good].Short())
+			st.Message = fmt.Sprintf("first %s commit: %s; its A/B against its parent %s is next", st.Direction, c, st.Path[st.Bad-1].Short())
 		} else {
 			st.Phase = PhaseDone
 			st.Message = fmt.Sprintf("first %s commit: %s (%s against its parent: %s)", st.Direction, c, st.Confirm.Verdict, ratioText(st.Confirm.Measurement))
@@ -121,7 +155,9 @@ func Replay(events []Event) (*State, error) {
 	case len(open) == 0:
 		st.Phase = PhaseAmbiguous
 		for i := st.Good + 1; i <= st.Bad; i++ {
-			st.Candidates = append(st.Candidates, st.Path[i])
+			if !inert[i] || i == st.Bad {
+				st.Candidates = append(st.Candidates, st.Path[i])
+			}
 		}
 		var names []string
 		for _, c := range st.Candidates {
@@ -132,7 +168,11 @@ func Replay(events []Event) (*State, error) {
 		st.Phase = PhaseProbing
 		st.Next = nearest(open, (st.Good+st.Bad)/2)
 		st.Left = int(math.Ceil(math.Log2(float64(len(open) + 1))))
-		st.Message = fmt.Sprintf("%d commits left between good %s and bad %s (about %d probes); next %s", len(open), st.Path[st.Good].Short(), st.Path[st.Bad].Short(), st.Left, st.Path[st.Next])
+		st.Message = fmt.Sprintf("%d commits left between good %s and bad %s (about %d probes)", len(open), st.Path[st.Good].Short(), st.Path[st.Bad].Short(), st.Left)
+		if n := st.Bad - st.Good - 1 - changing; n > 0 {
+			st.Message += fmt.Sprintf(", %d more that change nothing the builds read", n)
+		}
+		st.Message += fmt.Sprintf("; next %s", st.Path[st.Next])
 	}
 	return st, nil
 }

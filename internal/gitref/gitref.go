@@ -289,3 +289,28 @@ func Archive(ctx context.Context, repo, commit, dir string, skip []string) error
 	}
 	return nil
 }
+
+// Change is one file a commit adds, deletes or modifies against its parent.
+type Change struct {
+	// Status is git's letter: A (added), D (deleted), M (modified), T (type changed).
+	Status byte
+	Path   string
+}
+
+// Changes lists the files that differ between parent and child, by their tree entries (no
+// blob is read, so a mirror missing blobs answers too; renames are a deletion and an addition).
+func Changes(ctx context.Context, repo, parent, child string) ([]Change, error) {
+	out, err := Git(ctx, repo, "diff-tree", "-r", "-z", "--no-renames", "--name-status", "--end-of-options", parent, child)
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
+	var cs []Change
+	for i := 0; i+1 < len(f); i += 2 {
+		if f[i] == "" {
+			return nil, fmt.Errorf("git diff-tree %s %s: unexpected output %q", shortHash(parent), shortHash(child), out)
+		}
+		cs = append(cs, Change{Status: f[i][0], Path: f[i+1]})
+	}
+	return cs, nil
+}
