@@ -29,7 +29,8 @@
 #   start SECONDS   unpack, build the good end, make the models and templates, and start the
 #                   campaigns in the background (setsid: they outlive the call while the machine
 #                   is held); then wait up to SECONDS, copying the state to $OUT
-#   wait SECONDS    wait up to SECONDS more, copying the state to $OUT
+#   wait SECONDS    wait up to SECONDS more, copying the state to $OUT; a .carry/llbuild.xz
+#                   other than the running one replaces it before the campaigns' next step
 # $OUT gets ds.log and mtp.log (each campaign's bisect.log: resume from them), ds.txt and
 # mtp.txt (llbuild bisect log), progress.log (the campaigns' stderr, last lines) and records.tgz
 # (every bench record of both campaigns, without server logs).
@@ -54,6 +55,14 @@ collect() {
 	cat "$OUT"/ds.txt "$OUT"/mtp.txt 2>/dev/null | grep -E '^(ends|threshold|[0-9]+ |probing|done|no-step|ambiguous|confirm|culprit)' | tail -30
 }
 
+newer_llbuild() { # a .carry/llbuild.xz other than the one unpacked replaces it between two steps
+	local sum
+	sum=$(sha256sum "$D/llbuild.xz" 2>/dev/null | cut -d' ' -f1) || return 0
+	[ -n "$sum" ] && [ -x $L/llbuild ] && [ "$sum" != "$(cat $L/llbuild.sha256 2>/dev/null)" ] || return 0
+	xz -dc "$D/llbuild.xz" >$L/llbuild.new && chmod +x $L/llbuild.new && mv $L/llbuild.new $L/llbuild &&
+		echo "$sum" >$L/llbuild.sha256 && echo "llbuild replaced: the next step runs $($L/llbuild --version 2>&1 | head -1)"
+}
+
 waitfor() { # waitfor SECONDS: until the campaigns end or the time is up
 	local t0=$SECONDS
 	while [ $((SECONDS - t0)) -lt "$1" ] && ! [ -f $B/finished ]; do sleep 10; done
@@ -74,6 +83,8 @@ start)
 	for f in llbuild bigramgguf old-testament.txt; do
 		[ -e $L/$f ] || { xz -dc "$D/$f.xz" >$L/$f && chmod +x $L/$f; } || exit 1
 	done
+	[ -f $L/llbuild.sha256 ] || sha256sum "$D/llbuild.xz" | cut -d' ' -f1 >$L/llbuild.sha256
+	newer_llbuild
 	[ -d $REPO ] || tar -xf "$D"/llama.cpp-history.git.tar -C $B || exit 1
 	if [ -f "$D"/ccache.txz ] && ! command -v ccache >/dev/null; then
 		[ -x $B/ccache/bin/ccache ] || tar -xJf "$D"/ccache.txz -C $B || exit 1
@@ -122,6 +133,6 @@ start)
 	' _ $L $B $REPO $good $bad "$PROTOCOL" "$CAMPAIGNS" </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
-wait) waitfor "$secs" ;;
+wait) newer_llbuild; waitfor "$secs" ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
