@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -244,18 +245,70 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 
 // bisectSettings reads a new campaign's settings from the flags, all problems together.
 func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Commit, error) {
+	if problems := bisectFlagProblems(c); len(problems) > 0 {
+		return nil, nil, usagef("bisect run: %s", strings.Join(problems, "; "))
+	}
+	t, err := loadTarget(c.String("target"), "")
+	if err != nil {
+		return nil, nil, err
+	}
+	path, err := gitref.Path(c.Context, repo, c.String("good"), c.String("bad"))
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	template, err := filepath.Abs(c.String("template"))
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := templateIdentity(template, t)
+	if err != nil {
+		return nil, nil, usagef("--template %s: %v", c.String("template"), err)
+	}
+	set := &bisect.Settings{
+		Good: path[0], Bad: path[len(path)-1], Target: t.Name, Template: template, TemplateIdentity: id,
+		Mode: c.String("mode"), Rounds: c.Int("rounds"), MaxRounds: c.Int("max-rounds"), Metric: c.String("metric"), MinStep: c.Float64("min-step"),
+		Alpha: c.Float64("alpha"), Generate: c.Int("generate"), Rows: c.Int("rows"), Canaries: c.Int("canaries"),
+	}
+	if _, err := bisectProtocol(set); err != nil {
+		return nil, nil, usagef("bisect run: %v", err)
+	}
+	if c.IsSet("threshold") {
+		th := c.Float64("threshold")
+		set.Threshold = &th
+	}
+	switch set.Test = c.String("test"); set.Test {
+	case "", bisect.TestSign, bisect.TestSignedRank:
+	default:
+		return nil, nil, usagef("--test %q: use %s or %s", set.Test, bisect.TestSignedRank, bisect.TestSign)
+	}
+	switch set.Series = c.String("series"); set.Series {
+	case "":
+		if set.Series, err = defaultBisectSeries(c, repo, set.Good, set.Bad); err != nil {
+			return nil, nil, err
+		}
+	case patches.SeriesScoring, patches.SeriesPlain:
+	default:
+		if set.Series, err = filepath.Abs(set.Series); err != nil {
+			return nil, nil, err
+		}
+	}
+	series, err := seriesByName(set.Series)
+	if err != nil {
+		return nil, nil, err
+	}
+	set.SeriesPatches = patchIDs(series)
+	return set, path, nil
+}
+
+// bisectFlagProblems says what is wrong with the flags that start a campaign, each in a phrase.
+func bisectFlagProblems(c *cli.Context) []string {
 	var problems []string
 	for _, f := range []string{"good", "bad", "target", "template"} {
 		if c.String(f) == "" {
 			problems = append(problems, "--"+f+" is needed to start a campaign")
 		}
 	}
-	metric := c.String("metric")
-	okMetric := false
-	for _, m := range bisect.Metrics {
-		okMetric = okMetric || m == metric
-	}
-	if !okMetric {
+	if metric := c.String("metric"); !slices.Contains(bisect.Metrics, metric) {
 		problems = append(problems, fmt.Sprintf("--metric %q: want one of %s", metric, strings.Join(bisect.Metrics, ", ")))
 	}
 	if _, err := bench.DefaultProtocol(c.String("mode")); err != nil {
@@ -279,71 +332,29 @@ func bisectSettings(c *cli.Context, repo string) (*bisect.Settings, []gitref.Com
 	if s := c.Float64("min-step"); s < 0 || s >= 1 {
 		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.02 is 2%%)", s))
 	}
-	if len(problems) > 0 {
-		return nil, nil, usagef("bisect run: %s", strings.Join(problems, "; "))
-	}
-	t, err := loadTarget(c.String("target"), "")
+	return problems
+}
+
+// defaultBisectSeries is the series a campaign carries when --series is not given: the scoring
+// series where it applies at both ends, else patch 0001 alone. The scoring series is made for
+// one commit; across a range it often stops applying, and every probe must carry the same
+// patches to be comparable.
+func defaultBisectSeries(c *cli.Context, repo string, good, bad gitref.Commit) (string, error) {
+	scoring, err := patches.Named(patches.SeriesScoring)
 	if err != nil {
-		return nil, nil, err
+		return "", err
 	}
-	path, err := gitref.Path(c.Context, repo, c.String("good"), c.String("bad"))
-	if err != nil {
-		return nil, nil, usagef("%v", err)
+	both := true
+	for _, end := range []gitref.Commit{good, bad} {
+		rep, err := patches.Status(c.Context, repo, end.Hash, scoring)
+		both = both && err == nil && rep.OK()
 	}
-	template, err := filepath.Abs(c.String("template"))
-	if err != nil {
-		return nil, nil, err
+	if both {
+		loggerOf(c).Info("bisect: series chosen", "series", patches.SeriesScoring, "why", "the scoring series applies at both ends")
+		return patches.SeriesScoring, nil
 	}
-	id, err := templateIdentity(template, t)
-	if err != nil {
-		return nil, nil, usagef("--template %s: %v", c.String("template"), err)
-	}
-	set := &bisect.Settings{
-		Good: path[0], Bad: path[len(path)-1], Target: t.Name, Template: template, TemplateIdentity: id,
-		Mode: c.String("mode"), Rounds: rounds, MaxRounds: maxRounds, Metric: metric, MinStep: c.Float64("min-step"),
-		Alpha: c.Float64("alpha"), Generate: c.Int("generate"), Rows: c.Int("rows"), Canaries: c.Int("canaries"),
-	}
-	if _, err := bisectProtocol(set); err != nil {
-		return nil, nil, usagef("bisect run: %v", err)
-	}
-	if c.IsSet("threshold") {
-		th := c.Float64("threshold")
-		set.Threshold = &th
-	}
-	switch set.Test = c.String("test"); set.Test {
-	case "", bisect.TestSign, bisect.TestSignedRank:
-	default:
-		return nil, nil, usagef("--test %q: use %s or %s", set.Test, bisect.TestSignedRank, bisect.TestSign)
-	}
-	set.Series = c.String("series")
-	if set.Series == "" {
-		// The scoring series is made for one commit; across a range it often stops applying, and
-		// every probe must carry the same patches to be comparable.
-		set.Series = patches.SeriesPlain
-		scoring, err := patches.Named(patches.SeriesScoring)
-		if err != nil {
-			return nil, nil, err
-		}
-		both := true
-		for _, end := range []gitref.Commit{set.Good, set.Bad} {
-			rep, err := patches.Status(c.Context, repo, end.Hash, scoring)
-			both = both && err == nil && rep.OK()
-		}
-		if both {
-			set.Series = patches.SeriesScoring
-		}
-		loggerOf(c).Info("bisect: series chosen", "series", set.Series, "why", map[bool]string{true: "the scoring series applies at both ends", false: "the scoring series does not apply at both ends: patch 0001 alone"}[both])
-	} else if set.Series != patches.SeriesScoring && set.Series != patches.SeriesPlain {
-		if set.Series, err = filepath.Abs(set.Series); err != nil {
-			return nil, nil, err
-		}
-	}
-	series, err := seriesByName(set.Series)
-	if err != nil {
-		return nil, nil, err
-	}
-	set.SeriesPatches = patchIDs(series)
-	return set, path, nil
+	loggerOf(c).Info("bisect: series chosen", "series", patches.SeriesPlain, "why", "the scoring series does not apply at both ends: patch 0001 alone")
+	return patches.SeriesPlain, nil
 }
 
 // bisectProtocol is the bench protocol of a campaign: its mode's, with the campaign's overrides.
