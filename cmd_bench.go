@@ -319,49 +319,9 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 // benchSweep makes the variants of one bundle that --sweep names, screens them interleaved, and
 // gives the screen's winner a full run; both tables go to stdout.
 func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string) error {
-	type axis struct {
-		setting string
-		values  []string
-	}
-	// The CLI splits a slice flag's value at commas: "--poll=0,50" arrives as "--poll=0" and
-	// "50". A piece with "=" starts a setting, one without is another value of the one before.
-	var joined []string
-	for _, sw := range sweeps {
-		if !strings.Contains(sw, "=") && len(joined) > 0 {
-			joined[len(joined)-1] += "," + sw
-			continue
-		}
-		joined = append(joined, sw)
-	}
-	var axes []axis
-	for _, sw := range joined {
-		k, vs, ok := strings.Cut(sw, "=")
-		if !ok || k == "" || vs == "" {
-			return usagef("--sweep %q: want SETTING=V1,V2,... (a flag such as --poll, or an environment switch)", sw)
-		}
-		a := axis{setting: k}
-		for _, v := range strings.Split(vs, ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				a.values = append(a.values, v)
-			}
-		}
-		if len(a.values) < 2 {
-			return usagef("--sweep %q: give two values or more", sw)
-		}
-		axes = append(axes, a)
-	}
-	grid := [][]manifest.Setting{nil}
-	for _, a := range axes {
-		var next [][]manifest.Setting
-		for _, g := range grid {
-			for _, v := range a.values {
-				next = append(next, append(slices.Clone(g), manifest.Setting{Name: a.setting, Value: v}))
-			}
-		}
-		grid = next
-	}
-	if len(grid) > 64 {
-		return usagef("--sweep makes %d variants; keep a sweep to 64 or fewer", len(grid))
+	grid, err := sweepGrid(sweeps)
+	if err != nil {
+		return err
 	}
 	dir, cleanup, err := bundleDir(c, name)
 	if err != nil {
@@ -420,13 +380,7 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		}
 	}
 	full := opts
-	fp, _ := bench.DefaultProtocol(bench.ModeFull)
-	fp.Prompt, fp.PromptTokens, fp.PromptFile, fp.PromptText = opts.Protocol.Prompt, opts.Protocol.PromptTokens, opts.Protocol.PromptFile, opts.Protocol.PromptText
-	fp.Generate, fp.CanaryTokens, fp.Chat = opts.Protocol.Generate, opts.Protocol.CanaryTokens, opts.Protocol.Chat
-	if c.IsSet("canaries") {
-		fp.Canaries = opts.Protocol.Canaries
-	}
-	full.Protocol, full.Rounds = fp, 1
+	full.Protocol, full.Rounds = sweepFullProtocol(opts.Protocol, c.IsSet("canaries")), 1
 	fres, err := bench.Run(c.Context, []*bench.Bundle{winner}, full)
 	if fres == nil {
 		return err
@@ -441,6 +395,68 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		return fmt.Errorf("the winner's full run does not count: %s", r.Decision)
 	}
 	return nil
+}
+
+// sweepGrid reads --sweep SETTING=V1,V2,... flags into every combination of their values
+// (64 at most), each a list of settings in the flags' order.
+func sweepGrid(sweeps []string) ([][]manifest.Setting, error) {
+	type axis struct {
+		setting string
+		values  []string
+	}
+	// The CLI splits a slice flag's value at commas: "--poll=0,50" arrives as "--poll=0" and
+	// "50". A piece with "=" starts a setting, one without is another value of the one before.
+	var joined []string
+	for _, sw := range sweeps {
+		if !strings.Contains(sw, "=") && len(joined) > 0 {
+			joined[len(joined)-1] += "," + sw
+			continue
+		}
+		joined = append(joined, sw)
+	}
+	var axes []axis
+	for _, sw := range joined {
+		k, vs, ok := strings.Cut(sw, "=")
+		if !ok || k == "" || vs == "" {
+			return nil, usagef("--sweep %q: want SETTING=V1,V2,... (a flag such as --poll, or an environment switch)", sw)
+		}
+		a := axis{setting: k}
+		for _, v := range strings.Split(vs, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				a.values = append(a.values, v)
+			}
+		}
+		if len(a.values) < 2 {
+			return nil, usagef("--sweep %q: give two values or more", sw)
+		}
+		axes = append(axes, a)
+	}
+	grid := [][]manifest.Setting{nil}
+	for _, a := range axes {
+		var next [][]manifest.Setting
+		for _, g := range grid {
+			for _, v := range a.values {
+				next = append(next, append(slices.Clone(g), manifest.Setting{Name: a.setting, Value: v}))
+			}
+		}
+		grid = next
+	}
+	if len(grid) > 64 {
+		return nil, usagef("--sweep makes %d variants; keep a sweep to 64 or fewer", len(grid))
+	}
+	return grid, nil
+}
+
+// sweepFullProtocol is the full run's protocol for a sweep's screen winner: full mode's, with the
+// prompt, generation, canary tokens and chat of the sweep's own (and its canaries when given).
+func sweepFullProtocol(p bench.Protocol, canariesSet bool) bench.Protocol {
+	fp, _ := bench.DefaultProtocol(bench.ModeFull)
+	fp.Prompt, fp.PromptTokens, fp.PromptFile, fp.PromptText = p.Prompt, p.PromptTokens, p.PromptFile, p.PromptText
+	fp.Generate, fp.CanaryTokens, fp.Chat = p.Generate, p.CanaryTokens, p.Chat
+	if canariesSet {
+		fp.Canaries = p.Canaries
+	}
+	return fp
 }
 
 func interruptedErr(res *bench.Result) error {
