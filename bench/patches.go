@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -49,8 +49,8 @@ func keepPatches(dir string, b *Bundle, log *slog.Logger) []KeptPatch {
 	return kept
 }
 
-// keepFile puts src at dst unless dst is there: a hard link where the filesystem allows, else a
-// copy, renamed into place so that dst is never partial.
+// keepFile puts src (a patch: small) at dst unless dst is there: a hard link where the
+// filesystem allows, else a copy written whole (atomicfile), so that dst is never partial.
 func keepFile(src, dst string) error {
 	if _, err := os.Stat(dst); err == nil {
 		return nil
@@ -61,24 +61,9 @@ func keepFile(src, dst string) error {
 	if os.Link(src, dst) == nil {
 		return nil
 	}
-	in, err := os.Open(src)
+	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".patch-")
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(tmp, in)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return atomicfile.WriteFile(dst, data, 0o644)
 }
