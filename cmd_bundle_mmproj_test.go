@@ -2,70 +2,22 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
-	"github.com/llbuild/llbuild/internal/llamatest"
-	"github.com/llbuild/llbuild/internal/testwriter"
 	"github.com/llbuild/llbuild/manifest"
 )
-
-// startServe runs `llbuild serve DIR` on a free loopback port until the test ends and returns its
-// base URL once /health answers 200.
-func startServe(t *testing.T, dir string, extra ...string) string {
-	t.Helper()
-	port, err := llamatest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr testwriter.Buffer
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, append([]string{"llbuild", "serve", dir, "--addr", addr}, extra...), strings.NewReader(""), &testwriter.Buffer{}, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-code:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop within 30 s of its context ending")
-		}
-	})
-	base := "http://" + addr
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("serve exited %d before it was healthy:\n%s", c, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
-		}
-	}
-}
 
 func pngDataURL(t *testing.T) string {
 	t.Helper()
@@ -151,7 +103,7 @@ func TestBundleMMProjServesAnImageRequest(t *testing.T) {
 		}
 	}
 
-	base := startServe(t, b)
+	base := startServe(t, b).base
 	chat := func(content any) (int, int, []byte) {
 		body, _ := json.Marshal(map[string]any{"max_tokens": 4, "temperature": 0,
 			"messages": []map[string]any{{"role": "user", "content": content}}})
@@ -212,7 +164,7 @@ func TestServeRefusesEchoOnARealPlainBuild(t *testing.T) {
 	if m.Build.Series != "plain" || m.Build.Contract != "upstream" {
 		t.Fatalf("build series %q contract %q, want plain and upstream", m.Build.Series, m.Build.Contract)
 	}
-	base := startServe(t, b)
+	base := startServe(t, b).base
 	post := func(body map[string]any) (int, string) {
 		raw, _ := json.Marshal(body)
 		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(raw))

@@ -20,6 +20,64 @@ import (
 // TestServeBundle serves a real bundle (sid's llama-server, a tiny model
 // and a draft) with an API key, scores a prompt with echo through it, and
 // stops it the way SIGTERM does: by cancelling run's context.
+// serving is a `llbuild serve` run by a test: its base URL and its stderr.
+type serving struct {
+	base   string
+	stderr *testwriter.Buffer
+	cancel context.CancelFunc
+	code   chan int
+	exit   *int
+}
+
+// startServe runs `llbuild serve DIR` on a free loopback port until stop (or the test's end)
+// and returns it once /health answers 200.
+func startServe(t *testing.T, dir string, extra ...string) *serving {
+	t.Helper()
+	port, err := llamatest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serving{base: "http://" + addr, stderr: &testwriter.Buffer{}, cancel: cancel, code: make(chan int, 1)}
+	go func() {
+		s.code <- run(ctx, append([]string{"llbuild", "serve", dir, "--addr", addr}, extra...), strings.NewReader(""), &testwriter.Buffer{}, s.stderr)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(s.base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case c := <-s.code:
+			t.Fatalf("serve exited %d before it was healthy:\n%s", c, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not healthy after a minute:\n%s", s.stderr.String())
+		}
+	}
+}
+
+// stop ends the serve and returns its exit code (-1 if it did not stop within 30 s).
+func (s *serving) stop(t *testing.T) int {
+	if s.exit != nil {
+		return *s.exit
+	}
+	s.cancel()
+	c := -1
+	select {
+	case c = <-s.code:
+	case <-time.After(30 * time.Second):
+		t.Error("serve did not stop within 30 s of its context ending")
+	}
+	s.exit = &c
+	return c
+}
+
 func TestServeBundle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")
@@ -29,38 +87,8 @@ func TestServeBundle(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := llamatest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testwriter.Buffer
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"llbuild", "serve", dir, "--addr", addr, "--api-key-file", keyFile}, strings.NewReader(""), &stdout, &stderr)
-	}()
-	base := "http://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("serve exited %d before it was healthy:\n%s", c, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not healthy after a minute:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	srv := startServe(t, dir, "--api-key-file", keyFile)
+	base := srv.base
 	post := func(key string, body any) (int, []byte) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", bytes.NewReader(b))
@@ -99,17 +127,11 @@ func TestServeBundle(t *testing.T) {
 	if out.Model != "tiny" {
 		t.Errorf("model %q, want the bundle's model name tiny", out.Model)
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("serve exited %d after its context ended, want 0:\n%s", c, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30 s of its context ending")
+	if c := srv.stop(t); c != 0 {
+		t.Errorf("serve exited %d after its context ended, want 0:\n%s", c, srv.stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "llama-server stopped") {
-		t.Errorf("serve's log does not say llama-server stopped:\n%s", stderr.String())
+	if !strings.Contains(srv.stderr.String(), "llama-server stopped") {
+		t.Errorf("serve's log does not say llama-server stopped:\n%s", srv.stderr.String())
 	}
 }
 
