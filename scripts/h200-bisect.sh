@@ -18,10 +18,12 @@
 #   cp -L /lib/x86_64-linux-gnu/{libzstd.so.1,libhiredis.so.0.14} /tmp/cc/ccache/lib/ &&
 #   patchelf --set-rpath '$ORIGIN/../lib' /tmp/cc/ccache/bin/ccache && tar -C /tmp/cc -cJf .carry/ccache.txz ccache
 # then, from the repository root: bash scripts/h200-bisect.sh .carry start SECONDS
-# Where it stands (2026-12-03, second part): ds alone (CAMPAIGNS=ds), ends 0.828, 360e1349f good,
-# 7b13a8404 good once its rounds were judged again by the signed-rank test; resume it with
-#   cp benchmarks/h200-bisect-2026-12-03-part2/ds-rejudged.log .carry/ds.log
-# and a .carry/llbuild of this tree (older ones cannot read the log's "test" setting).
+# Where it stands (2026-12-04, third part): ds alone (CAMPAIGNS=ds), ends 0.828; decaf508b (#26920,
+# 300 of 364) named the first slower commit, its confirmation against e79e4bf66 still to measure
+# (one A/B: the good end, the culprit and its parent to build, about 10 min); resume it with
+#   cp benchmarks/h200-bisect-2026-12-04-part3/ds.log .carry/ds.log
+# and a .carry/llbuild of this tree (older ones cannot read the log's "test" setting or its
+# "inert" events).
 # PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
 # protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
 # single row 0, whose ±8% per run left its probes not significant; the mean of 7 repeated rows
