@@ -71,7 +71,7 @@ func bisectCommand() *cli.Command {
 			{
 				Name:      "log",
 				Usage:     "show a campaign: its ends, every probe, and where it stands",
-				ArgsUsage: "DIR",
+				ArgsUsage: "DIR|FILE",
 				Flags:     []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "verdicts", Usage: "print only the verdict lines, as git bisect log does"}},
 				Action:    bisectLog,
 			},
@@ -414,11 +414,7 @@ func templateIdentity(dir string, t *targets.Target) (string, error) {
 }
 
 func printBisect(c *cli.Context, dir string, st *bisect.State) error {
-	l, err := bisect.ReadLog(dir)
-	if err != nil {
-		return err
-	}
-	set := l.Start().Settings
+	set := st.Settings
 	if c.Bool("json") {
 		return writeJSON(stdoutOf(c), bisect.Summary{Dir: dir, Settings: set, State: st, Commits: len(st.Path) - 1})
 	}
@@ -431,10 +427,17 @@ func printBisect(c *cli.Context, dir string, st *bisect.State) error {
 
 func bisectLog(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("bisect log takes one campaign DIR")
+		return usagef("bisect log takes one campaign DIR, or a log FILE")
 	}
-	dir := c.Args().First()
-	l, err := bisect.ReadLog(dir)
+	arg := c.Args().First()
+	var l *bisect.Log
+	var err error
+	if fi, serr := os.Stat(arg); serr == nil && fi.Mode().IsRegular() {
+		// a log kept apart from its campaign (a copy carried back from a GPU machine)
+		l, err = readLogFile(arg)
+	} else {
+		l, err = bisect.ReadLog(arg)
+	}
 	if errors.Is(err, bisect.ErrNoLog) {
 		return usageError{err}
 	}
@@ -445,7 +448,21 @@ func bisectLog(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return printBisect(c, dir, st)
+	return printBisect(c, arg, st)
+}
+
+// readLogFile reads a campaign's log from a file of any name.
+func readLogFile(name string) (*bisect.Log, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	events, err := bisect.DecodeEvents(f, name)
+	if err != nil {
+		return nil, err
+	}
+	return &bisect.Log{Dir: filepath.Dir(name), Events: events}, nil
 }
 
 func bisectReplay(c *cli.Context) error {

@@ -241,6 +241,14 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	if code != exitOK || !strings.Contains(text, "culprit:   "+commits[8]+" server : take the slow path (#8008)") || !strings.Contains(text, "confirm:") || !strings.Contains(text, "inert:     9 of 12 commits") {
 		t.Errorf("bisect log: exit %d\n%s", code, text)
 	}
+	// A log carried apart from its campaign, under another name, reads the same.
+	copied := filepath.Join(t.TempDir(), "ds.log")
+	if b, err := os.ReadFile(filepath.Join(camp, "bisect.log")); err != nil || os.WriteFile(copied, b, 0o644) != nil {
+		t.Fatalf("copying the log: %v", err)
+	}
+	if code, fromFile, stderr := runCLI(t, "bisect", "log", copied); code != exitOK || fromFile != text {
+		t.Errorf("bisect log FILE: exit %d, and the text differs from the campaign's:\n%s\n%s", code, fromFile, stderr)
+	}
 	// A campaign done does nothing more when run again.
 	n := len(fake.ran)
 	if code, _, stderr := runCLI(t, append([]string{"bisect", "run"}, common...)...); code != exitOK || len(fake.ran) != n {

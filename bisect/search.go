@@ -26,6 +26,8 @@ type State struct {
 	// Message says the phase in a sentence.
 	Message string          `json:"message"`
 	Path    []gitref.Commit `json:"-"`
+	// Settings are the campaign's, from its start event.
+	Settings *Settings `json:"-"`
 	// Ends is the good end measured against the bad one.
 	Ends *Probe `json:"ends,omitempty"`
 	// Threshold is the probe/good ratio that divides good from bad.
@@ -55,7 +57,7 @@ func Replay(events []Event) (*State, error) {
 		return nil, fmt.Errorf("a log starts with its %q event", EventStart)
 	}
 	st := &State{Path: events[0].Path, Good: 0, Bad: len(events[0].Path) - 1, Next: -1, Probes: []Probe{}}
-	set := events[0].Settings
+	st.Settings = events[0].Settings
 	verdicts := map[int]string{}
 	inert := map[int]bool{}
 	for _, e := range events[1:] {
@@ -102,7 +104,6 @@ func Replay(events []Event) (*State, error) {
 	if st.Ends.Measurement.Median > 1 {
 		st.Direction = "faster"
 	}
-	_ = set
 	for i, v := range verdicts {
 		switch {
 		case v == Good && i > st.Good:
