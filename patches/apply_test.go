@@ -12,14 +12,26 @@ import (
 
 var patchedFile = regexp.MustCompile(`(?m)^(?:---|\+\+\+) [ab]/(\S+)`)
 
-// TestSeriesAppliesToPinnedCommit applies the built-in series in order, each patch checked
-// with git apply --check first, to the files it touches copied from the recipe's pinned
+// TestSeriesAppliesToPinnedCommit applies the built-in series in order, then the candidates of
+// candidates/ in name order (patches waiting for the measurement that lets them in), each patch
+// checked with git apply --check first, to the files it touches copied from the recipe's pinned
 // llama.cpp: the run fails the moment a patch stops applying.
 func TestSeriesAppliesToPinnedCommit(t *testing.T) {
 	src := enginetest.LlamaSource(t)
 	series, err := Series()
 	if err != nil {
 		t.Fatal(err)
+	}
+	candidates, err := filepath.Glob(filepath.Join("candidates", "*.patch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range candidates {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		series = append(series, Patch{Name: filepath.Base(f), Data: b})
 	}
 	dir := t.TempDir()
 	for _, p := range series {

@@ -13,7 +13,10 @@
 # concurrent (BenchmarkConcurrentScoring), tests (the GPU-relevant shim tests), ab (the series'
 # last patch A/B on one machine: the build's bin/ is copied as B, the last patch is reverted in the
 # work tree and ninja rebuilds what it touched into A, then the echo benchmark runs A B A B with
-# graphs off; AB_RUNS pairs, 2 by default; needs the build made here, not a carried one).
+# graphs off; AB_RUNS pairs, 2 by default; needs the build made here, not a carried one),
+# outside (scripts/echo-bench.sh on a bundle of the build: echo through llbuild serve against a
+# plain prefill straight to llama-server, from an outside client; randgguf in the carry folder:
+# CGO_ENABLED=0 go build -o .devcarry/randgguf ./internal/tools/randgguf).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
@@ -72,5 +75,15 @@ ab)
 				"${one_b[@]}" "$T" -test.run XXX -test.bench PromptLogprobs -test.benchtime 5x -test.count 1 2>&1
 		done
 	done | tee "$OUT"/ab.txt ;;
+outside)
+	# issue 43's measurement: lm-eval's echo request through llbuild serve against a plain prefill
+	# straight to its llama-server, from an outside client (scripts/echo-bench.py), interleaved;
+	# the 0.8B random llama with a 32,000-token vocabulary, graphs off (every prompt shape new, as
+	# in lm-eval's traffic); needs randgguf in the carry folder
+	a=$(dirname "$(readlink -f /tmp/server)")
+	[ -f /tmp/o.gguf ] || "$D"/randgguf -shape 1b -vocab 32000 -o /tmp/o.gguf || exit 1
+	"$D"/llbuild bundle -t "${TARGET:-h200}" --artifacts "$a" --model /tmp/o.gguf -o /tmp/b-outside --n-gpu-layers 99 --threads 8 \
+		--ctx-size 4096 --parallel 1 --env GGML_CUDA_DISABLE_GRAPHS=1 --force >/dev/null || exit 1
+	LLBUILD=$D/llbuild bash "$repo"/scripts/echo-bench.sh /tmp/b-outside --pairs "${PAIRS:-15}" 2>&1 | tee "$OUT"/outside.txt ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

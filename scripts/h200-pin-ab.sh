@@ -9,6 +9,13 @@
 # and run there, from the repository root: bash scripts/h200-pin-ab.sh .carry STAGE
 #   STAGE build-old | build-new   one build into /tmp/pins/{old,new} (about 4 min each with -j16),
 #                                 also packed into $OUT/{old,new}.txz.* to carry to a fresh machine
+#   STAGE build-fix               the new pin with its series and the candidate patches of
+#                                 patches/candidates/ (0011: the draft's work overlaps the
+#                                 target's decode again, the amendment of #26920), into
+#                                 /tmp/pins/fix; PAIR="old fix" is issue 40's item 4, PAIR="new
+#                                 fix" the amendment's own effect
+#   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
+#   .carry/llama.cpp-history.git.tar, which holds both pins)
 #   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
 #                                 from upstream's history (.carry/llama.cpp-history.git.tar), into
 #                                 /tmp/pins/next, packed like the others
@@ -56,27 +63,40 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 		[ -e "$f" ] || break
 		mkdir -p /tmp/pins/"$name" && cat "$D"/"$name".txz.* | tar -xJ -C /tmp/pins/"$name" && echo "$name: carried" && return 0
 	done
-	rm -rf /tmp/src-"$name" && mkdir -p /tmp/src-"$name" && tar -xJf "$D"/llama.cpp-"$commit".tar.xz -C /tmp/src-"$name" || return 1
-	dir=$("$D"/llbuild build --executor host -t h200 --source /tmp/src-"$name" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
+	local src=/tmp/src-"$name"
+	if [ -f "$D"/llama.cpp-"$commit".tar.xz ]; then
+		rm -rf "$src" && mkdir -p "$src" && tar -xJf "$D"/llama.cpp-"$commit".tar.xz -C "$src" || return 1
+	else # no tarball carried: upstream's history holds both pins
+		history || return 1
+		src=/tmp/hist/llrange.git
+	fi
+	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
 		{ tail -40 "$OUT/build-$name.log"; return 1; }
 	echo "$name ($commit): built $dir in $((SECONDS - t0)) s"
 	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
 }
 
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
+history() { [ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; }; }
 read -r A B <<<"${PAIR:-old new}"
 next=${NEXT:-3f545becc}
 
 case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
 build-new) build new "$new" ;;
+build-fix) # the pin with the built-in series and the candidate amendments in patches/candidates/
+	rm -rf /tmp/series-fix && mkdir -p /tmp/series-fix && cp patches/0*.patch patches/series /tmp/series-fix/ || exit 1
+	for f in patches/candidates/0*.patch; do
+		cp "$f" /tmp/series-fix/ && echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>/tmp/series-fix/series || exit 1
+	done
+	build fix "$new" --series /tmp/series-fix/series ;;
 build-next)
 	t0=$SECONDS
 	for f in "$D"/next.txz.*; do
 		[ -e "$f" ] || break
 		mkdir -p /tmp/pins/next && cat "$D"/next.txz.* | tar -xJ -C /tmp/pins/next && echo "next: carried" && exit 0
 	done
-	[ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; } || exit 1
+	history || exit 1
 	dir=$("$D"/llbuild build --executor host -t h200 --source /tmp/hist/llrange.git --recipe "patches/next/$next/server.yaml" \
 		--series "patches/next/$next/series" --out /tmp/pins/next --work-dir /tmp/work-next 2>"$OUT/build-next.log") ||
 		{ tail -40 "$OUT/build-next.log"; exit 1; }

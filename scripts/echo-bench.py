@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""echo-bench.py: what an lm-evaluation-harness echo request costs through llbuild serve, against a
+plain prefill of the same tokens sent straight to llama-server, measured from outside (this
+process, standard library only), the two kinds interleaved one request each.
+
+    echo-bench.py SHIM_URL LLAMA_URL [--llama-key KEY] [--tokens 128,512] [--pairs 15] [--warm 3]
+
+SHIM_URL is llbuild serve's address, LLAMA_URL the llama-server it supervises (scripts/echo-bench.sh
+starts both from a bundle and finds the second in serve's log). The prompt is token ids (what
+lm-eval's local-completions sends), cut from the tokenization of a text long enough for the
+longest size. Per size: the median time to the last byte of each kind, to the first byte, the
+answers' sizes, and echo/prefill as the ratio of the medians and the spread of the per-pair
+ratios. Echo's Server-Timing header splits the shim's side: slot (waiting for a free slot),
+llama (its calls to llama-server, sent to last byte) and shim (its own work); "hop" is the rest
+of echo's time as this client saw it (the connection to the shim, reading the answer).
+"""
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import time
+import urllib.parse
+
+TEXT = ("In the beginning God created the heaven and the earth. And the earth was without form, "
+        "and void; and darkness was upon the face of the deep. And the Spirit of God moved upon the "
+        "face of the waters. And God said, Let there be light: and there was light. ")
+
+
+class Conn:
+    """One kept-alive HTTP/1.1 connection to a server, as a client library keeps it."""
+
+    def __init__(self, url, key=""):
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = "Bearer " + key
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port = u.hostname, u.port or 80
+        self.c = http.client.HTTPConnection(self.host, self.port, timeout=600)
+
+    def post(self, path, body):
+        data = json.dumps(body).encode()
+        t0 = time.perf_counter()
+        self.c.request("POST", path, body=data, headers=self.headers)
+        r = self.c.getresponse()
+        first = time.perf_counter()  # the status line and headers have arrived
+        payload = r.read()
+        last = time.perf_counter()
+        if r.status != 200:
+            sys.exit(f"POST {path}: {r.status} {payload[:300]!r}")
+        return (first - t0) * 1e3, (last - t0) * 1e3, payload, r.getheader("Server-Timing", "")
+
+
+def timing(header):
+    out = {}
+    for part in header.split(","):  # name;dur=MS;desc="..."
+        name, *params = [x.strip() for x in part.split(";")]
+        for p in params:
+            if p.startswith("dur="):
+                out[name] = float(p[4:])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("shim")
+    ap.add_argument("llama")
+    ap.add_argument("--tokens", default="128,512")
+    ap.add_argument("--pairs", type=int, default=15)
+    ap.add_argument("--warm", type=int, default=3)
+    ap.add_argument("--llama-key", default="", help="llama-server's API key (echo-bench.sh reads it)")
+    a = ap.parse_args()
+    shim, llama = Conn(a.shim), Conn(a.llama, a.llama_key)
+    sizes = [int(x) for x in a.tokens.split(",")]
+    _, _, b, _ = llama.post("/tokenize", {"content": TEXT * (max(sizes) // 40 + 2), "add_special": True})
+    ids = json.loads(b)["tokens"]
+    if len(ids) < max(sizes):
+        sys.exit(f"the text tokenizes to {len(ids)} tokens, fewer than {max(sizes)}")
+    print(f"{'tokens':>6} {'prefill ms':>10} {'echo ms':>8} {'echo/prefill':>12} {'per pair':>13} "
+          f"{'ttfb p/e':>11} {'bytes p/e':>13} {'slot':>5} {'llama':>6} {'shim':>5} {'hop':>5}")
+    for n in sizes:
+        prompt = ids[:n]
+        prefill = {"prompt": prompt, "n_predict": 1, "temperature": 0, "cache_prompt": False}
+        echo = {"prompt": [prompt], "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0}
+        p_last, e_last, p_first, e_first, pairs, split = [], [], [], [], [], {"slot": [], "llama": [], "shim": [], "hop": []}
+        sizes_seen = (0, 0)
+        for i in range(a.warm + a.pairs):
+            pf, pl, pb, _ = llama.post("/completion", prefill)
+            ef, el, eb, st = shim.post("/v1/completions", echo)
+            if i < a.warm:
+                continue
+            rows = json.loads(eb)["choices"][0]["logprobs"]["token_logprobs"]
+            if len(rows) != n + 1:
+                sys.exit(f"echo gave {len(rows)} rows for {n} tokens, want {n + 1}")
+            p_last.append(pl)
+            e_last.append(el)
+            p_first.append(pf)
+            e_first.append(ef)
+            pairs.append(el / pl)
+            t = timing(st)
+            for k in ("slot", "llama", "shim"):
+                split[k].append(t.get(k, 0.0))
+            split["hop"].append(el - sum(t.get(k, 0.0) for k in ("slot", "llama", "shim")))
+            sizes_seen = (len(pb), len(eb))
+        med = statistics.median
+        pm, em = med(p_last), med(e_last)
+        print(f"{n:>6} {pm:>10.2f} {em:>8.2f} {em / pm:>12.3f} {min(pairs):>6.3f}-{max(pairs):<6.3f} "
+              f"{med(p_first):>5.2f}/{med(e_first):<5.2f} {sizes_seen[0]:>6}/{sizes_seen[1]:<6} "
+              f"{med(split['slot']):>5.2f} {med(split['llama']):>6.2f} {med(split['shim']):>5.2f} {med(split['hop']):>5.2f}")
+
+
+if __name__ == "__main__":
+    main()
