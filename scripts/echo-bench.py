@@ -40,9 +40,19 @@ class Conn:
 
     def post(self, path, body):
         data = json.dumps(body).encode()
-        t0 = time.perf_counter()
-        self.c.request("POST", path, body=data, headers=self.headers)
-        r = self.c.getresponse()
+        for attempt in (1, 2):
+            t0 = time.perf_counter()
+            try:
+                self.c.request("POST", path, body=data, headers=self.headers)
+                r = self.c.getresponse()
+                break
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # llama-server closes a kept-alive connection after a few seconds idle, as
+                # servers do; a client library opens another and sends the request again
+                self.c.close()
+                self.c = http.client.HTTPConnection(self.host, self.port, timeout=600)
+                if attempt == 2:
+                    raise
         first = time.perf_counter()  # the status line and headers have arrived
         payload = r.read()
         last = time.perf_counter()
