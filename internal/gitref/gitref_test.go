@@ -157,3 +157,49 @@ func TestPROf(t *testing.T) {
 		}
 	}
 }
+
+// Changes lists what a commit adds, modifies and deletes against its parent (a rename is a
+// deletion and an addition, a merge its difference from the first parent), from tree entries
+// alone: a blob missing from the repository does not matter.
+func TestChanges(t *testing.T) {
+	dir, commits := history(t, 4)
+	ctx := context.Background()
+	write := func(name, text string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a dir/new file.txt", "new\n")
+	write("f.txt", "changed\n")
+	git(t, dir, 0, "add", "-A")
+	git(t, dir, 0, "mv", "side.txt", "moved.txt")
+	git(t, dir, 1800000000, "commit", "--quiet", "-m", "add, modify, rename")
+	head := git(t, dir, 0, "rev-parse", "HEAD")
+	// the new file's blob gone: Changes reads tree entries, not contents
+	blob := git(t, dir, 0, "rev-parse", head+":a dir/new file.txt")
+	if err := os.Remove(filepath.Join(dir, ".git", "objects", blob[:2], blob[2:])); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Changes(ctx, dir, commits[len(commits)-1], head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, c := range got {
+		s = append(s, string(c.Status)+" "+c.Path)
+	}
+	if want := "A a dir/new file.txt|M f.txt|A moved.txt|D side.txt"; strings.Join(s, "|") != want {
+		t.Errorf("Changes = %q, want %q", strings.Join(s, "|"), want)
+	}
+	// the merge (commit 3 on the first-parent line) against its first parent: side.txt added
+	got, err = Changes(ctx, dir, commits[2], commits[3])
+	if err != nil || len(got) != 1 || got[0] != (Change{'A', "side.txt"}) {
+		t.Errorf("Changes of the merge = %v, %v; want side.txt added", got, err)
+	}
+	if _, err := Changes(ctx, dir, commits[0], "nonesuch"); err == nil {
+		t.Error("Changes with a commit the repository lacks succeeded")
+	}
+}
