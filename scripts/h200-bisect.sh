@@ -29,6 +29,11 @@
 # only the culprit and its parent, so the parent's build serves the templates and the good end
 # is not built at all (about 250 s of the lease saved). The templates' identity is their models,
 # arguments and environment, not the build they were made from.
+# GOOD and BAD start new campaigns over another range (a campaign with a log goes on with its
+# own): with GOOD=e79e4bf66 BAD=decaf508b TEMPLATE_REF=e79e4bf66 CAMPAIGNS="ds mtp" and no
+# .carry/mtp.log, ds confirms its culprit and mtp asks whether the MTP pair lost its time in the
+# same commit (the ends of a one-commit range are its A/B; a step there names the commit, and
+# its confirmation measures it again), both from the same two builds.
 # PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
 # protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
 # single row 0, whose ±8% per run left its probes not significant; the mean of 7 repeated rows
@@ -47,7 +52,7 @@ OUT=${OUT:-/tmp/h200-bisect-out}; mkdir -p "$OUT"
 B=/tmp/bisect REPO=/tmp/bisect/llrange.git
 L=$B/bin # the unpacked tools: each call replaces the checkout (and .carry), the background job outlives it
 export PATH=$PATH:/usr/local/cuda/bin
-good=1425386fd996511e1f3295e7366c38289a92a271 bad=34af94cd9ab277632e27caeec2d41de2fd091b31
+good=${GOOD:-1425386fd996511e1f3295e7366c38289a92a271} bad=${BAD:-34af94cd9ab277632e27caeec2d41de2fd091b31}
 PROTOCOL=${PROTOCOL:---mode full --metric repeated --canaries 128}
 CAMPAIGNS=${CAMPAIGNS:-ds mtp} # which campaigns run (ds alone halves the builds of a short lease)
 
@@ -135,8 +140,11 @@ start)
 			for c in $CAMPAIGNS; do
 				ended $c && continue
 				echo "== $c: one step, $((SECONDS - t0)) s into the part"
-				"$D"/llbuild bisect run --dir $B/$c --source $REPO --good $good --bad $bad -t h200 --template $B/tpl-$c --series plain \
-					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 $PROTOCOL >$B/$c.out
+				# a campaign with a log goes on with its own settings; a new one starts over good..bad
+				start=(--good "$good" --bad "$bad" -t h200 --template "$B/tpl-$c" --series plain $PROTOCOL)
+				[ -f "$B/$c/bisect.log" ] && start=()
+				"$D"/llbuild bisect run --dir $B/$c --source $REPO "${start[@]}" \
+					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 >$B/$c.out
 				rc=$?
 				grep -E "^(ends|threshold|probing|done|no-step|ambiguous|culprit|confirm)" $B/$c.out
 				[ $rc -eq 0 ] || { echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1; }
@@ -144,7 +152,7 @@ start)
 			all=1; for c in $CAMPAIGNS; do ended $c || all=0; done
 			[ $all = 1 ] && { echo "$CAMPAIGNS ended after $((SECONDS - t0)) s" >$B/finished; break; }
 		done
-	' _ $L $B $REPO $good $bad "$PROTOCOL" "$CAMPAIGNS" "${TEMPLATE_REF:-}" </dev/null &
+	' _ $L $B $REPO "$good" "$bad" "$PROTOCOL" "$CAMPAIGNS" "${TEMPLATE_REF:-}" </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
 wait) newer_llbuild; waitfor "$secs" ;;
