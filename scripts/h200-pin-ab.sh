@@ -50,6 +50,13 @@ set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
 OUT=${OUT:-/tmp/h200-pin-ab-out}; mkdir -p "$OUT" /tmp/pins
 export PATH=$PATH:/usr/local/cuda/bin
+# the GPU machine has no ccache: a carried one (ccache.txz, as scripts/h200-bisect.sh's header
+# makes it) lets a build reuse the CUDA objects of builds made before it in the same lease (the
+# bisect's, say: between decaf508b and the pin two CUDA files change)
+if ! command -v ccache >/dev/null && [ -f "$D"/ccache.txz ]; then
+	[ -x /tmp/cc/ccache/bin/ccache ] || { mkdir -p /tmp/cc && tar -xJf "$D"/ccache.txz -C /tmp/cc; }
+	export PATH=/tmp/cc/ccache/bin:$PATH
+fi
 for f in "$D"/llbuild.xz "$D"/bigramgguf.xz "$D"/randgguf.xz "$D"/old-testament.txt.xz; do # carried compressed
 	[ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dk "$f" && chmod +x "${f%.xz}"
 done
