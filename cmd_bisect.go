@@ -45,6 +45,7 @@ func bisectCommand() *cli.Command {
 		&cli.Float64Flag{Name: "threshold", Usage: "probe/good `RATIO` that divides good from bad (default: midway between 1 and the ends' ratio)"},
 		&cli.Float64Flag{Name: "min-step", Value: 0.02, Usage: "least |bad/good - 1| worth bisecting, `FRACTION`"},
 		&cli.IntFlag{Name: "max-probes", Usage: "stop after `N` measurements (ends and confirmation count); the log resumes anywhere"},
+		&cli.StringFlag{Name: "next", Usage: "probe commit `REV` first instead of the middle: a suspect (a PR the changelog points at), or its parent to confirm it; it must lie between the last good and the first bad commit, not probed yet"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
 		jsonFlag,
 	}, executorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)
@@ -210,9 +211,17 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 	if err != nil {
 		return usagef("bisect run: %v", err)
 	}
+	var first string
+	if rev := c.String("next"); rev != "" {
+		commit, err := gitref.Resolve(ctx, eo.Source, rev)
+		if err != nil {
+			return usagef("--next: %v", err)
+		}
+		first = commit.Hash
+	}
 	host, _ := os.Hostname()
 	st, runErr := bisect.Run(ctx, bisect.Options{
-		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), Machine: host, Log: loggerOf(c),
+		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), First: first, Machine: host, Log: loggerOf(c),
 		Builder: &bisect.PlanBuilder{
 			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: loggerOf(c),
 			Anchor: &gitref.Anchor{Commit: recipe.Source.Commit, BuildNumber: recipe.Source.BuildNumber},
@@ -229,7 +238,7 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 		}
 	}
 	if runErr != nil {
-		if errors.Is(runErr, bisect.ErrSettingsDiffer) {
+		if errors.Is(runErr, bisect.ErrSettingsDiffer) || errors.Is(runErr, bisect.ErrNotLeft) {
 			return usageError{runErr}
 		}
 		if errors.Is(runErr, context.Canceled) {

@@ -249,6 +249,10 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	if code, fromFile, stderr := runCLI(t, "bisect", "log", copied); code != exitOK || fromFile != text {
 		t.Errorf("bisect log FILE: exit %d, and the text differs from the campaign's:\n%s\n%s", code, fromFile, stderr)
 	}
+	// --next names a commit the source must hold.
+	if code, _, stderr := runCLI(t, append([]string{"bisect", "run", "--next", "nonesuch"}, common...)...); code != exitUsage || !strings.Contains(stderr, "--next") {
+		t.Errorf("--next nonesuch: exit %d, want %d naming --next\n%s", code, exitUsage, stderr)
+	}
 	// A campaign done does nothing more when run again.
 	n := len(fake.ran)
 	if code, _, stderr := runCLI(t, append([]string{"bisect", "run"}, common...)...); code != exitOK || len(fake.ran) != n {

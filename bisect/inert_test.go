@@ -174,3 +174,40 @@ func TestReplayWithInertCommits(t *testing.T) {
 		t.Errorf("a good and a bad verdict on the same build: %v, want an error saying one is noise", err)
 	}
 }
+
+// --next: a suspect is probed before the middle; one already judged is refused; an inert
+// parent may be named as it is.
+func TestFirstProbeIsTheSuspect(t *testing.T) {
+	p := path(100)
+	dir := t.TempDir()
+	b := &fakeBuilder{}
+	bench := &fakeBencher{speed: step(71, 0.15), noise: 0.01, rng: rand.New(rand.NewSource(5))}
+	st := run(t, Options{Dir: dir, Settings: settings(p), Path: p, Builder: b, Bencher: bench, MaxProbes: 2, First: p[71].Hash})
+	if len(st.Probes) != 1 || st.Probes[0].Index != 71 || st.Probes[0].Verdict != Bad {
+		t.Fatalf("probes %+v, want the suspect 71 first, bad", st.Probes)
+	}
+	// a commit already judged is not left to probe
+	_, err := Run(context.Background(), Options{Dir: dir, Builder: b, Bencher: bench, MaxProbes: 1, First: p[71].Hash})
+	if err == nil || !strings.Contains(err.Error(), "not left to probe") {
+		t.Errorf("--next on a commit already probed: %v, want refused", err)
+	}
+	// the suspect's parent next, as a user who names a suspect then checks it: two probes name it
+	st = run(t, Options{Dir: dir, Builder: b, Bencher: bench, MaxProbes: 1, First: p[70].Hash})
+	if st.Good != 70 || st.Bad != 71 || st.Phase != PhaseConfirm || len(st.Probes) != 2 {
+		t.Errorf("after the suspect and its parent: good %d bad %d phase %s, %d probes; want 70, 71, confirm, 2", st.Good, st.Bad, st.Phase, len(st.Probes))
+	}
+}
+
+// A suspect whose parent changes nothing the builds read: the parent is probed as named and
+// stands for the changing commit before it.
+func TestSuspectsInertParent(t *testing.T) {
+	p := path(60)
+	b := &inertBuilder{path: p, inert: func([]gitref.Commit) []int { return []int{38, 39, 40} }}
+	bench := &fakeBencher{speed: step(41, 0.15), noise: 0.01, rng: rand.New(rand.NewSource(9))}
+	dir := t.TempDir()
+	run(t, Options{Dir: dir, Settings: settings(p), Path: p, Builder: b, Bencher: bench, MaxProbes: 2, First: p[41].Hash})
+	st := run(t, Options{Dir: dir, Builder: b, Bencher: bench, MaxProbes: 1, First: p[40].Hash})
+	if st.Phase != PhaseConfirm || st.Good != 40 || st.Bad != 41 || st.Culprit == nil || st.Culprit.Hash != p[41].Hash {
+		t.Fatalf("phase %s good %d bad %d (%s), want commit 41 named after two probes", st.Phase, st.Good, st.Bad, st.Message)
+	}
+}

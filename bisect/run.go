@@ -50,6 +50,9 @@ type Options struct {
 	// MaxProbes stops the run after that many measured commits (ends and confirmation
 	// included), 0 for none: a GPU machine lent for a while does a part and the log goes on.
 	MaxProbes int
+	// First, a full commit hash, is probed before the commit the search would choose: a suspect
+	// (a PR the changelog points at). It must be left to probe; it is used once.
+	First string
 	// Machine names where this run measures, written with each event.
 	Machine string
 	Log     *slog.Logger
@@ -57,6 +60,9 @@ type Options struct {
 	built   []gitref.Commit // the commits this run built or found built, in order
 	looked  int             // how many of built the last inert event had read
 }
+
+// ErrNotLeft is wrapped when Options.First is not a commit left to probe.
+var ErrNotLeft = errors.New("not left to probe")
 
 // ErrSettingsDiffer is wrapped when a resumed run is given other settings than its log's.
 var ErrSettingsDiffer = errors.New("the settings differ from the campaign's")
@@ -168,7 +174,15 @@ func Run(ctx context.Context, o Options) (*State, error) {
 		case PhaseEnds:
 			e, err = o.ends(ctx, st, set)
 		case PhaseProbing:
-			e, err = o.probe(ctx, st, set, st.Next)
+			next := st.Next
+			if o.First != "" {
+				i := slices.IndexFunc(st.Path, func(c gitref.Commit) bool { return c.Hash == o.First })
+				if !st.CanProbe(i) {
+					return st, fmt.Errorf("%s is %w: the first probe must lie between the last good commit %s and the first bad one %s and not be probed already", gitref.Commit{Hash: o.First}.Short(), ErrNotLeft, st.Path[st.Good].Short(), st.Path[st.Bad].Short())
+				}
+				next, o.First = i, ""
+			}
+			e, err = o.probe(ctx, st, set, next)
 		case PhaseConfirm:
 			e, err = o.confirm(ctx, st, set)
 		}

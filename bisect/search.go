@@ -3,6 +3,7 @@ package bisect
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,7 +49,15 @@ type State struct {
 	// Inert is the latest word on which commits build as their parents do.
 	Inert *Inert `json:"inert,omitempty"`
 	// Left is about how many more probes the search needs (log2 of the commits between).
-	Left int `json:"stepsLeft"`
+	Left int   `json:"stepsLeft"`
+	open []int // the path indexes left to probe
+}
+
+// CanProbe says whether the commit at path index i may be probed: between the last good and the
+// first bad commit and not probed yet. An inert one may be (it stands for the changing commit
+// before it), so that a suspect's parent can be named as it is.
+func (st *State) CanProbe(i int) bool {
+	return i > st.Good && i < st.Bad && !slices.ContainsFunc(st.Probes, func(p Probe) bool { return p.Index == i })
 }
 
 // Replay computes the state of a campaign from its events.
