@@ -12,7 +12,10 @@ longest size. Per size: the median time to the last byte of each kind, to the fi
 answers' sizes, and echo/prefill as the ratio of the medians and the spread of the per-pair
 ratios. Echo's Server-Timing header splits the shim's side: slot (waiting for a free slot),
 llama (its calls to llama-server, sent to last byte) and shim (its own work); "hop" is the rest
-of echo's time as this client saw it (the connection to the shim, reading the answer).
+of echo's time as this client saw it (the connection to the shim, reading the answer). A third
+kind, "direct", is the request the shim makes for echo (native prompt logprobs in the form the
+server's /props offers) sent straight to llama-server by this client: llama-server's own time to
+the first and the last byte of it, so that echo less direct is what the shim costs end to end.
 """
 import argparse
 import http.client
@@ -37,6 +40,14 @@ class Conn:
         u = urllib.parse.urlsplit(url)
         self.host, self.port = u.hostname, u.port or 80
         self.c = http.client.HTTPConnection(self.host, self.port, timeout=600)
+
+    def get(self, path):
+        self.c.request("GET", path, headers=self.headers)
+        r = self.c.getresponse()
+        payload = r.read()
+        if r.status != 200:
+            sys.exit(f"GET {path}: {r.status} {payload[:300]!r}")
+        return 0, 0, payload, ""
 
     def post(self, path, body):
         data = json.dumps(body).encode()
@@ -87,18 +98,33 @@ def main():
     if len(ids) < max(sizes):
         sys.exit(f"the text tokenizes to {len(ids)} tokens, fewer than {max(sizes)}")
     print(f"{'tokens':>6} {'prefill ms':>10} {'echo ms':>8} {'echo/prefill':>12} {'per pair':>13} "
-          f"{'ttfb p/e':>11} {'bytes p/e':>13} {'slot':>5} {'llama':>6} {'shim':>5} {'hop':>5}")
+          f"{'ttfb p/e':>11} {'bytes p/e':>13} {'slot':>5} {'llama':>6} {'shim':>5} {'hop':>5} "
+          f"{'direct ttfb/last':>16} {'echo-direct':>11}")
+    _, _, b, _ = llama.get("/props")
+    props = json.loads(b)
+    flat = bool(props.get("prompt_logprobs_flat"))
+    b64 = flat and bool(props.get("prompt_logprobs_base64"))
     for n in sizes:
         prompt = ids[:n]
+        direct = {"prompt": prompt, "n_predict": 1, "temperature": 0, "n_probs": 1, "cache_prompt": True,
+                  "return_tokens": True, "prompt_logprobs": 1, "prompt_logprobs_flat": flat,
+                  "prompt_logprobs_base64": b64,
+                  "response_fields": ["content", "tokens", "stop", "stop_type", "tokens_predicted",
+                                      "tokens_evaluated", "timings", "completion_probabilities",
+                                      "prompt_logprobs_flat" if flat else "prompt_probabilities"]}
         prefill = {"prompt": prompt, "n_predict": 1, "temperature": 0, "cache_prompt": False}
         echo = {"prompt": [prompt], "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0}
         p_last, e_last, p_first, e_first, pairs, split = [], [], [], [], [], {"slot": [], "llama": [], "shim": [], "hop": []}
+        d_first, d_last = [], []
         sizes_seen = (0, 0)
         for i in range(a.warm + a.pairs):
             pf, pl, pb, _ = llama.post("/completion", prefill)
             ef, el, eb, st = shim.post("/v1/completions", echo)
+            df, dl, _, _ = llama.post("/completion", direct)
             if i < a.warm:
                 continue
+            d_first.append(df)
+            d_last.append(dl)
             rows = json.loads(eb)["choices"][0]["logprobs"]["token_logprobs"]
             if len(rows) != n + 1:
                 sys.exit(f"echo gave {len(rows)} rows for {n} tokens, want {n + 1}")
@@ -116,7 +142,8 @@ def main():
         pm, em = med(p_last), med(e_last)
         print(f"{n:>6} {pm:>10.2f} {em:>8.2f} {em / pm:>12.3f} {min(pairs):>6.3f}-{max(pairs):<6.3f} "
               f"{med(p_first):>5.2f}/{med(e_first):<5.2f} {sizes_seen[0]:>6}/{sizes_seen[1]:<6} "
-              f"{med(split['slot']):>5.2f} {med(split['llama']):>6.2f} {med(split['shim']):>5.2f} {med(split['hop']):>5.2f}")
+              f"{med(split['slot']):>5.2f} {med(split['llama']):>6.2f} {med(split['shim']):>5.2f} {med(split['hop']):>5.2f} "
+              f"{med(d_first):>7.2f}/{med(d_last):<8.2f} {em - med(d_last):>11.2f}")
 
 
 if __name__ == "__main__":
