@@ -333,3 +333,60 @@ func hasHelpOrVersion(args []string) bool {
 	}
 	return false
 }
+
+// TestDocsOfflineCommandsRun runs, as written, every command line of README and docs/ that
+// needs nothing this machine lacks (no build, no engine, no GPU, no registry, no llama.cpp
+// source): the target and recipe listings, target show and detect, and plans of built-in and
+// detected targets. Each document runs in a directory of its own, in order, so that a line
+// reading a file an earlier line wrote (target detect -o, then plan --target-file) finds it.
+// The other lines are checked by TestDocsCommandLinesMatchTheCLI and run, with stand-ins, by
+// the tests of their commands.
+func TestDocsOfflineCommandsRun(t *testing.T) {
+	offline := func(args []string) bool {
+		for _, a := range args {
+			if strings.ContainsAny(a, "<>~$*") || a == "--source" || a == "--check-pins" || a == "--ref" || strings.HasPrefix(a, "--source=") {
+				return false
+			}
+		}
+		switch {
+		case len(args) == 0:
+			return false
+		case args[0] == "targets" || args[0] == "recipes":
+			return true
+		case args[0] == "target" && len(args) > 1 && (args[1] == "show" || args[1] == "detect"):
+			return true
+		case args[0] == "plan" && (len(args) < 2 || args[1] != "diff"):
+			return true
+		}
+		return false
+	}
+	ran := 0
+	for _, file := range docFiles(t) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		for _, c := range docCommands(string(text)) {
+			if !offline(c.args) {
+				continue
+			}
+			args := append([]string(nil), c.args...)
+			for i, a := range args { // files the line names go to the document's directory
+				if i > 0 && (args[i-1] == "-o" || args[i-1] == "--target-file") {
+					args[i] = filepath.Join(dir, a)
+				}
+			}
+			code, _, stderr := runCLI(t, args...)
+			t.Logf("%s:%d: %s", file, c.line, c.text)
+			if code != exitOK {
+				t.Errorf("%s:%d: %s: exit %d\n%s", file, c.line, c.text, code, stderr)
+			}
+			ran++
+		}
+	}
+	t.Logf("ran %d command lines of README.md and docs/", ran)
+	if ran < 10 {
+		t.Errorf("ran %d command lines, want the documents' offline ones (10 or more): the selection is broken", ran)
+	}
+}
