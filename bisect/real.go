@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	slashpath "path" // the tests' path() helper takes the package's name
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,9 +80,9 @@ type ReadLister interface {
 var _ InertFinder = (*PlanBuilder)(nil)
 
 // Inert reads what the builds of built read (those whose build trees this machine's executor
-// still has) and returns the commits of path whose changes against their parents touch none
+// still has) and returns the indexes of commits (a campaign's path) whose changes against their parents touch none
 // of it, by Inert's rule; nil when the executor cannot list reads or no build tree is here.
-func (b *PlanBuilder) Inert(ctx context.Context, path []gitref.Commit, built []gitref.Commit) (*Inert, error) {
+func (b *PlanBuilder) Inert(ctx context.Context, commits []gitref.Commit, built []gitref.Commit) (*Inert, error) {
 	rl, ok := b.Executor.(ReadLister)
 	if !ok {
 		return nil, nil
@@ -100,7 +101,7 @@ func (b *PlanBuilder) Inert(ctx context.Context, path []gitref.Commit, built []g
 		}
 		for _, f := range files {
 			reads[f] = true
-			dirs[pathDir(f)] = true
+			dirs[slashpath.Dir(f)] = true
 		}
 		out.From = append(out.From, c.Hash)
 	}
@@ -108,26 +109,18 @@ func (b *PlanBuilder) Inert(ctx context.Context, path []gitref.Commit, built []g
 		return nil, nil
 	}
 	out.Reads = len(reads)
-	for i := 1; i < len(path); i++ {
-		changes, err := gitref.Changes(ctx, b.Repo, path[i-1].Hash, path[i].Hash)
+	for i := 1; i < len(commits); i++ {
+		changes, err := gitref.Changes(ctx, b.Repo, commits[i-1].Hash, commits[i].Hash)
 		if err != nil {
 			return nil, err
 		}
 		if !slices.ContainsFunc(changes, func(ch gitref.Change) bool {
-			return reads[ch.Path] || ch.Status == 'A' && dirs[pathDir(ch.Path)]
+			return reads[ch.Path] || ch.Status == 'A' && dirs[slashpath.Dir(ch.Path)]
 		}) {
 			out.Commits = append(out.Commits, i)
 		}
 	}
 	return out, nil
-}
-
-// pathDir is a slash path's directory, "." at the top.
-func pathDir(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[:i]
-	}
-	return "."
 }
 
 func (b *PlanBuilder) logger() *slog.Logger {

@@ -49,8 +49,7 @@ type State struct {
 	// Inert is the latest word on which commits build as their parents do.
 	Inert *Inert `json:"inert,omitempty"`
 	// Left is about how many more probes the search needs (log2 of the commits between).
-	Left int   `json:"stepsLeft"`
-	open []int // the path indexes left to probe
+	Left int `json:"stepsLeft"`
 }
 
 // CanProbe says whether the commit at path index i may be probed: between the last good and the

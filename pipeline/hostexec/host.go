@@ -136,7 +136,7 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	if err != nil {
 		return "", err
 	}
-	s := &state{plan: p, opts: e.opts, out: out, root: filepath.Join(e.opts.WorkDir, p.Target+"-"+p.ShortHash())}
+	s := &state{plan: p, opts: e.opts, out: out, root: e.root(p)}
 	s.src, s.build, s.logs = filepath.Join(s.root, "src"), filepath.Join(s.root, "build"), filepath.Join(s.root, "logs")
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return "", err
@@ -161,6 +161,11 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 		return "", fmt.Errorf("target %s: %w", p.Target, err)
 	}
 	return s.artifact, nil
+}
+
+// root is where the build of p works: its source copy, build tree and logs.
+func (e *Executor) root(p *pipeline.Plan) string {
+	return filepath.Join(e.opts.WorkDir, p.Target+"-"+p.ShortHash())
 }
 
 // lock takes an exclusive lock so two builds of one plan do not share a work directory.

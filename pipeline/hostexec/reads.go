@@ -21,7 +21,7 @@ import (
 // own rule). The build tree must still be there: a build made on another machine, or one that
 // failed before ninja ran, has none.
 func (e *Executor) Reads(ctx context.Context, p *pipeline.Plan) ([]string, error) {
-	root := filepath.Join(e.opts.WorkDir, p.Target+"-"+p.ShortHash())
+	root := e.root(p)
 	return readSet(ctx, filepath.Join(root, "build"), filepath.Join(root, "src"))
 }
 
@@ -68,7 +68,8 @@ func readSet(ctx context.Context, build, src string) ([]string, error) {
 		}
 		name = filepath.Clean(name)
 		for _, root := range []string{src, srcReal} {
-			if rel, err := filepath.Rel(root, name); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			if name != root && within(name, root) {
+				rel, _ := filepath.Rel(root, name)
 				seen[filepath.ToSlash(rel)] = true
 				return
 			}
