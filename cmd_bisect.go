@@ -107,6 +107,8 @@ type bisectRequest struct {
 	Target   *targets.Target
 	Series   []patches.Patch
 	Template string
+	// First is --next resolved to a full hash, "" when not given.
+	First string
 }
 
 func bisectRun(c *cli.Context) error {
@@ -187,6 +189,13 @@ func bisectRequestOf(c *cli.Context) (bisectRequest, error) {
 	if !c.IsSet("out") {
 		eo.Out = filepath.Join(dir, "artifacts")
 	}
+	if rev := c.String("next"); rev != "" {
+		commit, err := gitref.Resolve(ctx, eo.Source, rev)
+		if err != nil {
+			return r, usagef("--next: %v", err)
+		}
+		r.First = commit.Hash
+	}
 	r.Exec, r.Set, r.Path, r.Start, r.Target, r.Series, r.Template = eo, set, path, start, t, series, template
 	return r, nil
 }
@@ -211,17 +220,9 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 	if err != nil {
 		return usagef("bisect run: %v", err)
 	}
-	var first string
-	if rev := c.String("next"); rev != "" {
-		commit, err := gitref.Resolve(ctx, eo.Source, rev)
-		if err != nil {
-			return usagef("--next: %v", err)
-		}
-		first = commit.Hash
-	}
 	host, _ := os.Hostname()
 	st, runErr := bisect.Run(ctx, bisect.Options{
-		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), First: first, Machine: host, Log: loggerOf(c),
+		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), First: r.First, Machine: host, Log: loggerOf(c),
 		Builder: &bisect.PlanBuilder{
 			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: loggerOf(c),
 			Anchor: &gitref.Anchor{Commit: recipe.Source.Commit, BuildNumber: recipe.Source.BuildNumber},
