@@ -19,7 +19,8 @@
 #   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
 #                                 from upstream's history (.carry/llama.cpp-history.git.tar), into
 #                                 /tmp/pins/next, packed like the others
-#   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json)
+#   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json);
+#                                 KINDS=bd runs only the one with a draft
 #                                 (ab, ab-bigram and ab-mtp compare PAIR, default "old new": PAIR="new
 #                                 next" asks whether the next pin is not slower than the pin)
 #   STAGE ab-bigram               the same with the bigram pair of the King James Version's Old
@@ -124,7 +125,7 @@ ab | ab-bigram)
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/bd-"$pin" --model /tmp/m.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
 	done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
-	for kind in b bd; do
+	for kind in ${KINDS:-b bd}; do # KINDS=bd: the draft alone (issue 40's item 4 asks for the drafts)
 		t0=$SECONDS
 		"$D"/llbuild bench /tmp/$kind-"$A" /tmp/$kind-"$B" --mode full --rounds 3 --dir /tmp/runs-$kind >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
