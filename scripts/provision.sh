@@ -9,7 +9,7 @@
 #     -> LLBUILD_TEST_CUDA_DEVEL_IMAGE, LLBUILD_TEST_CUDA_RUNTIME_IMAGE
 #   - the recipe's pinned llama.cpp (../shared/llama.cpp), unpacked -> LLBUILD_TEST_LLAMA_SOURCE
 #   - llama-server of that commit built with `llbuild build -t cpu-v3` through the engine, with
-#     the patch series and without 0002-0010 -> LLBUILD_PATCHED_LLAMA_SERVER,
+#     the patch series and with patch 0001 alone -> LLBUILD_PATCHED_LLAMA_SERVER,
 #     LLBUILD_UNPATCHED_LLAMA_SERVER; the source with the series applied ->
 #     LLBUILD_PATCHED_LLAMA_SOURCE
 # Everything is cached under ~/.cache/llbuild-test and in the engine's state (its cache and
@@ -100,7 +100,7 @@ provision_source() {
 	export LLBUILD_TEST_LLAMA_SOURCE=$dir/src
 }
 
-# provision_llama_builds: the series build and the build without 0002-0010 (only 0001, which
+# provision_llama_builds: the series build and the build with patch 0001 alone (which
 # touches the CUDA backend alone), both as the README's main job runs them: `llbuild build`
 # through the engine in the stand-in devel image. The root package's test of the main job then
 # finds the series build in the engine's cache instead of compiling llama.cpp a third time; the
@@ -154,7 +154,7 @@ provision() {
 	local cuda_pid=$!
 	provision_timed "stand-in images" provision_images &&
 		provision_timed "llama.cpp source" provision_source &&
-		provision_timed "llama.cpp builds (series, and without 0002-0010)" provision_llama_builds
+		provision_timed "llama.cpp builds (series, and with patch 0001 alone)" provision_llama_builds
 	local rc=$?
 	wait "$cuda_pid" || rc=1
 	local dir

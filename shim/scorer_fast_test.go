@@ -29,7 +29,7 @@ import (
 
 // The native scorer needs a llama-server built with patches/0002-server-
 // prompt-logprobs.patch. These tests run against a build named by the
-// environment: scripts/test.sh builds one (and one without 0002-0010) with
+// environment: scripts/test.sh builds one (and one with patch 0001 alone) with
 // `llbuild server --executor host -t cpu-v3` when ../shared/llama.cpp is
 // beside the repository. Without it they skip; under CI=true they fail.
 
@@ -51,7 +51,7 @@ func unpatchedServer(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
 	if p == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built without 0002-0010 (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
+		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built with patch 0001 alone (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
 	}
 	return p
 }
