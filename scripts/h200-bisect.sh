@@ -61,6 +61,9 @@ collect() {
 		[ -f "$B/$c/bisect.log" ] && cp "$B/$c/bisect.log" "$OUT/$c.log" && $L/llbuild bisect log "$B/$c" >"$OUT/$c.txt" 2>&1
 	done
 	tail -c 60000 $B/progress.log >"$OUT/progress.log" 2>/dev/null
+	# whether consecutive probes' CUDA objects came from the cache (part 4: a probe next to one
+	# built in the same lease still took 253 s): ccache's counters, unsupported options included
+	CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/llbuild/ccache} PATH=$B/ccache/bin:$PATH ccache --print-stats >"$OUT/ccache-stats.txt" 2>&1
 	local dirs=()
 	for c in $CAMPAIGNS; do dirs+=("$c/bench"); done
 	(cd $B && tar -czf "$OUT/records.tgz" --exclude=server.log "${dirs[@]}" 2>/dev/null)

@@ -10,10 +10,13 @@
 #   STAGE build-old | build-new   one build into /tmp/pins/{old,new} (about 4 min each with -j16),
 #                                 also packed into $OUT/{old,new}.txz.* to carry to a fresh machine
 #   STAGE build-fix               the new pin with its series and the candidate patches of
-#                                 patches/candidates/ (0011: the draft's work overlaps the
-#                                 target's decode again, the amendment of #26920), into
-#                                 /tmp/pins/fix; PAIR="old fix" is issue 40's item 4, PAIR="new
-#                                 fix" the amendment's own effect
+#                                 patches/candidates/ appended, into /tmp/pins/fix; PAIR="old fix"
+#                                 asks whether the candidates make the pin as fast as the old one,
+#                                 PAIR="new fix" what they add to the pin
+#   STAGE build-minus             the new pin with its series less the patches named in DROP
+#                                 (default the series' last, 0011: the draft's work overlaps the
+#                                 target's decode again), into /tmp/pins/minus; PAIR="minus new"
+#                                 is that patch's own effect
 #   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
 #   .carry/llama.cpp-history.git.tar, which holds both pins)
 #   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
@@ -81,6 +84,7 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/pins/"$name" --work-dir /tmp/work-"$name" "$@" 2>"$OUT/build-$name.log") ||
 		{ tail -40 "$OUT/build-$name.log"; return 1; }
 	echo "$name ($commit): built $dir in $((SECONDS - t0)) s"
+	CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/llbuild/ccache} ccache --print-stats >"$OUT/ccache-stats-$name.txt" 2>&1 # hits, misses, unsupported options
 	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
 }
 
@@ -94,10 +98,23 @@ build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patche
 build-new) build new "$new" ;;
 build-fix) # the pin with the built-in series and the candidate amendments in patches/candidates/
 	rm -rf /tmp/series-fix && mkdir -p /tmp/series-fix && cp patches/0*.patch patches/series /tmp/series-fix/ || exit 1
+	n=0
 	for f in patches/candidates/0*.patch; do
+		[ -e "$f" ] || continue
 		cp "$f" /tmp/series-fix/ && echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>/tmp/series-fix/series || exit 1
+		n=$((n + 1))
 	done
+	[ $n -gt 0 ] || { echo "no candidate patches in patches/candidates/: build-new builds the series" >&2; exit 2; }
 	build fix "$new" --series /tmp/series-fix/series ;;
+build-minus) # the pin with the built-in series less DROP's patches (default: its last one)
+	drop=${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}
+	rm -rf /tmp/series-minus && mkdir -p /tmp/series-minus && cp patches/0*.patch /tmp/series-minus/ || exit 1
+	for p in $drop; do
+		grep -q "^$p " patches/series || { echo "DROP: $p is not in patches/series" >&2; exit 2; }
+	done
+	grep -vE "^($(echo "$drop" | tr ' ' '|')) " patches/series >/tmp/series-minus/series
+	echo "minus: the series without $drop"
+	build minus "$new" --series /tmp/series-minus/series ;;
 build-next)
 	t0=$SECONDS
 	for f in "$D"/next.txz.*; do
@@ -127,11 +144,11 @@ ab | ab-bigram)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	for kind in ${KINDS:-b bd}; do # KINDS=bd: the draft alone (issue 40's item 4 asks for the drafts)
 		t0=$SECONDS
-		"$D"/llbuild bench /tmp/$kind-"$A" /tmp/$kind-"$B" --mode full --rounds 3 --dir /tmp/runs-$kind >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		"$D"/llbuild bench /tmp/"$kind"-"$A" /tmp/"$kind"-"$B" --mode full --rounds 3 --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
 		cat "$OUT/bench-$kind.txt"
 		tail -5 "$OUT/bench-$kind.log"
-		cp /tmp/runs-$kind/records.json "$OUT/records-$kind.json" 2>/dev/null || true
+		cp /tmp/runs-"$kind"/records.json "$OUT/records-$kind.json" 2>/dev/null || true
 	done ;;
 ab-mtp | drafts)
 	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
