@@ -339,8 +339,9 @@ func hasHelpOrVersion(args []string) bool {
 // source): the target and recipe listings, target show and detect, and plans of built-in and
 // detected targets. Each document runs in a directory of its own, in order, so that a line
 // reading a file an earlier line wrote (target detect -o, then plan --target-file) finds it.
-// The other lines are checked by TestDocsCommandLinesMatchTheCLI and run, with stand-ins, by
-// the tests of their commands.
+// TestDocsWalk runs the lines that read a repository, a campaign's log or a lab's records; the
+// others are checked by TestDocsCommandLinesMatchTheCLI and run, with stand-ins, by the tests of
+// their commands.
 func TestDocsOfflineCommandsRun(t *testing.T) {
 	offline := func(args []string) bool {
 		for _, a := range args {

@@ -119,7 +119,7 @@ func StatusRange(ctx context.Context, repo, from, to string, series []Patch) (*R
 			}
 			r := p.reports[hi]
 			ch := &Change{Commit: r.Commit, Time: r.CommitTime, Position: hi, Result: r.Patches[i]}
-			if out, err := g.run(ctx, "show", "-s", "--format=%s", r.Commit); err == nil {
+			if out, err := g.run(ctx, "log", "-1", "--no-walk", "--format=%s", r.Commit); err == nil {
 				ch.Subject = strings.TrimSpace(out)
 			}
 			res.Change = ch

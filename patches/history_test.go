@@ -166,3 +166,26 @@ func TestStatusRangeRefusesWhatIsNotARange(t *testing.T) {
 		})
 	}
 }
+
+// A range that starts at the commit after a shallow boundary whose tree is missing, as in the
+// history ../shared carries (1425386fd's parent is there without its tree): git show -s needs the
+// parent's tree and failed ("reading the time of 1425386fd: unable to read tree"); the commit's
+// time and subject come from git log now, which reads the commit alone.
+func TestStatusRangeFromTheCommitAfterAShallowBoundary(t *testing.T) {
+	dir, old, line := history(t, 4, 0, func(string, int) {})
+	tree := gitfixture.Git(t, dir, 0, "rev-parse", old+"^{tree}")
+	loose := filepath.Join(dir, ".git", "objects", tree[:2], tree[2:])
+	if err := os.Remove(loose); err != nil {
+		t.Fatalf("removing the boundary's tree (the fixture's objects should be loose): %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git", "shallow"), []byte(old+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := StatusRange(context.Background(), dir, line[0], "HEAD", []Patch{fixturePatch(t, gitfixture.UpstreamPatch)})
+	if err != nil {
+		t.Fatalf("status from the commit after the boundary: %v", err)
+	}
+	if rep.From != line[0] || rep.Commits != 3 || rep.Patches[0].AtFrom != Applies {
+		t.Errorf("range %s.., %d commits, the patch %s at the start; want %s.., 3, applies", rep.From, rep.Commits, rep.Patches[0].AtFrom, line[0])
+	}
+}

@@ -142,7 +142,7 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 // loadCommit reads the full commit's time and loads its tree into the private index.
 func (g *indexGit) loadCommit(ctx context.Context, repo, commit string) (*Report, error) {
 	rep := &Report{Source: repo, Commit: commit}
-	if out, err := g.run(ctx, "show", "-s", "--format=%ct", commit); err != nil {
+	if out, err := g.run(ctx, "log", "-1", "--no-walk", "--format=%ct", commit); err != nil {
 		return nil, fmt.Errorf("reading the time of %s: %s", commit, oneLine(out))
 	} else if rep.CommitTime, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
 		return nil, fmt.Errorf("reading the time of %s: %w", commit, err)

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// docsOriginMaster is upstream master (and the mirror's HEAD) in the documents' world: ed1c3a20f, five commits after the
+// pin 34af94cd9, where the pinned series still applies (so that recipe bump moves the pin as the
+// documents show; at 3f545becc it refuses, 0002 conflicting there).
+const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
+
+// TestDocsWalk runs the documents' command lines that read a llama.cpp repository, a campaign's
+// log or a lab's records, as a user would after the document's earlier lines, each fenced block
+// in a world of its own made of real things: HOME holds llama.cpp.git and llama.cpp (upstream's
+// history from ../shared, master and origin/master at docsOriginMaster), src/llama.cpp-b7000 (the pinned
+// tree) and refreshed/ (the series, refreshed for origin/master: the pinned one applies there);
+// the working directory holds copies of recipes/ and patches/ (recipe bump rewrites them),
+// camp/bisect.log, edited.log and h200-part3.log (the H200 campaign's logs in benchmarks/),
+// lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/) and
+// olares-one.new.json (olares-one's plan at the next pin). A "> FILE" after a line keeps its
+// output, so that a later line reads it (plan --json > old.json, then plan diff old.json h200).
+// LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry or a
+// placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own tests.
+func TestDocsWalk(t *testing.T) {
+	mirror := upstreamMirror(t)
+	for _, ref := range []string{"refs/remotes/origin/master", "refs/heads/master"} { // HEAD too
+		if out, err := exec.Command("git", "-C", mirror, "update-ref", ref, docsOriginMaster).CombinedOutput(); err != nil {
+			t.Fatalf("%s in the mirror: %v\n%s", ref, err, out)
+		}
+	}
+	tree := enginetest.LlamaSource(t)
+	repo, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPlan := filepath.Join(t.TempDir(), "olares-one.new.json")
+	next := filepath.Join(repo, "patches", "next", "3f545becc")
+	code, stdout, stderr := runCLI(t, "plan", "--target", "olares-one", "--recipe", filepath.Join(next, "server.yaml"), "--series", filepath.Join(next, "series"), "--json")
+	if code != exitOK {
+		t.Fatalf("the next pin's plan: exit %d\n%s", code, stderr)
+	}
+	if err := os.WriteFile(newPlan, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	ran, left := 0, 0
+	for _, file := range docFiles(t) {
+		text, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(text), "\n")
+		block := fencedBlocks(lines)
+		worlds := map[int]string{} // a fenced block's world, made when its first walkable line comes
+		for _, c := range docCommands(string(text)) {
+			if !walkable(c.args) {
+				continue
+			}
+			dir, ok := worlds[block[c.line-1]]
+			if !ok {
+				dir = docsWorld(t, repo, mirror, tree, newPlan)
+				worlds[block[c.line-1]] = dir
+			}
+			args, out := walkArgs(c, lines[c.line-1], dir)
+			if plan := len(args) > 1 && args[0] == "plan" && args[1] == "diff"; plan && !operandsExist(args[2:], dir) {
+				left++
+				t.Logf("%s:%d: left out (an operand the world has not): %s", file, c.line, c.text)
+				continue
+			}
+			code, stdout, stderr := runIn(t, dir, args)
+			t.Logf("%s:%d: %s: exit %d", file, c.line, c.text, code)
+			if code != exitOK {
+				t.Errorf("%s:%d: %s: exit %d\n%s%s", file, c.line, c.text, code, stdout, stderr)
+				continue
+			}
+			if out != "" {
+				if err := os.WriteFile(filepath.Join(dir, out), []byte(stdout), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran++
+		}
+	}
+	t.Logf("walked %d command lines of README.md and docs/ (%d plan diff lines left out)", ran, left)
+	if ran < 25 {
+		t.Errorf("walked %d command lines, want the documents' repository, campaign and lab lines (25 or more): the selection is broken", ran)
+	}
+}
+
+// walkable: the lines TestDocsWalk runs: what reads a repository, a campaign's log or a lab's
+// records, and the plans a plan diff line after them reads.
+func walkable(args []string) bool {
+	for _, a := range args {
+		if strings.ContainsAny(a, "<*") {
+			return false
+		}
+	}
+	if len(args) < 2 {
+		return false
+	}
+	switch args[0] + " " + args[1] {
+	case "patches status", "recipe bump", "bisect log", "bisect replay", "bench report", "plan diff":
+		return true
+	}
+	// a plan kept in a file for a plan diff (plan ... --json > old.json)
+	return args[0] == "plan" && slices.Contains(args, "--json") && slices.Contains(args, "--recipe")
+}
+
+var redirect = regexp.MustCompile(`(?:^|[^2])>\s*([^\s#;|&]+)`)
+
+// walkArgs: the line's arguments with ~ at the world's HOME and LABEL the lab's promoted run,
+// and the file its output is redirected to, if any.
+func walkArgs(c docCommand, raw, dir string) ([]string, string) {
+	args := make([]string, len(c.args))
+	for i, a := range c.args {
+		switch {
+		case strings.HasPrefix(a, "~/"):
+			a = filepath.Join(dir, "home", a[2:])
+		case a == "LABEL" && i > 0 && c.args[i-1] == "--leaderboard":
+			a = promotedLabel(filepath.Join(dir, c.args[i-2]))
+		}
+		args[i] = a
+	}
+	out := ""
+	if m := redirect.FindStringSubmatch(raw); m != nil {
+		out = m[1]
+	}
+	return args, out
+}
+
+// promotedLabel is the label of a lab's promoted run ("" when it has none).
+func promotedLabel(lab string) string {
+	b, err := os.ReadFile(filepath.Join(lab, "records.json"))
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Runs []struct{ Label, Decision string }
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return ""
+	}
+	for _, run := range r.Runs {
+		if run.Decision == "promoted" {
+			return run.Label
+		}
+	}
+	return ""
+}
+
+// operandsExist: every operand of a plan diff line is a target or a file in the world.
+func operandsExist(args []string, dir string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if _, err := targets.Load(a); err == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, a)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// fencedBlocks numbers each line by the fenced block it is in (0 outside any).
+func fencedBlocks(lines []string) []int {
+	block := make([]int, len(lines))
+	n, in := 0, false
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			in = !in
+			if in {
+				n++
+			}
+			continue
+		}
+		if in {
+			block[i] = n
+		}
+	}
+	return block
+}
+
+// docsWorld makes one fenced block's world (TestDocsWalk says what it holds) and returns its
+// working directory; HOME is its home/.
+func docsWorld(t *testing.T, repo, mirror, tree, newPlan string) string {
+	t.Helper()
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{filepath.Join(home, "src"), filepath.Join(home, "refreshed"), filepath.Join(dir, "camp"), filepath.Join(dir, "lab")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		filepath.Join(home, "llama.cpp.git"):          mirror,
+		filepath.Join(home, "llama.cpp"):              mirror,
+		filepath.Join(home, "src", "llama.cpp-b7000"): tree,
+	}
+	for link, target := range links {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run("cp", "-r", filepath.Join(repo, "recipes"), filepath.Join(repo, "patches"), dir)
+	series, err := filepath.Glob(filepath.Join(repo, "patches", "0*.patch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("cp", append(series, filepath.Join(repo, "patches", "series"), filepath.Join(home, "refreshed"))...)
+	h200 := filepath.Join(repo, "benchmarks")
+	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "camp", "bisect.log"))
+	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "edited.log"))
+	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part3", "ds.log"), filepath.Join(dir, "h200-part3.log"))
+	for _, lab := range []string{"week49", "gemma4-q8"} {
+		run("tar", "-xzf", filepath.Join(h200, "h200-pin-ab-2026-12-04", "runs-ab-mtp.tgz"), "-C", filepath.Join(dir, "lab"))
+		run("mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
+	}
+	run("cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
+	return dir
+}
+
+// runIn runs llbuild in dir with HOME at its home/, as a user's shell there would.
+func runIn(t *testing.T, dir string, args []string) (int, string, string) {
+	t.Helper()
+	t.Chdir(dir)
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	return runCLI(t, args...)
+}
+
+// TestDocsBisectOutputIsTheLogs: the H200 campaign docs/bisect.md shows is what llbuild bisect
+// log prints of the log it names, byte for byte.
+func TestDocsBisectOutputIsTheLogs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("docs", "bisect.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`llbuild bisect log (\\S+)`(?s:.*?)\n```\n((?s:.*?))```").FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("docs/bisect.md shows no campaign after a `llbuild bisect log FILE`")
+	}
+	code, stdout, stderr := runCLI(t, "bisect", "log", m[1])
+	if code != exitOK {
+		t.Fatalf("bisect log %s: exit %d\n%s", m[1], code, stderr)
+	}
+	if stdout != m[2] {
+		t.Errorf("docs/bisect.md shows\n%s\nbut bisect log %s prints\n%s", m[2], m[1], stdout)
+	}
+}
