@@ -329,6 +329,11 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 			"-DCMAKE_SHARED_LINKER_FLAGS="+stubs,
 		)
 		p.Env["LIBRARY_PATH"] = CUDAStubsToken
+		// ccache leaves -ffile-prefix-map out of a C/C++ compile's hash but not nvcc's
+		// -Xcompiler=-ffile-prefix-map=SRC=.: with it hashed, every CUDA object's key held the
+		// work directory, and a build in another one (each plan has its own: every bisect probe)
+		// compiled all of them again (scripts/ccache-nvcc.sh shows both)
+		p.Env["CCACHE_IGNOREOPTIONS"] = "-Xcompiler=-ffile-prefix-map=*"
 		p.Notes = append(p.Notes, "links against the CUDA driver stub (libcuda.so in the toolkit's stubs directory, "+CUDAStubsToken+", which the executor finds where it builds: /usr/local/cuda/lib64/stubs in NVIDIA's images, /usr/lib/x86_64-linux-gnu/stubs in Debian's packages); the real libcuda.so.1 comes from the host driver at run time and is never shipped")
 	case targets.BackendSYCL:
 		p.SYCL = &targets.SYCL{DeviceArch: t.Build.SYCL.DeviceArch}

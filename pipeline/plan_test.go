@@ -82,6 +82,47 @@ func TestPlanGolden(t *testing.T) {
 	}
 }
 
+// TestCUDAPlanKeepsTheWorkDirectoryOutOfCcachesKey: every path-carrying option of a CUDA plan's
+// CMAKE_CUDA_FLAGS is one that CCACHE_IGNOREOPTIONS leaves out of ccache's hash (ccache knows
+// -ffile-prefix-map= of a C/C++ compile, not nvcc's -Xcompiler= form of it), so that a build in
+// another work directory takes its CUDA objects from the cache (scripts/ccache-nvcc.sh measures
+// it with nvcc). A pattern ending in * matches a prefix, as in ccache.
+func TestCUDAPlanKeepsTheWorkDirectoryOutOfCcachesKey(t *testing.T) {
+	for _, target := range []string{"h200", "olares-one", "rtx3090"} {
+		p, err := resolve(t, target, "server", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ignored := strings.Fields(p.Env["CCACHE_IGNOREOPTIONS"])
+		matches := func(opt string) bool {
+			for _, pat := range ignored {
+				if prefix, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(opt, prefix) || pat == opt {
+					return true
+				}
+			}
+			return false
+		}
+		n := 0
+		for _, a := range p.Configure {
+			flags, ok := strings.CutPrefix(a, "-DCMAKE_CUDA_FLAGS=")
+			if !ok {
+				continue
+			}
+			for _, opt := range strings.Fields(flags) {
+				if strings.Contains(opt, SourceDirToken) {
+					n++
+					if !matches(opt) {
+						t.Errorf("%s: CUDA flag %q names the work directory and is hashed by ccache (CCACHE_IGNOREOPTIONS=%q)", target, opt, p.Env["CCACHE_IGNOREOPTIONS"])
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no CUDA flag names the source directory: the check checks nothing (configure %v)", target, p.Configure)
+		}
+	}
+}
+
 func TestOlaresOnePlan(t *testing.T) {
 	p, err := resolve(t, "olares-one", "server", Options{})
 	if err != nil {
