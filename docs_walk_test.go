@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -26,8 +27,10 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // tree) and refreshed/ (the series, refreshed for origin/master: the pinned one applies there);
 // the working directory holds copies of recipes/ and patches/ (recipe bump rewrites them),
 // camp/bisect.log, edited.log and h200-part3.log (the H200 campaign's logs in benchmarks/),
-// lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/) and
-// olares-one.new.json (olares-one's plan at the next pin). A "> FILE" after a line keeps its
+// lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/),
+// olares-one.new.json (olares-one's plan at the next pin), and bundle/, bundle.tar.zst and
+// bundles/{before,after} (a tiny model bundled with stand-in server files, as the bundle tests
+// make them; after's plan differs from before's in a CMake argument). A "> FILE" after a line keeps its
 // output, so that a later line reads it (plan --json > old.json, then plan diff old.json h200).
 // LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry or a
 // placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own tests.
@@ -53,6 +56,7 @@ func TestDocsWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	bundles := docsBundles(t)
 	ran, left := 0, 0
 	for _, file := range docFiles(t) {
 		text, err := os.ReadFile(filepath.Join(repo, file))
@@ -68,7 +72,7 @@ func TestDocsWalk(t *testing.T) {
 			}
 			dir, ok := worlds[block[c.line-1]]
 			if !ok {
-				dir = docsWorld(t, repo, mirror, tree, newPlan)
+				dir = docsWorld(t, repo, mirror, tree, newPlan, bundles)
 				worlds[block[c.line-1]] = dir
 			}
 			args, out := walkArgs(c, lines[c.line-1], dir)
@@ -92,13 +96,13 @@ func TestDocsWalk(t *testing.T) {
 		}
 	}
 	t.Logf("walked %d command lines of README.md and docs/ (%d plan diff lines left out)", ran, left)
-	if ran < 25 {
-		t.Errorf("walked %d command lines, want the documents' repository, campaign and lab lines (25 or more): the selection is broken", ran)
+	if ran < 30 {
+		t.Errorf("walked %d command lines, want the documents' repository, campaign, lab and bundle lines (30 or more): the selection is broken", ran)
 	}
 }
 
-// walkable: the lines TestDocsWalk runs: what reads a repository, a campaign's log or a lab's
-// records, and the plans a plan diff line after them reads.
+// walkable: the lines TestDocsWalk runs: what reads a repository, a campaign's log, a lab's
+// records or a bundle, and the plans a plan diff line after them reads.
 func walkable(args []string) bool {
 	for _, a := range args {
 		if strings.ContainsAny(a, "<*") {
@@ -110,6 +114,9 @@ func walkable(args []string) bool {
 	}
 	switch args[0] + " " + args[1] {
 	case "patches status", "recipe bump", "bisect log", "bisect replay", "bench report", "plan diff":
+		return true
+	}
+	if args[0] == "verify" || args[0] == "preflight" && slices.Contains(args, "--bundle") {
 		return true
 	}
 	// a plan kept in a file for a plan diff (plan ... --json > old.json)
@@ -195,7 +202,7 @@ func fencedBlocks(lines []string) []int {
 
 // docsWorld makes one fenced block's world (TestDocsWalk says what it holds) and returns its
 // working directory; HOME is its home/.
-func docsWorld(t *testing.T, repo, mirror, tree, newPlan string) string {
+func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string {
 	t.Helper()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
@@ -235,6 +242,38 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan string) string {
 		run("mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
 	}
 	run("cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
+	run("cp", "-r", filepath.Join(bundles, "bundle"), filepath.Join(bundles, "bundle.tar.zst"), filepath.Join(bundles, "bundles"), dir)
+	return dir
+}
+
+// docsBundles makes the worlds' bundles once: bundle/ and its archive bundle.tar.zst, and
+// bundles/before and bundles/after, whose plans differ in one CMake argument.
+func docsBundles(t *testing.T) string {
+	t.Helper()
+	in := newBundleInputs(t)
+	before, err := resolvePlan("cpu-v3", "", "server", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after pipeline.Plan
+	if err := json.Unmarshal(before.JSON(), &after); err != nil {
+		t.Fatal(err)
+	}
+	after.Configure = append(after.Configure, "-DGGML_AVX512=ON")
+	after.Hash = strings.Repeat("c", 64)
+	dir := t.TempDir()
+	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "--quiet",
+		"-o", filepath.Join(dir, "bundle"), "--archive", filepath.Join(dir, "bundle.tar.zst")); code != exitOK {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	for name, p := range map[string]*pipeline.Plan{"before": before, "after": &after} {
+		if err := os.MkdirAll(filepath.Join(dir, "bundles"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(bundleOf(t, in, p), filepath.Join(dir, "bundles", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return dir
 }
 
