@@ -187,20 +187,27 @@ func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan) string {
 	return dir
 }
 
-func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
-	in := newBundleInputs(t)
-	pA, err := resolvePlan("cpu-v3", "", "server", false)
+// cpuPlans: cpu-v3's plan, and a copy of it with AVX-512 on and CFLAGS=-O3 (hash c…c).
+func cpuPlans(t *testing.T) (*pipeline.Plan, *pipeline.Plan) {
+	t.Helper()
+	a, err := resolvePlan("cpu-v3", "", "server", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pB pipeline.Plan
-	if err := json.Unmarshal(pA.JSON(), &pB); err != nil {
+	var b pipeline.Plan
+	if err := json.Unmarshal(a.JSON(), &b); err != nil {
 		t.Fatal(err)
 	}
-	pB.Configure = append(pB.Configure, "-DGGML_AVX512=ON")
-	pB.Env["CFLAGS"] = "-O3"
-	pB.Hash = strings.Repeat("c", 64)
-	a, b := bundleOf(t, in, pA), bundleOf(t, in, &pB)
+	b.Configure = append(b.Configure, "-DGGML_AVX512=ON")
+	b.Env["CFLAGS"] = "-O3"
+	b.Hash = strings.Repeat("c", 64)
+	return a, &b
+}
+
+func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
+	in := newBundleInputs(t)
+	pA, pB := cpuPlans(t)
+	a, b := bundleOf(t, in, pA), bundleOf(t, in, pB)
 
 	code, out, stderr := runCLI(t, "plan", "diff", a, b)
 	if code != 0 {

@@ -30,7 +30,7 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/),
 // olares-one.new.json (olares-one's plan at the next pin), and bundle/, bundle.tar.zst and
 // bundles/{before,after} (a tiny model bundled with stand-in server files, as the bundle tests
-// make them; after's plan differs from before's in a CMake argument). A "> FILE" after a line keeps its
+// make them; after's plan differs from before's in a CMake argument and CFLAGS). A "> FILE" after a line keeps its
 // output, so that a later line reads it (plan --json > old.json, then plan diff old.json h200).
 // LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry or a
 // placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own tests.
@@ -247,26 +247,17 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 }
 
 // docsBundles makes the worlds' bundles once: bundle/ and its archive bundle.tar.zst, and
-// bundles/before and bundles/after, whose plans differ in one CMake argument.
+// bundles/before and bundles/after, whose plans differ in a CMake argument and CFLAGS.
 func docsBundles(t *testing.T) string {
 	t.Helper()
 	in := newBundleInputs(t)
-	before, err := resolvePlan("cpu-v3", "", "server", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var after pipeline.Plan
-	if err := json.Unmarshal(before.JSON(), &after); err != nil {
-		t.Fatal(err)
-	}
-	after.Configure = append(after.Configure, "-DGGML_AVX512=ON")
-	after.Hash = strings.Repeat("c", 64)
+	before, after := cpuPlans(t)
 	dir := t.TempDir()
 	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "--quiet",
 		"-o", filepath.Join(dir, "bundle"), "--archive", filepath.Join(dir, "bundle.tar.zst")); code != exitOK {
 		t.Fatalf("bundle: exit %d\n%s", code, stderr)
 	}
-	for name, p := range map[string]*pipeline.Plan{"before": before, "after": &after} {
+	for name, p := range map[string]*pipeline.Plan{"before": before, "after": after} {
 		if err := os.MkdirAll(filepath.Join(dir, "bundles"), 0o755); err != nil {
 			t.Fatal(err)
 		}
