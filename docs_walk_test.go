@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/targets"
@@ -30,7 +31,9 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/),
 // olares-one.new.json (olares-one's plan at the next pin), and bundle/, bundle.tar.zst and
 // bundles/{before,after} (a tiny model bundled with stand-in server files, as the bundle tests
-// make them; after's plan differs from before's in a CMake argument and CFLAGS). A "> FILE" after a line keeps its
+// make them; after's plan differs from before's in a CMake argument and CFLAGS), out/h200/3708fd884f2d
+// (h200 artifacts of stand-in server files) with m.gguf and d.gguf, and pipeline/ (the fixture
+// tree the demonstration build builds). Paths under /tmp/ go to the world's own tmp/. A "> FILE" after a line keeps its
 // output, so that a later line reads it (plan --json > old.json, then plan diff old.json h200).
 // LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry or a
 // placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own tests.
@@ -76,9 +79,10 @@ func TestDocsWalk(t *testing.T) {
 				worlds[block[c.line-1]] = dir
 			}
 			args, out := walkArgs(c, lines[c.line-1], dir)
-			if plan := len(args) > 1 && args[0] == "plan" && args[1] == "diff"; plan && !operandsExist(args[2:], dir) {
+			if plan := len(args) > 1 && args[0] == "plan" && args[1] == "diff"; plan && !operandsExist(args[2:], dir) ||
+				args[0] == "bundle" && !operandsExist([]string{flagValue(args, "--artifacts")}, dir) {
 				left++
-				t.Logf("%s:%d: left out (an operand the world has not): %s", file, c.line, c.text)
+				t.Logf("%s:%d: left out (an operand or artifacts the world has not): %s", file, c.line, c.text)
 				continue
 			}
 			code, stdout, stderr := runIn(t, dir, args)
@@ -95,7 +99,7 @@ func TestDocsWalk(t *testing.T) {
 			ran++
 		}
 	}
-	t.Logf("walked %d command lines of README.md and docs/ (%d plan diff lines left out)", ran, left)
+	t.Logf("walked %d command lines of README.md and docs/ (%d plan diff and bundle lines left out)", ran, left)
 	if ran < 30 {
 		t.Errorf("walked %d command lines, want the documents' repository, campaign, lab and bundle lines (30 or more): the selection is broken", ran)
 	}
@@ -116,7 +120,13 @@ func walkable(args []string) bool {
 	case "patches status", "recipe bump", "bisect log", "bisect replay", "bench report", "plan diff":
 		return true
 	}
-	if args[0] == "verify" || args[0] == "preflight" && slices.Contains(args, "--bundle") {
+	switch {
+	case args[0] == "verify", args[0] == "preflight" && slices.Contains(args, "--bundle"),
+		args[0] == "wheel" && slices.Contains(args, "--print-plan"),
+		// the demonstration build of the fixture tree (seconds), and bundles of artifacts the
+		// world has
+		args[0] == "build" && slices.Contains(args, "pipeline/testdata/fakellama"),
+		args[0] == "bundle" && slices.Contains(args, "--artifacts"):
 		return true
 	}
 	// a plan kept in a file for a plan diff (plan ... --json > old.json)
@@ -133,6 +143,8 @@ func walkArgs(c docCommand, raw, dir string) ([]string, string) {
 		switch {
 		case strings.HasPrefix(a, "~/"):
 			a = filepath.Join(dir, "home", a[2:])
+		case strings.HasPrefix(a, "/tmp/"): // the world's own, not the machine's
+			a = filepath.Join(dir, a)
 		case a == "LABEL" && i > 0 && c.args[i-1] == "--leaderboard":
 			a = promotedLabel(filepath.Join(dir, c.args[i-2]))
 		}
@@ -179,6 +191,14 @@ func operandsExist(args []string, dir string) bool {
 		}
 	}
 	return true
+}
+
+// flagValue is the value after flag in args ("" when absent).
+func flagValue(args []string, flag string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return ""
 }
 
 // fencedBlocks numbers each line by the fenced block it is in (0 outside any).
@@ -242,7 +262,11 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 		run("mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
 	}
 	run("cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
-	run("cp", "-r", filepath.Join(bundles, "bundle"), filepath.Join(bundles, "bundle.tar.zst"), filepath.Join(bundles, "bundles"), dir)
+	run("cp", "-r", filepath.Join(bundles, "bundle"), filepath.Join(bundles, "bundle.tar.zst"), filepath.Join(bundles, "bundles"),
+		filepath.Join(bundles, "out"), filepath.Join(bundles, "m.gguf"), filepath.Join(bundles, "d.gguf"), dir)
+	if err := os.Symlink(filepath.Join(repo, "pipeline"), filepath.Join(dir, "pipeline")); err != nil { // the fixture tree
+		t.Fatal(err)
+	}
 	return dir
 }
 
@@ -256,6 +280,33 @@ func docsBundles(t *testing.T) string {
 	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "--quiet",
 		"-o", filepath.Join(dir, "bundle"), "--archive", filepath.Join(dir, "bundle.tar.zst")); code != exitOK {
 		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	// the h200 artifacts docs/bisect.md bundles (out/h200/3708fd884f2d): stand-in server files
+	lib := systemLib(t)
+	plan, err := resolvePlan("h200", "", "server", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Hash = "3708fd884f2d" + strings.Repeat("0", 52)
+	h200, err := artifacts.Write(filepath.Join(dir, "out"), artifacts.Input{
+		Target: "h200", PlanHash: plan.Hash,
+		Files: []artifacts.InputFile{
+			{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+			{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
+		},
+		Provenance: pipeline.ProvenanceOf(plan, pipeline.Builder{Version: "test", Executor: "host"}),
+	})
+	if err != nil || filepath.Base(h200) != "3708fd884f2d" {
+		t.Fatalf("h200 artifacts at %s: %v", h200, err)
+	}
+	for name, from := range map[string]string{"m.gguf": in.Model, "d.gguf": in.Draft} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, p := range map[string]*pipeline.Plan{"before": before, "after": after} {
 		if err := os.MkdirAll(filepath.Join(dir, "bundles"), 0o755); err != nil {
