@@ -126,7 +126,9 @@ func walkable(args []string) bool {
 		// the demonstration build of the fixture tree (seconds), and bundles of artifacts the
 		// world has
 		args[0] == "build" && slices.Contains(args, "pipeline/testdata/fakellama"),
-		args[0] == "bundle" && slices.Contains(args, "--artifacts"):
+		args[0] == "bundle" && slices.Contains(args, "--artifacts"),
+		// benches of the world's bundles on this machine's CPU (not of four GPUs, not a sweep)
+		args[0] == "bench" && !slices.Contains(args, "--gpus") && !slices.Contains(args, "--sweep"):
 		return true
 	}
 	// a plan kept in a file for a plan diff (plan ... --json > old.json)
@@ -262,8 +264,11 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 		run("mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
 	}
 	run("cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
-	run("cp", "-r", filepath.Join(bundles, "bundle"), filepath.Join(bundles, "bundle.tar.zst"), filepath.Join(bundles, "bundles"),
-		filepath.Join(bundles, "out"), filepath.Join(bundles, "m.gguf"), filepath.Join(bundles, "d.gguf"), dir)
+	made, err := filepath.Glob(filepath.Join(bundles, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("cp", append(append([]string{"-r"}, made...), dir)...)
 	if err := os.Symlink(filepath.Join(repo, "pipeline"), filepath.Join(dir, "pipeline")); err != nil { // the fixture tree
 		t.Fatal(err)
 	}
@@ -277,9 +282,22 @@ func docsBundles(t *testing.T) string {
 	in := newBundleInputs(t)
 	before, after := cpuPlans(t)
 	dir := t.TempDir()
-	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", in.Artifacts, "--model", in.Model, "--quiet",
-		"-o", filepath.Join(dir, "bundle"), "--archive", filepath.Join(dir, "bundle.tar.zst")); code != exitOK {
-		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	// the bundles the documents bench, and bundle/ that they verify and preflight: Debian sid's
+	// llama-server with a tiny model, as the bench tests make them; new also as an archive
+	sid := sidArtifacts(t, "cpu-v3")
+	for _, name := range []string{"bundle", "old", "new", "v2", "v3", "today", "b-old", "b-new"} {
+		args := []string{"bundle", "--target", "cpu-v3", "--artifacts", sid, "--model", in.Model, "--ctx-size", "2048",
+			"--threads", "2", "--parallel", "1", "--quiet", "-o", filepath.Join(dir, name)}
+		switch name {
+		case "bundle", "new":
+			args = append(args, "--archive", filepath.Join(dir, name+".tar.zst"))
+		}
+		if code, _, stderr := runCLI(t, args...); code != exitOK {
+			t.Fatalf("bundle %s: exit %d\n%s", name, code, stderr)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chat.json"), []byte(`[{"role": "user", "content": "Say something about the weather."}]`), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// the h200 artifacts docs/bisect.md bundles (out/h200/3708fd884f2d): stand-in server files
 	lib := systemLib(t)
