@@ -22,21 +22,23 @@ import (
 const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 
 // TestDocsWalk runs the documents' command lines that read a llama.cpp repository, a campaign's
-// log or a lab's records, as a user would after the document's earlier lines, each fenced block
-// in a world of its own made of real things: HOME holds llama.cpp.git and llama.cpp (upstream's
-// history from ../shared, master and origin/master at docsOriginMaster), src/llama.cpp-b7000 (the pinned
-// tree) and refreshed/ (the series, refreshed for origin/master: the pinned one applies there);
-// the working directory holds copies of recipes/ and patches/ (recipe bump rewrites them),
-// camp/bisect.log, edited.log and h200-part3.log (the H200 campaign's logs in benchmarks/),
-// lab/week49 and lab/gemma4-q8 (the records of an H200 A/B in benchmarks/),
-// olares-one.new.json (olares-one's plan at the next pin), and bundle/, bundle.tar.zst and
-// bundles/{before,after} (a tiny model bundled with stand-in server files, as the bundle tests
-// make them; after's plan differs from before's in a CMake argument and CFLAGS), out/h200/3708fd884f2d
-// (h200 artifacts of stand-in server files) with m.gguf and d.gguf, and pipeline/ (the fixture
-// tree the demonstration build builds). Paths under /tmp/ go to the world's own tmp/. A "> FILE" after a line keeps its
-// output, so that a later line reads it (plan --json > old.json, then plan diff old.json h200).
-// LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry or a
-// placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own tests.
+// log, a lab's records or a bundle, as a user would after the document's earlier lines, each
+// fenced block in a world of its own made of real things. HOME holds llama.cpp.git and llama.cpp
+// (upstream's history from ../shared, master and origin/master at docsOriginMaster),
+// src/llama.cpp-b7000 (the pinned tree) and refreshed/ (the series, refreshed for origin/master:
+// the pinned one applies there). The working directory holds copies of recipes/ and patches/
+// (recipe bump rewrites them); camp/bisect.log, edited.log and h200-part3.log (the H200
+// campaign's logs in benchmarks/); lab/week49 and lab/gemma4-q8 (an H200 A/B's records);
+// olares-one.new.json (olares-one's plan at the next pin); the bundles the documents bench,
+// verify and preflight (bundle/, old/, new/, v2/, v3/, today/, b-old/, b-new/, and bundle.tar.zst
+// and new.tar.zst: Debian sid's llama-server with a tiny model) and chat.json; bundles/before
+// and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
+// out/h200/3708fd884f2d (h200 artifacts of stand-in files) with m.gguf and d.gguf; and
+// pipeline/ (the fixture tree of the demonstration build). Paths under /tmp/ go to the world's
+// own tmp/. A "> FILE" after a line keeps its output for a later line (plan --json > old.json,
+// then plan diff old.json h200); LABEL stands for the lab's promoted run. Lines that need a GPU,
+// an engine, a registry or a placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI
+// and the commands' own tests.
 func TestDocsWalk(t *testing.T) {
 	mirror := upstreamMirror(t)
 	for _, ref := range []string{"refs/remotes/origin/master", "refs/heads/master"} { // HEAD too
@@ -100,13 +102,13 @@ func TestDocsWalk(t *testing.T) {
 		}
 	}
 	t.Logf("walked %d command lines of README.md and docs/ (%d plan diff and bundle lines left out)", ran, left)
-	if ran < 30 {
-		t.Errorf("walked %d command lines, want the documents' repository, campaign, lab and bundle lines (30 or more): the selection is broken", ran)
+	if ran < 45 {
+		t.Errorf("walked %d command lines, want the documents' repository, campaign, lab, bundle and bench lines (45 or more): the selection is broken", ran)
 	}
 }
 
 // walkable: the lines TestDocsWalk runs: what reads a repository, a campaign's log, a lab's
-// records or a bundle, and the plans a plan diff line after them reads.
+// records or a bundle, the plans a plan diff line after them reads, and benches on this CPU.
 func walkable(args []string) bool {
 	for _, a := range args {
 		if strings.ContainsAny(a, "<*") {
@@ -275,8 +277,8 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 	return dir
 }
 
-// docsBundles makes the worlds' bundles once: bundle/ and its archive bundle.tar.zst, and
-// bundles/before and bundles/after, whose plans differ in a CMake argument and CFLAGS.
+// docsBundles makes what the worlds share once (TestDocsWalk lists it): the bundles, chat.json,
+// the h200 artifacts and the two ggufs beside them.
 func docsBundles(t *testing.T) string {
 	t.Helper()
 	in := newBundleInputs(t)
