@@ -304,7 +304,7 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 	if _, err := manifest.ArchiveCompression(name); err != nil {
 		return "", nil, usagef("%s is neither a bundle directory nor a bundle archive (.tar.zst, .tar.gz)", name)
 	}
-	tmp, err := os.MkdirTemp("", "llbuild-bench-")
+	tmp, err := os.MkdirTemp("", "llbuild-bundle-")
 	if err != nil {
 		return "", nil, err
 	}

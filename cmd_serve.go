@@ -19,7 +19,8 @@ func serveCommand() *cli.Command {
 		Name:      "serve",
 		Usage:     "serve a bundle: its llama-server behind the OpenAI-compatible completion and logprob contract",
 		ArgsUsage: "BUNDLE",
-		Description: "Verifies the bundle against its manifest (every file's size and sha256), starts its\n" +
+		Description: "Verifies the bundle (a directory, or an archive unpacked into a temporary directory that is\n" +
+			"removed when serve stops) against its manifest (every file's size and sha256), starts its\n" +
 			"llama-server with the manifest's arguments and environment on a private loopback port, and\n" +
 			"serves POST /v1/completions (legacy logprobs, echo with exact prompt logprobs, streaming),\n" +
 			"POST /v1/chat/completions, GET /v1/models, GET /health, POST /tokenize, POST /detokenize and\n" +
@@ -32,11 +33,10 @@ func serveCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 1 {
-				return usagef("serve takes one BUNDLE directory")
+				return usagef("serve takes one BUNDLE (a directory or an archive)")
 			}
-			dir := c.Args().First()
 			if c.NArg() > 1 {
-				return usagef("serve takes one BUNDLE directory, got also %q", c.Args().Tail())
+				return usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
 			}
 			log := loggerOf(c)
 			addr := c.String("addr")
@@ -54,9 +54,12 @@ func serveCommand() *cli.Command {
 					return usagef("--api-key-file %s is empty", f)
 				}
 			}
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-				return usagef("%s is not a bundle directory", dir)
+			// an archive is checked and unpacked into a temporary directory, removed when serve stops
+			dir, cleanup, err := bundleDir(c, c.Args().First())
+			if err != nil {
+				return err
 			}
+			defer cleanup()
 			if problems := manifest.Verify(dir); len(problems) > 0 {
 				var b strings.Builder
 				for _, p := range problems {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/llamatest"
 	"github.com/llbuild/llbuild/internal/testwriter"
 )
@@ -53,6 +54,7 @@ func startServe(t *testing.T, dir string, extra ...string) *serving {
 		}
 		select {
 		case c := <-s.code:
+			s.exit = &c // stop, at the cleanup, has nothing left to wait for
 			t.Fatalf("serve exited %d before it was healthy:\n%s", c, s.stderr.String())
 		default:
 		}
@@ -167,5 +169,45 @@ func TestServeUsage(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != 2 {
 			t.Errorf("llbuild %v: exit %d, want 2 (usage)\n%s", args, code, stderr)
 		}
+	}
+}
+
+// TestServeAnArchive: serve takes a bundle archive as the documents say (bundle --archive's
+// .tar.zst): it is checked and unpacked into a temporary directory, served, and the directory is
+// gone once serve has stopped.
+func TestServeAnArchive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "bundle.tar.zst")
+	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", sidArtifacts(t, "cpu-v3"), "--model", model,
+		"--ctx-size", "512", "--threads", "2", "--parallel", "1", "-o", filepath.Join(dir, "bundle"), "--archive", archive, "--quiet"); code != exitOK {
+		t.Fatalf("bundle --archive: exit %d\n%s", code, stderr)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	srv := startServe(t, archive)
+	unpacked, _ := filepath.Glob(filepath.Join(tmp, "llbuild-bundle-*"))
+	if len(unpacked) != 1 {
+		t.Errorf("while serving, %d unpacked bundles in TMPDIR (%v), want 1", len(unpacked), unpacked)
+	}
+	resp, err := http.Post(srv.base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "the quick brown fox", "max_tokens": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a completion through the served archive: status %d", resp.StatusCode)
+	}
+	if c := srv.stop(t); c != 0 {
+		t.Errorf("serve exited %d, want 0:\n%s", c, srv.stderr.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "llbuild-bundle-*")); len(left) != 0 {
+		t.Errorf("after serve stopped, %v is still there", left)
 	}
 }

@@ -35,7 +35,7 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{"verify", "-- ends the flags", []string{"verify", dir, "--", "--json"}, 2, "", `got also ["--json"]`},
 		{"verify", "-- before an argument that starts with -", []string{"verify", "--", "-x"}, 2, "", "-x: no such file"},
 		{"serve", "value flag", []string{"serve", dir, "--addr", "nonsense"}, 2, "", `--addr "nonsense"`},
-		{"serve", "-- before an argument that starts with -", []string{"serve", "--", "-x"}, 2, "", "-x is not a bundle directory"},
+		{"serve", "-- before an argument that starts with -", []string{"serve", "--", "-x"}, 2, "", "bundle -x"},
 		{"bench", "value flags", []string{"bench", dir, "--canaries", "3", "--mode", "fast"}, 2, "", `mode "fast": use screen or full`},
 		{"bench", "-- before an argument that starts with -", []string{"bench", "--", "-x"}, 2, "", "bundle -x"},
 		{"index", "value flag", []string{"index", "/nonexistent-artifacts", "-o", filepath.Join(dir, "index")}, 2, "", "reading artifacts /nonexistent-artifacts"},
