@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +18,10 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
-// docsOriginMaster is upstream master (and the mirror's HEAD) in the documents' world: ed1c3a20f, five commits after the
-// pin 34af94cd9, where the pinned series still applies (so that recipe bump moves the pin as the
-// documents show; at 3f545becc it refuses, 0002 conflicting there).
+// docsOriginMaster is upstream master (and the mirror's HEAD) in the documents' world:
+// ed1c3a20f, five commits after the pin 34af94cd9, where the pinned series still applies (so
+// that recipe bump moves the pin as the documents show; at 3f545becc it refuses, 0002
+// conflicting there).
 const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 
 // TestDocsWalk runs the documents' command lines that read a llama.cpp repository, a campaign's
@@ -30,15 +33,17 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // (recipe bump rewrites them); camp/bisect.log, edited.log and h200-part3.log (the H200
 // campaign's logs in benchmarks/); lab/week49 and lab/gemma4-q8 (an H200 A/B's records);
 // olares-one.new.json (olares-one's plan at the next pin); the bundles the documents bench,
-// verify and preflight (bundle/, old/, new/, v2/, v3/, today/, b-old/, b-new/, and bundle.tar.zst
-// and new.tar.zst: Debian sid's llama-server with a tiny model) and chat.json; bundles/before
+// verify, preflight and serve (bundle/, old/, new/, v2/, v3/, today/, b-old/, b-new/, and
+// bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), chat.json and
+// key.txt; bundles/before
 // and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
 // out/h200/3708fd884f2d (h200 artifacts of stand-in files) with m.gguf and d.gguf; and
 // pipeline/ (the fixture tree of the demonstration build). Paths under /tmp/ go to the world's
-// own tmp/. A "> FILE" after a line keeps its output for a later line (plan --json > old.json,
-// then plan diff old.json h200); LABEL stands for the lab's promoted run. Lines that need a GPU,
-// an engine, a registry or a placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI
-// and the commands' own tests.
+// own tmp/, a serve line's --addr gives way to a free port (walkServe). A "> FILE" after a
+// line keeps its output for a later line (plan --json > old.json, then plan diff old.json
+// h200); LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry
+// or a placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own
+// tests.
 func TestDocsWalk(t *testing.T) {
 	mirror := upstreamMirror(t)
 	for _, ref := range []string{"refs/remotes/origin/master", "refs/heads/master"} { // HEAD too
@@ -87,6 +92,12 @@ func TestDocsWalk(t *testing.T) {
 				t.Logf("%s:%d: left out (an operand or artifacts the world has not): %s", file, c.line, c.text)
 				continue
 			}
+			if args[0] == "serve" {
+				walkServe(t, dir, args)
+				t.Logf("%s:%d: %s: served a completion", file, c.line, c.text)
+				ran++
+				continue
+			}
 			code, stdout, stderr := runIn(t, dir, args)
 			t.Logf("%s:%d: %s: exit %d", file, c.line, c.text, code)
 			if code != exitOK {
@@ -130,7 +141,8 @@ func walkable(args []string) bool {
 		args[0] == "build" && slices.Contains(args, "pipeline/testdata/fakellama"),
 		args[0] == "bundle" && slices.Contains(args, "--artifacts"),
 		// benches of the world's bundles on this machine's CPU (not of four GPUs, not a sweep)
-		args[0] == "bench" && !slices.Contains(args, "--gpus") && !slices.Contains(args, "--sweep"):
+		args[0] == "bench" && !slices.Contains(args, "--gpus") && !slices.Contains(args, "--sweep"),
+		args[0] == "serve":
 		return true
 	}
 	// a plan kept in a file for a plan diff (plan ... --json > old.json)
@@ -298,6 +310,9 @@ func docsBundles(t *testing.T) string {
 			t.Fatalf("bundle %s: exit %d\n%s", name, code, stderr)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(dir, "key.txt"), []byte("sk-docs-walk\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "chat.json"), []byte(`[{"role": "user", "content": "Say something about the weather."}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -364,5 +379,51 @@ func TestDocsBisectOutputIsTheLogs(t *testing.T) {
 	}
 	if stdout != m[2] {
 		t.Errorf("docs/bisect.md shows\n%s\nbut bisect log %s prints\n%s", m[2], m[1], stdout)
+	}
+}
+
+// walkServe runs a documented serve line in the world until one completion has come back
+// through it (with the key of the line's --api-key-file, if any), then stops it as SIGTERM does
+// and wants exit 0. The line's --addr gives way to a free loopback port.
+func walkServe(t *testing.T, dir string, args []string) {
+	t.Helper()
+	t.Chdir(dir)
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	var extra []string
+	key := ""
+	for i := 2; i < len(args); i++ {
+		switch args[i] {
+		case "--addr":
+			i++
+			continue
+		case "--api-key-file":
+			b, err := os.ReadFile(args[i+1])
+			if err != nil {
+				t.Fatalf("the line's key file: %v", err)
+			}
+			key = strings.TrimSpace(string(b))
+		}
+		extra = append(extra, args[i])
+	}
+	srv := startServe(t, args[1], extra...)
+	req, err := http.NewRequest(http.MethodPost, srv.base+"/v1/completions", strings.NewReader(`{"prompt": "the quick brown fox", "max_tokens": 4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"choices"`) {
+		t.Errorf("serve %s: a completion answered %d: %s", strings.Join(args[1:], " "), resp.StatusCode, body)
+	}
+	if code := srv.stop(t); code != 0 {
+		t.Errorf("serve %s exited %d after its context ended, want 0:\n%s", strings.Join(args[1:], " "), code, srv.stderr.String())
 	}
 }
