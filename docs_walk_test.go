@@ -37,7 +37,8 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), chat.json and
 // key.txt; bundles/before
 // and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
-// out/h200/3708fd884f2d (h200 artifacts of stand-in files) with m.gguf and d.gguf; and
+// out/ with h200 artifacts of stand-in files at out/h200/3708fd884f2d and two wheels (rtx3090,
+// cpu-v3), m.gguf and d.gguf; and
 // pipeline/ (the fixture tree of the demonstration build). Paths under /tmp/ go to the world's
 // own tmp/, a serve line's --addr gives way to a free port (walkServe). A "> FILE" after a
 // line keeps its output for a later line (plan --json > old.json, then plan diff old.json
@@ -142,7 +143,7 @@ func walkable(args []string) bool {
 		args[0] == "bundle" && slices.Contains(args, "--artifacts"),
 		// benches of the world's bundles on this machine's CPU (not of four GPUs, not a sweep)
 		args[0] == "bench" && !slices.Contains(args, "--gpus") && !slices.Contains(args, "--sweep"),
-		args[0] == "serve":
+		args[0] == "serve", args[0] == "index":
 		return true
 	}
 	// a plan kept in a file for a plan diff (plan ... --json > old.json)
@@ -334,6 +335,9 @@ func docsBundles(t *testing.T) string {
 	if err != nil || filepath.Base(h200) != "3708fd884f2d" {
 		t.Fatalf("h200 artifacts at %s: %v", h200, err)
 	}
+	// wheels beside them for index out -o index (two variants, cu131 and cpu)
+	indexArtifact(t, filepath.Join(dir, "out"), "rtx3090", "0.3.34+cu131.sm86.avx2")
+	indexArtifact(t, filepath.Join(dir, "out"), "cpu-v3", "0.3.34+cpu.avx2")
 	for name, from := range map[string]string{"m.gguf": in.Model, "d.gguf": in.Draft} {
 		b, err := os.ReadFile(from)
 		if err != nil {
