@@ -34,6 +34,13 @@
 # .carry/mtp.log, ds confirms its culprit and mtp asks whether the MTP pair lost its time in the
 # same commit (the ends of a one-commit range are its A/B; a step there names the commit, and
 # its confirmation measures it again), both from the same two builds.
+# NEXT names suspects (any revisions, space-separated) the campaigns probe first, one per step
+# once their ends are measured (bisect run --next): a suspect and its parent name it in two
+# probes when right; one that cannot be probed is dropped and the search goes on. The lead for
+# the draft-simple loss left after decaf508b (the ends 0.828 against its 0.871):
+#   GOOD=2bacf9ea5 BAD=34af94cd9 NEXT="22b8e310b 22b8e310b~1" CAMPAIGNS=ds bash scripts/h200-bisect.sh .carry start 560
+# (22b8e310b, #27133, moved the decode from a worker thread to the server's own and gave every
+# yield_to_queue a wake and a wait on the worker: per decode, a round trip through the scheduler).
 # PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
 # protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
 # single row 0, whose ±8% per run left its probes not significant; the mean of 7 repeated rows
@@ -115,7 +122,7 @@ start)
 	# machine is held; their script is quoted whole and gets its values as arguments
 	# shellcheck disable=SC2016
 	setsid bash -c '
-		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6 CAMPAIGNS=$7 TEMPLATE_REF=$8
+		D=$1 B=$2 REPO=$3 good=$4 bad=$5 PROTOCOL=$6 CAMPAIGNS=$7 TEMPLATE_REF=$8 NEXT=$9
 		exec >>$B/progress.log 2>&1
 		echo $$ >$B/running
 		cd $B/src || exit 1
@@ -147,16 +154,28 @@ start)
 				# a campaign with a log goes on with its own settings; a new one starts over good..bad
 				start=(--good "$good" --bad "$bad" -t h200 --template "$B/tpl-$c" --series plain $PROTOCOL)
 				[ -f "$B/$c/bisect.log" ] && start=()
-				"$D"/llbuild bisect run --dir $B/$c --source $REPO "${start[@]}" \
-					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 >$B/$c.out
+				# NEXT: suspects to probe first, one per step once the ends are measured
+				next=() suspect=${NEXT%% *}
+				if [ -n "$NEXT" ] && "$D"/llbuild bisect log $B/$c --json 2>/dev/null | grep -q "\"phase\": \"probing\""; then
+					next=(--next "$suspect")
+					NEXT=$(echo "${NEXT#"$suspect"}" | sed "s/^ *//")
+					echo "$c: probing the suspect $suspect first"
+				fi
+				"$D"/llbuild bisect run --dir $B/$c --source $REPO "${start[@]}" "${next[@]}" \
+					--executor host --out $B/artifacts --work-dir $B/work --max-probes 1 >$B/$c.out 2>$B/$c.err
 				rc=$?
+				cat $B/$c.err
 				grep -E "^(ends|threshold|probing|done|no-step|ambiguous|culprit|confirm)" $B/$c.out
-				[ $rc -eq 0 ] || { echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1; }
+				if [ $rc -eq 2 ] && [ ${#next[@]} -gt 0 ]; then
+					echo "$c: the suspect $suspect cannot be probed (decided, inert or outside the open range): the search goes on"
+				elif [ $rc -ne 0 ]; then
+					echo "$c: bisect run exit $rc"; [ -f $B/$c.failed1 ] && touch $B/$c.failed; touch $B/$c.failed1
+				fi
 			done
 			all=1; for c in $CAMPAIGNS; do ended $c || all=0; done
 			[ $all = 1 ] && { echo "$CAMPAIGNS ended after $((SECONDS - t0)) s" >$B/finished; break; }
 		done
-	' _ $L $B $REPO "$good" "$bad" "$PROTOCOL" "$CAMPAIGNS" "${TEMPLATE_REF:-}" </dev/null &
+	' _ $L $B $REPO "$good" "$bad" "$PROTOCOL" "$CAMPAIGNS" "${TEMPLATE_REF:-}" "${NEXT:-}" </dev/null &
 	sleep 5
 	waitfor "$secs" ;;
 wait) newer_llbuild; waitfor "$secs" ;;
