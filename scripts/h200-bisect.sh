@@ -39,8 +39,10 @@
 # probes when right; one that cannot be probed is dropped and the search goes on. The lead for
 # the draft-simple loss left after decaf508b (the ends 0.828 against its 0.871):
 #   GOOD=2bacf9ea5 BAD=34af94cd9 NEXT="22b8e310b 22b8e310b~1" CAMPAIGNS=ds bash scripts/h200-bisect.sh .carry start 560
-# (22b8e310b, #27133, moved the decode from a worker thread to the server's own and gave every
-# yield_to_queue a wake and a wait on the worker: per decode, a round trip through the scheduler).
+# (22b8e310b, #27133, 341 of the range, after 2bacf9ea5 at 318, swapped the threads around every
+# yield_to_queue: the decode now runs on the server's thread and the task queue on the worker,
+# and the end of every yield waits for the worker to finish its current task; a change in the
+# per-decode thread handoffs, so a suspect, not a finding).
 # PROTOCOL (default "--mode full --metric repeated --canaries 128") is the campaigns' bench
 # protocol: the first part (2026-12-03, benchmarks/h200-bisect-2026-12-03/) ran screen mode's
 # single row 0, whose ±8% per run left its probes not significant; the mean of 7 repeated rows
