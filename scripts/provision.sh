@@ -86,16 +86,34 @@ provision_cuda_images() {
 }
 
 provision_source() {
-	local tarball name dir
-	# the tarball of the recipe's pinned commit (../shared/llama.cpp holds other commits too)
-	local commit
-	commit=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
+	local tarball name dir history
+	# the tarball of the recipe's pinned commit (../shared/llama.cpp holds other commits too), or,
+	# for a pin it has no tarball of, the commit's tree from upstream's history beside them,
+	# written as the tarballs were made (../shared/llama.cpp/README.md: without models/*.gguf*)
+	local commit full
+	full=$(awk '/^  commit:/{print $2; exit}' recipes/server.yaml)
+	commit=${full:0:9}
 	tarball=$shared/llama.cpp/llama.cpp-$commit.tar.xz
-	[[ -n $commit && -f $tarball ]] || { echo "provision: no llama.cpp-$commit.tar.xz (recipes/server.yaml's commit) in $shared/llama.cpp" >&2; return 1; }
-	name=$(basename "$tarball" .tar.xz)
+	history=$shared/llama.cpp/llama.cpp-history.git.tar
+	if [[ -z $commit ]] || { [[ ! -f $tarball ]] && [[ ! -f $history ]]; }; then
+		echo "provision: no llama.cpp-$commit.tar.xz (recipes/server.yaml's commit) and no llama.cpp-history.git.tar in $shared/llama.cpp" >&2
+		return 1
+	fi
+	name=llama.cpp-$commit
 	dir=$cache/llama.cpp/$name
 	if [[ ! -f $dir/.ready ]]; then
-		rm -rf "$dir" && mkdir -p "$dir/src" && tar -xJf "$tarball" -C "$dir/src" && touch "$dir/.ready" || return 1
+		rm -rf "$dir" && mkdir -p "$dir/src" || return 1
+		if [[ -f $tarball ]]; then
+			tar -xJf "$tarball" -C "$dir/src" || return 1
+		else
+			if [[ ! -f $cache/llama.cpp/history/.ready ]]; then
+				rm -rf "$cache/llama.cpp/history" && mkdir -p "$cache/llama.cpp/history" &&
+					tar -xf "$history" -C "$cache/llama.cpp/history" && touch "$cache/llama.cpp/history/.ready" || return 1
+			fi
+			go run ./internal/tools/gittree -repo "$cache/llama.cpp/history/llrange.git" -commit "$full" \
+				-exclude 'models/*.gguf*' -o "$dir/src" || return 1
+		fi
+		touch "$dir/.ready"
 	fi
 	export LLBUILD_TEST_LLAMA_SOURCE=$dir/src
 }
