@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,9 +19,6 @@ import (
 	"github.com/llbuild/llbuild/internal/testwriter"
 )
 
-// TestServeBundle serves a real bundle (sid's llama-server, a tiny model
-// and a draft) with an API key, scores a prompt with echo through it, and
-// stops it the way SIGTERM does: by cancelling run's context.
 // serving is a `llbuild serve` run by a test: its base URL and its stderr.
 type serving struct {
 	base   string
@@ -80,6 +78,37 @@ func (s *serving) stop(t *testing.T) int {
 	return c
 }
 
+// post sends body as JSON to the serve's /v1/completions, with key as its bearer token when key
+// is not empty, and returns the status and the answer.
+func (s *serving) post(t *testing.T, key string, body any) (int, []byte) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, s.base+"/v1/completions", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, answer
+}
+
+// TestServeBundle serves a real bundle (sid's llama-server, a tiny model
+// and a draft) with an API key, scores a prompt with echo through it, and
+// stops it the way SIGTERM does: by cancelling run's context.
 func TestServeBundle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")
@@ -90,27 +119,10 @@ func TestServeBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServe(t, dir, "--api-key-file", keyFile)
-	base := srv.base
-	post := func(key string, body any) (int, []byte) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		buf.ReadFrom(resp.Body)
-		return resp.StatusCode, buf.Bytes()
-	}
-	if st, _ := post("", map[string]any{"prompt": "hi"}); st != 401 {
+	if st, _ := srv.post(t, "", map[string]any{"prompt": "hi"}); st != 401 {
 		t.Errorf("without the API key: status %d, want 401", st)
 	}
-	st, body := post("s3cret", map[string]any{"prompt": "the quick brown fox", "max_tokens": 1, "logprobs": 1, "echo": true, "temperature": 0})
+	st, body := srv.post(t, "s3cret", map[string]any{"prompt": "the quick brown fox", "max_tokens": 1, "logprobs": 1, "echo": true, "temperature": 0})
 	var out struct {
 		Model   string `json:"model"`
 		Choices []struct {
@@ -196,13 +208,8 @@ func TestServeAnArchive(t *testing.T) {
 	if len(unpacked) != 1 {
 		t.Errorf("while serving, %d unpacked bundles in TMPDIR (%v), want 1", len(unpacked), unpacked)
 	}
-	resp, err := http.Post(srv.base+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "the quick brown fox", "max_tokens": 2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a completion through the served archive: status %d", resp.StatusCode)
+	if st, body := srv.post(t, "", map[string]any{"prompt": "the quick brown fox", "max_tokens": 2}); st != http.StatusOK {
+		t.Errorf("a completion through the served archive: status %d: %s", st, body)
 	}
 	if c := srv.stop(t); c != 0 {
 		t.Errorf("serve exited %d, want 0:\n%s", c, srv.stderr.String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -410,22 +409,8 @@ func walkServe(t *testing.T, dir string, args []string) {
 		extra = append(extra, args[i])
 	}
 	srv := startServe(t, args[1], extra...)
-	req, err := http.NewRequest(http.MethodPost, srv.base+"/v1/completions", strings.NewReader(`{"prompt": "the quick brown fox", "max_tokens": 4}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"choices"`) {
-		t.Errorf("serve %s: a completion answered %d: %s", strings.Join(args[1:], " "), resp.StatusCode, body)
+	if st, body := srv.post(t, key, map[string]any{"prompt": "the quick brown fox", "max_tokens": 4}); st != http.StatusOK || !strings.Contains(string(body), `"choices"`) {
+		t.Errorf("serve %s: a completion answered %d: %s", strings.Join(args[1:], " "), st, body)
 	}
 	if code := srv.stop(t); code != 0 {
 		t.Errorf("serve %s exited %d after its context ended, want 0:\n%s", strings.Join(args[1:], " "), code, srv.stderr.String())
