@@ -444,7 +444,7 @@ func bisectLog(c *cli.Context) error {
 	var err error
 	if fi, serr := os.Stat(arg); serr == nil && fi.Mode().IsRegular() {
 		// a log kept apart from its campaign (a copy carried back from a GPU machine)
-		l, err = readLogFile(arg)
+		l, err = bisect.ReadLogFile(arg)
 	} else {
 		l, err = bisect.ReadLog(arg)
 	}
@@ -461,33 +461,15 @@ func bisectLog(c *cli.Context) error {
 	return printBisect(c, arg, st)
 }
 
-// readLogFile reads a campaign's log from a file of any name.
-func readLogFile(name string) (*bisect.Log, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	events, err := bisect.DecodeEvents(f, name)
-	if err != nil {
-		return nil, err
-	}
-	return &bisect.Log{Dir: filepath.Dir(name), Events: events}, nil
-}
-
 func bisectReplay(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("bisect replay takes one log FILE")
 	}
-	f, err := os.Open(c.Args().First())
-	if err != nil {
-		return usagef("%v", err)
-	}
-	defer f.Close()
-	events, err := bisect.DecodeEvents(f, c.Args().First())
+	l, err := bisect.ReadLogFile(c.Args().First())
 	if err != nil {
 		return usageError{err}
 	}
+	events := l.Events
 	if c.IsSet("alpha") && !c.IsSet("test") {
 		return usagef("--alpha needs --test: it is the level the measurements are judged again at")
 	}
@@ -517,7 +499,7 @@ func bisectReplay(c *cli.Context) error {
 	if _, err := bisect.ReadLog(dir); !errors.Is(err, bisect.ErrNoLog) {
 		return usagef("%s already holds a campaign: replay into a new --dir", dir)
 	}
-	l := &bisect.Log{Dir: dir}
+	l = &bisect.Log{Dir: dir}
 	for _, e := range events {
 		if err := l.Append(e); err != nil {
 			return err

@@ -209,19 +209,26 @@ var ErrNoLog = errors.New("no bisect log")
 
 // ReadLog reads DIR/bisect.log.
 func ReadLog(dir string) (*Log, error) {
-	f, err := os.Open(filepath.Join(dir, LogFile))
+	l, err := ReadLogFile(filepath.Join(dir, LogFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s has no %s: %w", dir, LogFile, ErrNoLog)
 	}
+	return l, err
+}
+
+// ReadLogFile reads a campaign's log from a file of any name (a copy carried back from a GPU
+// machine, an edited one to replay); the log's Dir is the file's directory.
+func ReadLogFile(name string) (*Log, error) {
+	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	events, err := DecodeEvents(f, filepath.Join(dir, LogFile))
+	events, err := DecodeEvents(f, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Log{Dir: dir, Events: events}, nil
+	return &Log{Dir: filepath.Dir(name), Events: events}, nil
 }
 
 // DecodeEvents reads a log's lines strictly: unknown fields, another schema version, or a
