@@ -282,7 +282,9 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("cp", append(append([]string{"-r"}, made...), dir)...)
+	// hard links, not copies: every world reads the same bundles (hundreds of MB of servers and
+	// libraries), and no line writes into them
+	run("cp", append(append([]string{"-al"}, made...), dir)...)
 	if err := os.Symlink(filepath.Join(repo, "pipeline"), filepath.Join(dir, "pipeline")); err != nil { // the fixture tree
 		t.Fatal(err)
 	}
