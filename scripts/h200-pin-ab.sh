@@ -25,7 +25,9 @@
 #   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json);
 #                                 KINDS=bd runs only the one with a draft
 #                                 (ab, ab-bigram and ab-mtp compare PAIR, default "old new": PAIR="new
-#                                 next" asks whether the next pin is not slower than the pin)
+#                                 next" asks whether the next pin is not slower than the pin;
+#                                 more names interleave more builds in one campaign, each compared
+#                                 with the first: PAIR="old minus new next")
 #   STAGE ab-bigram               the same with the bigram pair of the King James Version's Old
 #                                 Testament (.carry/old-testament.txt, bigramgguf in .carry): the
 #                                 1b-cost bigram target, and its draft (draft-simple)
@@ -90,7 +92,7 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
 history() { [ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; }; }
-read -r A B <<<"${PAIR:-old new}"
+read -r -a PINS <<<"${PAIR:-old new}" # two or more builds, each bench interleaves them all
 next=${NEXT:-3f545becc}
 
 case $stage in
@@ -136,7 +138,7 @@ ab | ab-bigram)
 		"$D"/bigramgguf -text "$D"/old-testament.txt -shape draft -o /tmp/d.gguf || exit 1
 	fi
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
-	for pin in "$A" "$B"; do
+	for pin in "${PINS[@]}"; do
 		a=$(artifacts "$pin")
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/b-"$pin" --model /tmp/m.gguf "${common[@]}" >/dev/null || exit 1
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/bd-"$pin" --model /tmp/m.gguf --draft /tmp/d.gguf "${common[@]}" >/dev/null || exit 1
@@ -144,11 +146,12 @@ ab | ab-bigram)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	for kind in ${KINDS:-b bd}; do # KINDS=bd: the draft alone (issue 40's item 4 asks for the drafts)
 		t0=$SECONDS
-		"$D"/llbuild bench /tmp/"$kind"-"$A" /tmp/"$kind"-"$B" --mode full --rounds 3 --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		"$D"/llbuild bench "${PINS[@]/#//tmp/$kind-}" --mode full --rounds 3 --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
 		cat "$OUT/bench-$kind.txt"
 		tail -5 "$OUT/bench-$kind.log"
 		cp /tmp/runs-"$kind"/records.json "$OUT/records-$kind.json" 2>/dev/null || true
+		tar -C /tmp -czf "$OUT/runs-$stage-$kind.tgz" --exclude=server.log runs-"$kind"
 	done ;;
 ab-mtp | drafts)
 	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
@@ -156,10 +159,10 @@ ab-mtp | drafts)
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	if [ "$stage" = ab-mtp ]; then
-		for pin in "$A" "$B"; do
+		for pin in "${PINS[@]}"; do
 			"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/bm-"$pin" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
 		done
-		set -- /tmp/bm-"$A" /tmp/bm-"$B"
+		set -- "${PINS[@]/#//tmp/bm-}"
 	else
 		a=$(artifacts new)
 		"$D"/llbuild bundle -t h200 --artifacts "$a" -o /tmp/g-none --model /tmp/g.gguf "${common[@]}" >/dev/null || exit 1
