@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,10 +30,7 @@ import (
 // which changes the sums of its attention; a 300-token prompt, one ubatch, came out the same
 // on this CPU build, and the smaller tiny model changed a position in only some rounds.
 func TestDefaultBundleScoresDoNotDependOnTraffic(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	dir := t.TempDir()
 	// the shim's invariance tests' "mid" model: large enough that a unified cache changes scores
 	o := gguf.DefaultTiny()

@@ -260,10 +260,7 @@ func TestBenchUsage(t *testing.T) {
 // matches (the draft is the model, so speculation is lossless and accepts nearly all), and
 // the rows report the acceptance.
 func TestBenchSeriesCanariesAgainstNoDraft(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	b := benchBundles(t, filepath.Dir(server), []string{"--draft", "--spec-draft-n-max", "4"})[0]
 	dir := t.TempDir()
 	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--canaries", "16", "--prompt-tokens", "64", "--generate", "48")

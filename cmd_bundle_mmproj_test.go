@@ -42,10 +42,7 @@ func TestBundleMMProjServesAnImageRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")
 	}
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	dir := t.TempDir()
 	model, proj, other := filepath.Join(dir, "tiny.gguf"), filepath.Join(dir, "tiny-mmproj.gguf"), filepath.Join(dir, "wide-mmproj.gguf")
 	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
@@ -143,10 +140,7 @@ func TestServeRefusesEchoOnARealPlainBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")
 	}
-	server := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: this test needs the recipe's llama.cpp built with patch 0001 alone (scripts/test.sh builds it when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.UnpatchedServer(t)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "tiny.gguf")
 	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {

@@ -60,10 +60,7 @@ func TestPublishGatePushesAndRefuses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes to a real registry and starts real llama-servers")
 	}
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	real, err := artifacts.Open(filepath.Dir(server))
 	if err != nil {
 		t.Fatal(err)

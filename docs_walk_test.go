@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -11,9 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -36,14 +41,18 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), chat.json and
 // key.txt; bundles/before
 // and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
-// out/ with h200 artifacts of stand-in files at out/h200/3708fd884f2d and two wheels (rtx3090,
-// cpu-v3), m.gguf and d.gguf; and
+// out/ with h200 artifacts of stand-in files at out/h200/3708fd884f2d, the provisioned series
+// build at out/cpu-v3/<hash>, sid's llama-server as olares-one's artifacts and two wheels
+// (rtx3090, cpu-v3); image.tar and new.oci.tar (images of the series build, the second as
+// olares-one's with CUDA 13.1's NVIDIA_REQUIRE_CUDA); m.gguf and d.gguf, and the Gemma 4 pair's
+// names as tiny models; mybox.yaml (target detect of this machine); and
 // pipeline/ (the fixture tree of the demonstration build). Paths under /tmp/ go to the world's
-// own tmp/, a serve line's --addr gives way to a free port (walkServe). A "> FILE" after a
-// line keeps its output for a later line (plan --json > old.json, then plan diff old.json
-// h200); LABEL stands for the lab's promoted run. Lines that need a GPU, an engine, a registry
-// or a placeholder (<hash>) are left to TestDocsCommandLinesMatchTheCLI and the commands' own
-// tests.
+// own tmp/, a serve line's --addr gives way to a free port (walkServe), <hash> is the one build
+// in the world the path names. A "> FILE" after a line keeps its output for a later line (plan
+// --json > old.json, then plan diff old.json h200); what a block's bundle lines write is not in
+// its world before them; LABEL stands for the lab's promoted run. Lines that need a GPU, an
+// engine, a registry or another placeholder are left to TestDocsCommandLinesMatchTheCLI and the
+// commands' own tests.
 func TestDocsWalk(t *testing.T) {
 	mirror := upstreamMirror(t)
 	for _, ref := range []string{"refs/remotes/origin/master", "refs/heads/master"} { // HEAD too
@@ -75,7 +84,13 @@ func TestDocsWalk(t *testing.T) {
 		}
 		lines := strings.Split(string(text), "\n")
 		block := fencedBlocks(lines)
-		worlds := map[int]string{} // a fenced block's world, made when its first walkable line comes
+		worlds := map[int]string{}    // a fenced block's world, made when its first walkable line comes
+		written := map[int][]string{} // what a block's bundle lines write: not in its world before them
+		for _, c := range docCommands(string(text)) {
+			if walkable(c.args) && c.args[0] == "bundle" {
+				written[block[c.line-1]] = append(written[block[c.line-1]], flagValue(c.args, "-o"), flagValue(c.args, "--archive"))
+			}
+		}
 		for _, c := range docCommands(string(text)) {
 			if !walkable(c.args) {
 				continue
@@ -83,11 +98,19 @@ func TestDocsWalk(t *testing.T) {
 			dir, ok := worlds[block[c.line-1]]
 			if !ok {
 				dir = docsWorld(t, repo, mirror, tree, newPlan, bundles)
+				for _, w := range written[block[c.line-1]] {
+					if w != "" {
+						if err := os.RemoveAll(filepath.Join(dir, w)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				worlds[block[c.line-1]] = dir
 			}
 			args, out := walkArgs(c, lines[c.line-1], dir)
 			if plan := len(args) > 1 && args[0] == "plan" && args[1] == "diff"; plan && !operandsExist(args[2:], dir) ||
-				args[0] == "bundle" && !operandsExist([]string{flagValue(args, "--artifacts")}, dir) {
+				args[0] == "bundle" && !operandsExist([]string{flagValue(args, "--artifacts")}, dir) ||
+				args[0] == "preflight" && !operandsExist([]string{flagValue(args, "--binary"), flagValue(args, "--target-file")}, dir) {
 				left++
 				t.Logf("%s:%d: left out (an operand or artifacts the world has not): %s", file, c.line, c.text)
 				continue
@@ -122,7 +145,7 @@ func TestDocsWalk(t *testing.T) {
 // records or a bundle, the plans a plan diff line after them reads, and benches on this CPU.
 func walkable(args []string) bool {
 	for _, a := range args {
-		if strings.ContainsAny(a, "<*") {
+		if strings.ContainsAny(strings.ReplaceAll(a, "<hash>", ""), "<*") {
 			return false
 		}
 	}
@@ -135,6 +158,10 @@ func walkable(args []string) bool {
 	}
 	switch {
 	case args[0] == "verify", args[0] == "preflight" && slices.Contains(args, "--bundle"),
+		// the CPU check of a build's files, and the driver question of an image archive
+		args[0] == "preflight" && slices.Contains(args, "--binary"),
+		args[0] == "preflight" && slices.Contains(args, "--image-archive") && slices.Contains(args, "--driver-only"),
+		args[0] == "bundle" && strings.HasPrefix(flagValue(args, "--image"), "oci-archive:"),
 		args[0] == "wheel" && slices.Contains(args, "--print-plan"),
 		// the demonstration build of the fixture tree (seconds), and bundles of artifacts the
 		// world has
@@ -163,6 +190,10 @@ func walkArgs(c docCommand, raw, dir string) ([]string, string) {
 			a = filepath.Join(dir, a)
 		case a == "LABEL" && i > 0 && c.args[i-1] == "--leaderboard":
 			a = promotedLabel(filepath.Join(dir, c.args[i-2]))
+		case strings.Contains(a, "<hash>"): // the one build in the world the path names
+			if m, _ := filepath.Glob(filepath.Join(dir, strings.ReplaceAll(a, "<hash>", "*"))); len(m) == 1 {
+				a, _ = filepath.Rel(dir, m[0])
+			}
 		}
 		args[i] = a
 	}
@@ -339,6 +370,37 @@ func docsBundles(t *testing.T) string {
 	// wheels beside them for index out -o index (two variants, cu131 and cpu)
 	indexArtifact(t, filepath.Join(dir, "out"), "rtx3090", "0.3.34+cu131.sm86.avx2")
 	indexArtifact(t, filepath.Join(dir, "out"), "cpu-v3", "0.3.34+cpu.avx2")
+	// what `llbuild build` leaves for the documents' other builds, made of real servers: the
+	// series build of the pin for cpu-v3 (provisioned) at out/cpu-v3/<hash>; Debian sid's
+	// llama-server as olares-one's artifacts at out/olares-one/<hash> (standing in for an sm_120
+	// build, which this machine can neither make nor run); and as images (--image-out), the series
+	// build on the runtime stand-in (image.tar) and the series build's files as olares-one's on
+	// the runtime stand-in with nvidia/cuda:13.1.1's NVIDIA_REQUIRE_CUDA (new.oci.tar, standing in
+	// for the README's sm_120 build of upstream's master).
+	run := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	series := filepath.Dir(enginetest.PatchedServer(t))
+	run("cp", "-al", series, filepath.Join(dir, "out", "cpu-v3"))
+	run("cp", "-al", filepath.Dir(sidArtifacts(t, "olares-one")), filepath.Join(dir, "out"))
+	docsImage(t, filepath.Join(dir, "image.tar"), series, nil)
+	docsImage(t, filepath.Join(dir, "new.oci.tar"), asTarget(t, series, "olares-one"),
+		[]string{"NVIDIA_REQUIRE_CUDA=cuda>=13.1 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536"})
+	// this machine as a target file (docs/targets.md's target detect -o)
+	if code, _, stderr := runCLI(t, "target", "detect", "--name", "mybox", "-o", filepath.Join(dir, "mybox.yaml")); code != exitOK {
+		t.Fatalf("target detect: exit %d\n%s", code, stderr)
+	}
+	// the documents' Gemma 4 pair, as the tiny models with Gemma's long context: the olares-one
+	// lines bundle them without --ctx-size, as four slots, and bench them
+	for name, o := range map[string]gguf.TinyOptions{"gemma-4-12b-qat.gguf": gguf.DefaultTiny(), "gemma-4-12b-assistant.gguf": gguf.DraftTiny()} {
+		o.Context = 8192
+		if err := gguf.WriteTinyLlamaFile(filepath.Join(dir, name), o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, from := range map[string]string{"m.gguf": in.Model, "d.gguf": in.Draft} {
 		b, err := os.ReadFile(from)
 		if err != nil {
@@ -357,6 +419,64 @@ func docsBundles(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// asTarget writes the artifacts in dir again as target's, with the plan target resolves to now:
+// a stand-in for a build this machine cannot make, whose files run here.
+func asTarget(t *testing.T, dir, target string) string {
+	t.Helper()
+	a, err := artifacts.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := resolvePlan(target, "", "server", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []artifacts.InputFile
+	for _, f := range a.Manifest.Files {
+		files = append(files, artifacts.InputFile{Path: f.Path, From: a.Path(f), Kind: f.Kind})
+	}
+	out, err := artifacts.Write(t.TempDir(), artifacts.Input{Target: target, PlanHash: plan.Hash, Files: files,
+		Provenance: pipeline.ProvenanceOf(plan, pipeline.Builder{Version: "test", Executor: "host"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// docsImage writes an OCI archive of the artifacts in dir assembled on the runtime stand-in, as
+// llbuild build --image-out does, with env added to the base's.
+func docsImage(t *testing.T, dst, dir string, env []string) {
+	t.Helper()
+	a, err := artifacts.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base, closeBase, err := image.Open(ctx, "oci-archive:"+enginetest.RuntimeImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeBase()
+	if len(env) > 0 {
+		cf, err := base.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.Config.Env = append(cf.Config.Env, env...)
+		if base, err = mutate.ConfigFile(base, cf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := image.Assemble(base, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := image.WriteOCI(dst, img, ""); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runIn runs llbuild in dir with HOME at its home/, as a user's shell there would.

@@ -49,10 +49,7 @@ func bigramPair(t *testing.T, dir string) (target, draft, heldOut string) {
 // tokens, 128 canaries) passes every canary with drafting, accepts at least 60% of the draft
 // tokens, and llama-server's /metrics counts the same drafts as the rows' timings.
 func TestBigramPairBehavesLikeAModel(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	dir := t.TempDir()
 	target, draft, heldOut := bigramPair(t, dir)
 
@@ -256,10 +253,7 @@ func scoreItems(t *testing.T, base string, items []mcItem) int {
 // another hidden size or another architecture is refused by bundle, and llama-server refuses
 // the same pairs too (it aborts or crashes and never answers), so the check mirrors it.
 func TestGemma4WithItsMTPAssistant(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	dir := t.TempDir()
 	write := func(name string) func(*gguf.Builder, error) string {
 		return func(b *gguf.Builder, err error) string {
@@ -447,10 +441,7 @@ func serveOnce(t *testing.T, bundle string, f func(base string)) {
 // Testament's bigrams, its MTP assistant the same blurred): the bench's default screen drafts
 // with --spec-type draft-mtp, passes every canary, and accepts at least 60% of the drafts.
 func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	train, _ := kjvtext.Files(t)
 	text, err := os.ReadFile(train)
 	if err != nil {

@@ -114,10 +114,7 @@ func tinyPNG(t *testing.T) string {
 // projector as --mmproj and sends a chat message holding an image: the
 // server answers, and the image's embeddings add to the prompt's tokens.
 func TestRealServerTakesImagesWithTinyProjector(t *testing.T) {
-	server := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if server == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: this test needs a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	server := enginetest.PatchedServer(t)
 	dir := t.TempDir()
 	text := gguf.DefaultTiny()
 	model := filepath.Join(dir, "tiny.gguf")

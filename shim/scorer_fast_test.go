@@ -37,10 +37,7 @@ import (
 // LLBUILD_PATCHED_LLAMA_SERVER.
 func patchedServer(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER")
-	if p == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER is not set: these tests need a llama-server of the recipe's commit built with the patch series (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	p := enginetest.PatchedServer(t)
 	return p
 }
 
@@ -49,10 +46,7 @@ func patchedServer(t testing.TB) string {
 // LLBUILD_UNPATCHED_LLAMA_SERVER.
 func unpatchedServer(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv("LLBUILD_UNPATCHED_LLAMA_SERVER")
-	if p == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_UNPATCHED_LLAMA_SERVER is not set: comparing plain completions needs llama-server of the patched build's commit built with patch 0001 alone (scripts/test.sh builds one when ../shared/llama.cpp is beside the repository)")
-	}
+	p := enginetest.UnpatchedServer(t)
 	return p
 }
 

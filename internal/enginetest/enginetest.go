@@ -31,6 +31,10 @@ const (
 	// LlamaSourceEnv is the recipe's pinned llama.cpp (../shared/llama.cpp unpacked), a plain
 	// directory without .git.
 	LlamaSourceEnv = "LLBUILD_TEST_LLAMA_SOURCE"
+	// PatchedServerEnv and UnpatchedServerEnv are llama-server of the pinned commit built for
+	// cpu-v3 through the engine, with the patch series and with patch 0001 alone (provision.sh).
+	PatchedServerEnv   = "LLBUILD_PATCHED_LLAMA_SERVER"
+	UnpatchedServerEnv = "LLBUILD_UNPATCHED_LLAMA_SERVER"
 )
 
 const how = "run the suite with scripts/test.sh as root with ../shared beside the repository (it installs and starts the engine from ../shared/dagger, makes the stand-in images and unpacks ../shared/llama.cpp), or set the variable yourself"
@@ -98,3 +102,10 @@ func CUDADevelImage(t testing.TB) string { t.Helper(); return file(t, CUDADevelI
 
 // CUDARuntimeImage is the CUDA stand-in runtime image's OCI archive.
 func CUDARuntimeImage(t testing.TB) string { t.Helper(); return file(t, CUDARuntimeImageEnv) }
+
+// PatchedServer is llama-server of the pinned commit built with the patch series; its
+// directory is the build's artifacts.
+func PatchedServer(t testing.TB) string { t.Helper(); return file(t, PatchedServerEnv) }
+
+// UnpatchedServer is llama-server of the pinned commit built with patch 0001 alone.
+func UnpatchedServer(t testing.TB) string { t.Helper(); return file(t, UnpatchedServerEnv) }
