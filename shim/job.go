@@ -336,17 +336,6 @@ func (j *job) fillMissing(ctx context.Context, g *genState, n int) error {
 	return nil
 }
 
-func probRow(p *llamaserver.TokenProb, top int) *Row {
-	r := &Row{ID: p.ID, Logprob: p.Logprob, Top: make([]Alt, 0, min(top, len(p.Top)))}
-	for i, a := range p.Top {
-		if i >= top {
-			break
-		}
-		r.Top = append(r.Top, Alt{ID: a.ID, Logprob: a.Logprob})
-	}
-	return r
-}
-
 // run computes one choice without streaming.
 func (j *job) run(ctx context.Context) (completionChoice, error) {
 	ctx = withCallTimes(ctx, &j.calls)
@@ -594,33 +583,4 @@ func (j *job) recoverTail(ctx context.Context, g *genState, sent *[]byte, n int)
 		*sent = append(*sent, resp.Content...)
 	}
 	return resp.StopType, nil
-}
-
-// splitFragments spells bytes with the vocabulary's fragment tokens,
-// longest first; bytes it cannot spell are dropped.
-func (v *vocab) splitFragments(b []byte) []int {
-	var ids []int
-	for len(b) > 0 {
-		matched := false
-		for l := min(len(b), 8); l >= 1; l-- {
-			if id, ok := v.fragments[string(b[:l])]; ok {
-				ids = append(ids, id)
-				b = b[l:]
-				matched = true
-				break
-			}
-		}
-		if !matched {
-			b = b[1:]
-		}
-	}
-	return ids
-}
-
-func rawBytes(b []int) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		out[i] = byte(c)
-	}
-	return out
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
+
+	"github.com/llbuild/llbuild/llamaserver"
 )
 
 // minLogprob is where the shim clamps logprobs, as vLLM and OpenAI do:
@@ -135,4 +138,71 @@ func render(v *vocab, ro *runeOffsets, rows []rowEntry, top int, asIDs bool) (*l
 		out.TopLogprobs[i] = t
 	}
 	return out, nil
+}
+
+// probRow is the row of a generated token's probabilities, its top alternatives cut at top.
+func probRow(p *llamaserver.TokenProb, top int) *Row {
+	r := &Row{ID: p.ID, Logprob: p.Logprob, Top: make([]Alt, 0, min(top, len(p.Top)))}
+	for i, a := range p.Top {
+		if i >= top {
+			break
+		}
+		r.Top = append(r.Top, Alt{ID: a.ID, Logprob: a.Logprob})
+	}
+	return r
+}
+
+// runeOffsets maps byte offsets in text to offsets in characters, as a
+// client counts them in the JSON string it receives: every valid UTF-8
+// sequence is one character and every invalid byte one U+FFFD. A byte
+// offset inside a character maps to that character's start.
+type runeOffsets struct {
+	// ascii is the length of the text's leading run of ASCII bytes, one
+	// character each (often the whole text); ends holds the byte offset where
+	// each character after it ends.
+	ascii int
+	ends  []int
+}
+
+func newRuneOffsets(text []byte) *runeOffsets {
+	r := &runeOffsets{}
+	r.extend(text)
+	return r
+}
+
+// extend adds the characters of text past the ones already counted; text
+// must begin with the text counted so far, and that text must end on a
+// character boundary (llama-server never sends half a character).
+func (r *runeOffsets) extend(text []byte) {
+	i := r.ascii
+	if n := len(r.ends); n > 0 {
+		i = r.ends[n-1]
+	} else {
+		for i < len(text) && text[i] < utf8.RuneSelf {
+			i++
+		}
+		r.ascii = i
+	}
+	for i < len(text) {
+		_, w := utf8.DecodeRune(text[i:])
+		i += w
+		r.ends = append(r.ends, i)
+	}
+}
+
+// at is the number of characters that end at or before byte offset b.
+func (r *runeOffsets) at(b int) int {
+	if b <= r.ascii {
+		return max(b, 0)
+	}
+	lo, hi := 0, len(r.ends)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if r.ends[m] <= b {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return r.ascii + lo
 }

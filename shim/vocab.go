@@ -262,57 +262,31 @@ func incompleteUTF8(b []byte) bool {
 	return false
 }
 
-// runeOffsets maps byte offsets in text to offsets in characters, as a
-// client counts them in the JSON string it receives: every valid UTF-8
-// sequence is one character and every invalid byte one U+FFFD. A byte
-// offset inside a character maps to that character's start.
-type runeOffsets struct {
-	// ascii is the length of the text's leading run of ASCII bytes, one
-	// character each (often the whole text); ends holds the byte offset where
-	// each character after it ends.
-	ascii int
-	ends  []int
-}
-
-func newRuneOffsets(text []byte) *runeOffsets {
-	r := &runeOffsets{}
-	r.extend(text)
-	return r
-}
-
-// extend adds the characters of text past the ones already counted; text
-// must begin with the text counted so far, and that text must end on a
-// character boundary (llama-server never sends half a character).
-func (r *runeOffsets) extend(text []byte) {
-	i := r.ascii
-	if n := len(r.ends); n > 0 {
-		i = r.ends[n-1]
-	} else {
-		for i < len(text) && text[i] < utf8.RuneSelf {
-			i++
+// splitFragments spells bytes with the vocabulary's fragment tokens,
+// longest first; bytes it cannot spell are dropped.
+func (v *vocab) splitFragments(b []byte) []int {
+	var ids []int
+	for len(b) > 0 {
+		matched := false
+		for l := min(len(b), 8); l >= 1; l-- {
+			if id, ok := v.fragments[string(b[:l])]; ok {
+				ids = append(ids, id)
+				b = b[l:]
+				matched = true
+				break
+			}
 		}
-		r.ascii = i
-	}
-	for i < len(text) {
-		_, w := utf8.DecodeRune(text[i:])
-		i += w
-		r.ends = append(r.ends, i)
-	}
-}
-
-// at is the number of characters that end at or before byte offset b.
-func (r *runeOffsets) at(b int) int {
-	if b <= r.ascii {
-		return max(b, 0)
-	}
-	lo, hi := 0, len(r.ends)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if r.ends[m] <= b {
-			lo = m + 1
-		} else {
-			hi = m
+		if !matched {
+			b = b[1:]
 		}
 	}
-	return r.ascii + lo
+	return ids
+}
+
+func rawBytes(b []int) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		out[i] = byte(c)
+	}
+	return out
 }
