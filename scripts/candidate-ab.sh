@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The pin's series build against the series plus the amendments in patches/candidates/, on this
+# machine's CPU: both built for cpu-v3 through the engine as provisioning builds them (the second
+# mostly from the engine's ccache), bundled with the llama bigram pair (draft-simple) and with its
+# target alone, and benched interleaved (`llbuild bench A B --rounds ROUNDS`, B/A row-0 ratios).
+# A CPU says whether a candidate breaks or slows anything here; a speed verdict for the H200 is
+# `bash scripts/h200-pin-ab.sh CARRY build-fix` and `PAIR="new fix"` there.
+#
+#   source scripts/provision.sh && provision     # the engine, stand-ins, source, series build
+#   bash scripts/candidate-ab.sh [ROUNDS]         # default 8; WORK=DIR keeps what it makes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-8}
+for v in LLBUILD_PATCHED_LLAMA_SERVER LLBUILD_TEST_LLAMA_SOURCE LLBUILD_TEST_DEVEL_IMAGE; do
+	[[ -n ${!v:-} ]] || { echo "candidate-ab.sh: $v is not set: source scripts/provision.sh && provision first" >&2; exit 2; }
+done
+shopt -s nullglob
+cands=(patches/candidates/0*.patch)
+((${#cands[@]})) || { echo "candidate-ab.sh: no patches in patches/candidates/" >&2; exit 2; }
+work=${WORK:-$(mktemp -d)}
+mkdir -p "$work/series"
+export PATH=$PATH:/usr/local/go/bin
+go build -o "$work/llbuild" .
+ll=$work/llbuild
+
+cp patches/0*.patch patches/series "$work/series/"
+for f in "${cands[@]}"; do
+	cp "$f" "$work/series/"
+	echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$work/series/series"
+done
+t0=$SECONDS
+b=$("$ll" --quiet build -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$work/series/series" \
+	--base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" --out "$work/out")
+echo "series + ${cands[*]##*/}: built in $((SECONDS - t0)) s: $b"
+
+text=$HOME/.cache/llbuild-test/kjv/old-testament.txt
+if [[ ! -s $text ]]; then
+	text=$work/ot.txt
+	bible -f Gen1:1-Mal4:6 | sed -E 's/^[^ ]+ //' >"$text"
+fi
+go run ./internal/tools/bigramgguf -text "$text" -shape target -o "$work/target.gguf"
+go run ./internal/tools/bigramgguf -text "$text" -shape draft -o "$work/draft.gguf"
+
+bundle() { # bundle NAME ARTIFACTS [--draft FILE]
+	local name=$1 arts=$2
+	shift 2
+	rm -rf "${work:?}/$name"
+	"$ll" --quiet bundle -t cpu-v3 --artifacts "$arts" --model "$work/target.gguf" "$@" \
+		--threads 2 --parallel 1 --ctx-size 2048 -o "$work/$name" >/dev/null
+}
+series=$(dirname "$LLBUILD_PATCHED_LLAMA_SERVER")
+bundle series-ds "$series" --draft "$work/draft.gguf"
+bundle fix-ds "$b" --draft "$work/draft.gguf"
+bundle series "$series"
+bundle fix "$b"
+cd "$work"
+echo "== draft-simple (the llama bigram pair), fix / series"
+"$ll" --quiet bench series-ds fix-ds --rounds "$rounds" --dir lab-ds | grep -E '^A/B|^  [AB] '
+echo "== no draft, fix / series"
+"$ll" --quiet bench series fix --rounds "$rounds" --dir lab | grep -E '^A/B|^  [AB] '
+echo "records: $work/lab-ds, $work/lab"
