@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Makes the folder a GPU lease carries (.carry/ by default, which .git/info/exclude must name so
+# that it travels as an ignored path): everything scripts/h200-pin-ab.sh and
+# scripts/h200-bisect.sh read there, for a machine without Go, ccache or network.
+#   llbuild.xz, bigramgguf.xz, randgguf   this tree's binaries (static, CGO off)
+#   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
+#   llama.cpp-history.git.tar             upstream's history from ../shared (both pins, 3f545becc)
+#   ccache.txz                            this machine's ccache with its two libraries beside it
+#                                         (RUNPATH $ORIGIN/../lib), so that a build reuses the
+#                                         objects of the builds before it in the same lease
+# About 40 MB; run/carry take 64 MiB in all. Usage: bash scripts/h200-carry.sh [DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-.carry}
+shared=${LLBUILD_SHARED:-$(cd .. && pwd)/shared}
+git check-ignore -q "$dir/llbuild" || { echo "h200-carry.sh: git does not ignore $dir: echo /$dir/ >>.git/info/exclude first" >&2; exit 2; }
+for c in xz patchelf ccache bible; do
+	command -v "$c" >/dev/null || { echo "h200-carry.sh: $c is missing (apt-get install xz-utils patchelf ccache bible-kjv)" >&2; exit 2; }
+done
+mkdir -p "$dir"
+export PATH=$PATH:/usr/local/go/bin CGO_ENABLED=0
+go build -o "$dir/llbuild" . && go build -o "$dir/bigramgguf" ./internal/tools/bigramgguf && go build -o "$dir/randgguf" ./internal/tools/randgguf
+rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz && xz -9 "$dir/llbuild" "$dir/bigramgguf"
+bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >"$dir/old-testament.txt.xz"
+cp "$shared/llama.cpp/llama.cpp-history.git.tar" "$dir/"
+cc=$(mktemp -d)
+mkdir -p "$cc/ccache/bin" "$cc/ccache/lib"
+cp "$(command -v ccache)" "$cc/ccache/bin/"
+for lib in $(ldd "$(command -v ccache)" | awk '/libzstd|libhiredis/ {print $3}'); do cp -L "$lib" "$cc/ccache/lib/"; done
+patchelf --set-rpath "\$ORIGIN/../lib" "$cc/ccache/bin/ccache"
+tar -C "$cc" -cJf "$dir/ccache.txz" ccache
+rm -rf "$cc"
+du -sh "$dir"
+ls -l "$dir"
