@@ -7,7 +7,7 @@
 # target, its MTP assistant: draft-mtp). Both campaigns share one artifact directory, so a commit
 # both probe is built once. For a GPU machine without Go or network, lent a few minutes at a time:
 # each call resumes from the logs carried in and carries them out again.
-# Prepare a folder git ignores (.carry/) here with
+# Prepare a folder git ignores (.carry/) here with `bash scripts/h200-carry.sh`, which does
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/bigramgguf ./internal/tools/bigramgguf
 #   xz -9 .carry/llbuild .carry/bigramgguf; bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >.carry/old-testament.txt.xz
 #   cp ../shared/llama.cpp/llama.cpp-history.git.tar .carry/

@@ -3,7 +3,7 @@
 # series and recipe, patches/<old>/) and the new one (the built-in recipe and series) for h200
 # with the host executor, and runs llbuild bench OLD NEW --mode full --rounds 3 on one model,
 # without a draft and with a draft-simple draft. For a GPU machine without Go or network.
-# Prepare a folder that git ignores (.carry/, in .git/info/exclude) here with
+# Prepare a folder git ignores (.carry/) here with `bash scripts/h200-carry.sh`, which does
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/randgguf ./internal/tools/randgguf
 #   cp ../shared/llama.cpp/llama.cpp-{OLD,NEW}.tar.xz .carry/
 # and run there, from the repository root: bash scripts/h200-pin-ab.sh .carry STAGE
