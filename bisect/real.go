@@ -72,7 +72,8 @@ func (b *PlanBuilder) Build(ctx context.Context, c gitref.Commit) (*Build, error
 }
 
 // ReadLister is an executor that can list the source files a build of a plan it made read
-// (the host executor, from the build tree ninja left in its work directory).
+// (the host executor from the build tree ninja left in its work directory, the Dagger executor
+// from the list it kept when it built).
 type ReadLister interface {
 	Reads(ctx context.Context, p *pipeline.Plan) ([]string, error)
 }

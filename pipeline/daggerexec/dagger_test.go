@@ -59,6 +59,9 @@ func series(t *testing.T) []patches.Patch {
 func newExecutor(t *testing.T, f *fakeEngine, opts Options) *Executor {
 	t.Helper()
 	opts.conn = f
+	if opts.ReadsDir == "" {
+		opts.ReadsDir = t.TempDir()
+	}
 	opts.Builder = pipeline.Builder{Version: "test"}
 	ex, err := New(opts)
 	if err != nil {

@@ -50,6 +50,10 @@ type Options struct {
 	// there instead of logged every ProgressEvery.
 	Progress *progress.Term
 
+	// ReadsDir keeps, by plan hash, what each build read from the source tree (Reads); empty:
+	// llbuild/reads in the user's cache directory.
+	ReadsDir string
+
 	// conn replaces the engine connection (tests: a recording fake).
 	conn engineconn.EngineConn
 }
@@ -75,6 +79,11 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.Builder.Executor == "" {
 		opts.Builder.Executor = pipeline.ExecutorDagger
+	}
+	if opts.ReadsDir == "" {
+		if cache, err := os.UserCacheDir(); err == nil {
+			opts.ReadsDir = filepath.Join(cache, "llbuild", "reads")
+		}
 	}
 	if opts.Source != "" {
 		abs, err := filepath.Abs(opts.Source)

@@ -64,6 +64,7 @@ func engineOptions(t *testing.T, series []patches.Patch) (Options, *testwriter.B
 		Series:    series,
 		Builder:   pipeline.Builder{Version: "test"},
 		LogOutput: log,
+		ReadsDir:  t.TempDir(),
 	}, log
 }
 
@@ -802,7 +803,8 @@ func TestEngineAndHostBuildTheSameBytes(t *testing.T) {
 	opts, _ := engineOptions(t, series)
 	opts.Source = sourceCopy(t, nil)
 	p := fixture.PlanFor(t, standInTarget(t, enginetest.RuntimeImage(t)), fixture.Recipe(t, ""), series)
-	engineDir, err := newEngineExecutor(t, opts).Build(context.Background(), p, t.TempDir())
+	engine := newEngineExecutor(t, opts)
+	engineDir, err := engine.Build(context.Background(), p, t.TempDir())
 	if err != nil {
 		t.Fatalf("engine Build() = %v", err)
 	}
@@ -816,6 +818,24 @@ func TestEngineAndHostBuildTheSameBytes(t *testing.T) {
 	}
 	a, b := openArtifacts(t, engineDir), openArtifacts(t, hostDir)
 	sameFiles(t, a, b, artifacts.ManifestFile)
+	// both say what the build read from the source tree, the same files (a bisect campaign's
+	// inert commits), the sources and headers compiled, the CMake files and nothing built
+	engineReads, err := engine.Reads(context.Background(), p)
+	if err != nil {
+		t.Fatalf("engine Reads() = %v", err)
+	}
+	hostReads, err := host.Reads(context.Background(), p)
+	if err != nil {
+		t.Fatalf("host Reads() = %v", err)
+	}
+	if !slices.Equal(engineReads, hostReads) {
+		t.Errorf("the engine's build read %v, the host's %v: want the same files", engineReads, hostReads)
+	}
+	for _, want := range []string{"CMakeLists.txt", "tools/server/server.cpp", "ggml/include/ggml.h"} {
+		if !slices.Contains(engineReads, want) {
+			t.Errorf("the engine's build read %v: want %s among them", engineReads, want)
+		}
+	}
 	// both keep the patches they applied, byte for byte
 	for _, dir := range []string{engineDir, hostDir} {
 		for _, pt := range series {

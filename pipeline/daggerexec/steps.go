@@ -97,6 +97,7 @@ func steps() []pipeline.Step[*state] {
 		pipeline.StepFunc("configure", configure),
 		pipeline.StepFunc("build", build),
 		pipeline.StepFunc("export", export),
+		pipeline.StepFunc("list what the build read", listReads),
 		pipeline.StepFunc("write artifacts", writeArtifacts),
 	}
 }
@@ -420,6 +421,58 @@ func export(ctx context.Context, s *state) error {
 		return s.engineError(err)
 	}
 	return nil
+}
+
+// listReads keeps what the build read from the source tree (pipeline.ReadsScript, run in the
+// build container) in the reads directory, by plan hash, for Reads: the commits of a bisect
+// campaign that change none of it are never built. A build whose ninja cannot list them keeps
+// none (its campaign then builds every commit); the build itself does not fail for it.
+func listReads(ctx context.Context, s *state) error {
+	log := s.opts.Logger.With("target", s.plan.Target, "plan", s.plan.ShortHash())
+	if s.opts.ReadsDir == "" {
+		return nil
+	}
+	out, err := s.ctr.WithExec([]string{"sh", "-c", pipeline.ReadsScript, "reads", buildDir}).Stdout(ctx)
+	if err != nil {
+		log.Debug("what the build read is not known", "err", err)
+		return nil
+	}
+	files, err := pipeline.ParseReads([]byte(out), buildDir, srcDir)
+	if err != nil {
+		log.Debug("what the build read is not known", "err", err)
+		return nil
+	}
+	if err := os.MkdirAll(s.opts.ReadsDir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.opts.ReadsDir, ".reads-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(strings.Join(files, "\n") + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), readsFile(s.opts.ReadsDir, s.plan))
+}
+
+func readsFile(dir string, p *pipeline.Plan) string { return filepath.Join(dir, p.Hash+".txt") }
+
+// Reads lists the files of the source tree that this executor's build of p read, relative to
+// the source root, sorted, as its build kept them (listReads): on the machine that built it.
+func (e *Executor) Reads(_ context.Context, p *pipeline.Plan) ([]string, error) {
+	if e.opts.ReadsDir == "" {
+		return nil, fmt.Errorf("no directory for what builds read (no user cache directory)")
+	}
+	b, err := os.ReadFile(readsFile(e.opts.ReadsDir, p))
+	if err != nil {
+		return nil, fmt.Errorf("what the build of plan %s read is not known here: %w", p.ShortHash(), err)
+	}
+	return strings.Fields(string(b)), nil
 }
 
 func writeArtifacts(_ context.Context, s *state) error {
