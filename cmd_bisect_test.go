@@ -8,15 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/llbuild/llbuild/bisect"
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/internal/gitfixture"
 	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
 	"github.com/llbuild/llbuild/recipes"
 	"github.com/llbuild/llbuild/targets"
@@ -281,5 +285,52 @@ func TestBisectUsage(t *testing.T) {
 				t.Errorf("exit %d stdout %q stderr %q; want exit 2 saying %q", code, stdout, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// The Dagger executor's builds name the same inert commits as the host executor's: the good end
+// of the fixture history built by each, what each build read, and the commits of the range that
+// change none of it (every docs-only commit; not 6, 7 and 8, which edit sources the build read).
+func TestBisectInertWithTheEngine(t *testing.T) {
+	needDemoTools(t)
+	enginetest.Engine(t)
+	repo, commits := upstreamHistory(t)
+	ctx := context.Background()
+	path, err := gitref.Path(ctx, repo, commits[0], commits[len(commits)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := targets.Load("cpu-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := recipes.Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := daggerexec.New(daggerexec.Options{Source: repo, Devel: "oci-archive:" + enginetest.DevelImage(t), Series: []patches.Patch{},
+		Builder: pipeline.Builder{Version: "test"}, ReadsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	host, err := hostexec.New(hostexec.Options{Source: repo, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inert := map[string][]int{}
+	for name, ex := range map[string]pipeline.Executor{"engine": engine, "host": host} {
+		pb := &bisect.PlanBuilder{Repo: repo, Target: tgt, Recipe: recipe, Series: []patches.Patch{}, Executor: ex, Out: t.TempDir()}
+		if _, err := pb.Build(ctx, path[0]); err != nil {
+			t.Fatalf("%s: building the good end: %v", name, err)
+		}
+		in, err := pb.Inert(ctx, path, path[:1])
+		if err != nil || in == nil {
+			t.Fatalf("%s: Inert = %v, %v: want the commits that change nothing its build read", name, in, err)
+		}
+		inert[name] = in.Commits
+	}
+	if want := []int{1, 2, 3, 4, 5, 9, 10, 11, 12}; !slices.Equal(inert["engine"], want) || !slices.Equal(inert["host"], want) {
+		t.Errorf("inert commits: engine %v, host %v; want %v (the docs-only ones)", inert["engine"], inert["host"], want)
 	}
 }

@@ -7,11 +7,19 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/bisect"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
+)
+
+// Both executors list what their builds read, so a bisect campaign skips the commits that change
+// none of it whichever builds its probes.
+var (
+	_ bisect.ReadLister = (*hostexec.Executor)(nil)
+	_ bisect.ReadLister = (*daggerexec.Executor)(nil)
 )
 
 // executorFlags are the flags of every command that builds through an executor (server,
