@@ -57,10 +57,10 @@ func ParseReads(out []byte, build string, roots ...string) ([]string, error) {
 	if len(seen) == 0 {
 		return nil, fmt.Errorf("ninja in %s names no file of %s: not a build of that tree", build, roots[0])
 	}
-	out2 := make([]string, 0, len(seen))
+	files := make([]string, 0, len(seen))
 	for f := range seen {
-		out2 = append(out2, f)
+		files = append(files, f)
 	}
-	slices.Sort(out2)
-	return out2, nil
+	slices.Sort(files)
+	return files, nil
 }
