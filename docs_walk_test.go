@@ -267,6 +267,14 @@ func fencedBlocks(lines []string) []int {
 	return block
 }
 
+// mustRun runs a command of the world's making and fails the test with its output if it fails.
+func mustRun(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
 // docsWorld makes one fenced block's world (TestDocsWalk says what it holds) and returns its
 // working directory; HOME is its home/.
 func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string {
@@ -288,34 +296,28 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 			t.Fatal(err)
 		}
 	}
-	run := func(name string, args ...string) {
-		t.Helper()
-		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-	}
-	run("cp", "-r", filepath.Join(repo, "recipes"), filepath.Join(repo, "patches"), dir)
+	mustRun(t, "cp", "-r", filepath.Join(repo, "recipes"), filepath.Join(repo, "patches"), dir)
 	series, err := filepath.Glob(filepath.Join(repo, "patches", "0*.patch"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("cp", append(series, filepath.Join(repo, "patches", "series"), filepath.Join(home, "refreshed"))...)
+	mustRun(t, "cp", append(series, filepath.Join(repo, "patches", "series"), filepath.Join(home, "refreshed"))...)
 	h200 := filepath.Join(repo, "benchmarks")
-	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "camp", "bisect.log"))
-	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "edited.log"))
-	run("cp", filepath.Join(h200, "h200-bisect-2026-12-04-part3", "ds.log"), filepath.Join(dir, "h200-part3.log"))
+	mustRun(t, "cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "camp", "bisect.log"))
+	mustRun(t, "cp", filepath.Join(h200, "h200-bisect-2026-12-04-part4", "ds.log"), filepath.Join(dir, "edited.log"))
+	mustRun(t, "cp", filepath.Join(h200, "h200-bisect-2026-12-04-part3", "ds.log"), filepath.Join(dir, "h200-part3.log"))
 	for _, lab := range []string{"week49", "gemma4-q8"} {
-		run("tar", "-xzf", filepath.Join(h200, "h200-pin-ab-2026-12-04", "runs-ab-mtp.tgz"), "-C", filepath.Join(dir, "lab"))
-		run("mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
+		mustRun(t, "tar", "-xzf", filepath.Join(h200, "h200-pin-ab-2026-12-04", "runs-ab-mtp.tgz"), "-C", filepath.Join(dir, "lab"))
+		mustRun(t, "mv", filepath.Join(dir, "lab", "runs-ab-mtp"), filepath.Join(dir, "lab", lab))
 	}
-	run("cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
+	mustRun(t, "cp", newPlan, filepath.Join(dir, "olares-one.new.json"))
 	made, err := filepath.Glob(filepath.Join(bundles, "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// hard links, not copies: every world reads the same bundles (hundreds of MB of servers and
 	// libraries), and no line writes into them
-	run("cp", append(append([]string{"-al"}, made...), dir)...)
+	mustRun(t, "cp", append(append([]string{"-al"}, made...), dir)...)
 	if err := os.Symlink(filepath.Join(repo, "pipeline"), filepath.Join(dir, "pipeline")); err != nil { // the fixture tree
 		t.Fatal(err)
 	}
@@ -377,15 +379,9 @@ func docsBundles(t *testing.T) string {
 	// build on the runtime stand-in (image.tar) and the series build's files as olares-one's on
 	// the runtime stand-in with nvidia/cuda:13.1.1's NVIDIA_REQUIRE_CUDA (new.oci.tar, standing in
 	// for the README's sm_120 build of upstream's master).
-	run := func(name string, args ...string) {
-		t.Helper()
-		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-	}
 	series := filepath.Dir(enginetest.PatchedServer(t))
-	run("cp", "-al", series, filepath.Join(dir, "out", "cpu-v3"))
-	run("cp", "-al", filepath.Dir(sidArtifacts(t, "olares-one")), filepath.Join(dir, "out"))
+	mustRun(t, "cp", "-al", series, filepath.Join(dir, "out", "cpu-v3"))
+	mustRun(t, "cp", "-al", filepath.Dir(sidArtifacts(t, "olares-one")), filepath.Join(dir, "out"))
 	docsImage(t, filepath.Join(dir, "image.tar"), series, nil)
 	docsImage(t, filepath.Join(dir, "new.oci.tar"), asTarget(t, series, "olares-one"),
 		[]string{"NVIDIA_REQUIRE_CUDA=cuda>=13.1 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536"})
