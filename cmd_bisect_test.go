@@ -81,6 +81,21 @@ func upstreamHistory(t *testing.T) (dir string, commits []string) {
 	return dir, commits
 }
 
+// cpuServerRecipe is what a campaign builds its probes from here: the cpu-v3 target and the
+// built-in server recipe.
+func cpuServerRecipe(t *testing.T) (*targets.Target, *recipes.Recipe) {
+	t.Helper()
+	tgt, err := targets.Load("cpu-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := recipes.Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tgt, recipe
+}
+
 // treeBencher stands for the GPU bench where no model can show a speed step: each side is
 // bundled from the template as the real bench bundles it, and its llama-server (the fixture's)
 // is run; a server that says it takes the slow path reads 80 tok/s, any other 100, each run
@@ -136,14 +151,7 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	}
 	// The template: the good end built as the campaign builds it (so the campaign reuses it)
 	// and bundled with a tiny model.
-	tgt, err := targets.Load("cpu-v3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recipe, err := recipes.Load("server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tgt, recipe := cpuServerRecipe(t)
 	ex, err := hostexec.New(hostexec.Options{Source: repo, WorkDir: work})
 	if err != nil {
 		t.Fatal(err)
@@ -300,14 +308,7 @@ func TestBisectInertWithTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := targets.Load("cpu-v3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recipe, err := recipes.Load("server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tgt, recipe := cpuServerRecipe(t)
 	engine, err := daggerexec.New(daggerexec.Options{Source: repo, Devel: "oci-archive:" + enginetest.DevelImage(t), Series: []patches.Patch{},
 		Builder: pipeline.Builder{Version: "test"}, ReadsDir: t.TempDir()})
 	if err != nil {
