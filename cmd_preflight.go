@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -35,35 +38,57 @@ something could not be checked (or preflight was called wrongly).`,
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.BoolFlag{Name: "driver-only", Usage: "with --image or --image-archive: answer whether the host's driver runs the image from its config alone (NVIDIA_REQUIRE_CUDA), without fetching or reading its layers; the instruction, library and kernel checks are not made"},
 		},
-		Action: runPreflight,
+		Action: func(c *cli.Context) error {
+			o, err := preflightOptionsOf(c)
+			if err != nil {
+				return err
+			}
+			return runPreflight(c.Context, o, loggerOf(c), stdoutOf(c))
+		},
 	}
 }
 
-func runPreflight(c *cli.Context) error {
-	ctx := c.Context
-	log := loggerOf(c)
-	bundle, bins := c.String("bundle"), c.StringSlice("binary")
-	src := preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive")}
-	if c.NArg() > 0 {
-		return usagef("preflight takes no arguments (got %q); name files with --binary", c.Args().Slice())
-	}
-	if bundle == "" && len(bins) == 0 && src.Ref == "" && src.Archive == "" {
-		return usagef("nothing to check: give --bundle, --binary, --image or --image-archive")
-	}
-	if src.Ref != "" && src.Archive != "" {
-		return usagef("give --image or --image-archive, not both")
-	}
-	driverOnly := c.Bool("driver-only")
-	if driverOnly && (src.Ref == "" && src.Archive == "" || bundle != "" || len(bins) > 0) {
-		return usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
-	}
+// preflightOptions is what preflight checks and against which host (the target named, or this
+// machine when none is).
+type preflightOptions struct {
+	Bundle     string
+	Binaries   []string
+	Image      preflight.ImageSource
+	DriverOnly bool
+	Target     string
+	TargetFile string
+	JSON       bool
+}
 
+func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
+	o := preflightOptions{
+		Bundle: c.String("bundle"), Binaries: c.StringSlice("binary"),
+		Image:      preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive")},
+		DriverOnly: c.Bool("driver-only"), Target: c.String("target"), TargetFile: c.String("target-file"), JSON: c.Bool("json"),
+	}
+	image := o.Image.Ref != "" || o.Image.Archive != ""
+	switch {
+	case c.NArg() > 0:
+		return o, usagef("preflight takes no arguments (got %q); name files with --binary", c.Args().Slice())
+	case o.Bundle == "" && len(o.Binaries) == 0 && !image:
+		return o, usagef("nothing to check: give --bundle, --binary, --image or --image-archive")
+	case o.Image.Ref != "" && o.Image.Archive != "":
+		return o, usagef("give --image or --image-archive, not both")
+	case o.DriverOnly && (!image || o.Bundle != "" || len(o.Binaries) > 0):
+		return o, usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
+	}
+	return o, nil
+}
+
+// runPreflight reads what o names, checks it against the host and writes the report; its exit
+// status is the report's.
+func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, stdout io.Writer) error {
 	var (
 		host     targets.Host
 		hostName string
 	)
-	if c.String("target") != "" || c.String("target-file") != "" {
-		t, err := targets.ResolveHost(c.String("target"), c.String("target-file"))
+	if o.Target != "" || o.TargetFile != "" {
+		t, err := targets.ResolveHost(o.Target, o.TargetFile)
 		if err != nil {
 			return usageError{err}
 		}
@@ -75,50 +100,18 @@ func runPreflight(c *cli.Context) error {
 		}
 		host, hostName = h, "this machine"
 	}
-
 	start := time.Now()
-	var in preflight.Input
-	var names []string
-	if len(bins) > 0 {
-		b, err := preflight.ReadFiles(ctx, bins)
-		if err != nil {
-			return cli.Exit("preflight: "+err.Error(), exitUsage)
-		}
-		in.Binaries = append(in.Binaries, b...)
-		names = append(names, strings.Join(bins, " "))
+	in, err := preflightInput(ctx, o)
+	if err != nil {
+		return cli.Exit("preflight: "+err.Error(), exitUsage)
 	}
-	if bundle != "" {
-		b, err := preflight.ReadBundle(ctx, bundle)
-		if err != nil {
-			return cli.Exit("preflight: "+err.Error(), exitUsage)
-		}
-		in.Binaries = append(in.Binaries, b...)
-		names = append(names, bundle)
-	}
-	if src.Ref != "" || src.Archive != "" {
-		read := preflight.ReadImage
-		if driverOnly {
-			read = preflight.ReadImageConfig
-		}
-		img, err := read(ctx, src)
-		if err != nil {
-			return cli.Exit("preflight: "+err.Error(), exitUsage)
-		}
-		in.Binaries = append(in.Binaries, img.Binaries...)
-		in.Env = img.Env
-		in.Read = img.Read
-		names = append(names, img.Name)
-	}
-	in.Name = strings.Join(names, " + ")
 	log.Debug("preflight read inputs", "files", len(in.Binaries), "elapsed", time.Since(start))
 
 	report := preflight.Check(host, hostName, in)
-	out := stdoutOf(c)
-	var err error
-	if c.Bool("json") {
-		err = report.WriteJSON(out)
+	if o.JSON {
+		err = report.WriteJSON(stdout)
 	} else {
-		err = report.WriteText(out)
+		err = report.WriteText(stdout)
 	}
 	if err != nil {
 		return cli.Exit("preflight: writing the report: "+err.Error(), exitUsage)
@@ -127,4 +120,43 @@ func runPreflight(c *cli.Context) error {
 		return cli.Exit("", code)
 	}
 	return nil
+}
+
+// preflightInput reads the files o names: binaries, a bundle's, an image's (its config alone
+// with DriverOnly).
+func preflightInput(ctx context.Context, o preflightOptions) (preflight.Input, error) {
+	var in preflight.Input
+	var names []string
+	if len(o.Binaries) > 0 {
+		b, err := preflight.ReadFiles(ctx, o.Binaries)
+		if err != nil {
+			return in, err
+		}
+		in.Binaries = append(in.Binaries, b...)
+		names = append(names, strings.Join(o.Binaries, " "))
+	}
+	if o.Bundle != "" {
+		b, err := preflight.ReadBundle(ctx, o.Bundle)
+		if err != nil {
+			return in, err
+		}
+		in.Binaries = append(in.Binaries, b...)
+		names = append(names, o.Bundle)
+	}
+	if o.Image.Ref != "" || o.Image.Archive != "" {
+		read := preflight.ReadImage
+		if o.DriverOnly {
+			read = preflight.ReadImageConfig
+		}
+		img, err := read(ctx, o.Image)
+		if err != nil {
+			return in, err
+		}
+		in.Binaries = append(in.Binaries, img.Binaries...)
+		in.Env = img.Env
+		in.Read = img.Read
+		names = append(names, img.Name)
+	}
+	in.Name = strings.Join(names, " + ")
+	return in, nil
 }
