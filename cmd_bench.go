@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,7 +127,7 @@ func runBench(c *cli.Context, r benchRequest) error {
 	var bundles []*bench.Bundle
 	var dirs []string
 	for _, name := range r.Names {
-		dir, cleanup, err := bundleDir(c, name)
+		dir, cleanup, err := bundleDir(c.Context, name)
 		if err != nil {
 			return err
 		}
@@ -139,7 +140,7 @@ func runBench(c *cli.Context, r benchRequest) error {
 		bundles = append(bundles, b)
 	}
 	if r.Control != "" {
-		dir, cleanup, err := bundleDir(c, r.Control)
+		dir, cleanup, err := bundleDir(c.Context, r.Control)
 		if err != nil {
 			return err
 		}
@@ -293,7 +294,7 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 
 // bundleDir returns the directory of a bundle named on the command line: the directory
 // itself, or an archive checked and unpacked into a temporary directory removed afterwards.
-func bundleDir(c *cli.Context, name string) (string, func(), error) {
+func bundleDir(ctx context.Context, name string) (string, func(), error) {
 	fi, err := os.Stat(name)
 	if err != nil {
 		return "", nil, usagef("bundle %s: %v", name, err)
@@ -309,7 +310,7 @@ func bundleDir(c *cli.Context, name string) (string, func(), error) {
 		return "", nil, err
 	}
 	dir := filepath.Join(tmp, "bundle")
-	if err := manifest.ExtractArchive(c.Context, name, dir, false); err != nil {
+	if err := manifest.ExtractArchive(ctx, name, dir, false); err != nil {
 		os.RemoveAll(tmp)
 		return "", nil, usageOf(err)
 	}
@@ -323,7 +324,7 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := bundleDir(c, name)
+	dir, cleanup, err := bundleDir(c.Context, name)
 	if err != nil {
 		return err
 	}

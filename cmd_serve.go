@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path"
@@ -32,65 +34,86 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "api-key-file", Usage: "require the API key in `FILE` (Authorization: Bearer KEY) on every endpoint but /health"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() < 1 {
-				return usagef("serve takes one BUNDLE (a directory or an archive)")
-			}
-			if c.NArg() > 1 {
-				return usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
-			}
-			log := loggerOf(c)
-			addr := c.String("addr")
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				return usagef("--addr %q: %v", addr, err)
-			}
-			var key string
-			if f := c.String("api-key-file"); f != "" {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return usageError{fmt.Errorf("reading --api-key-file: %w", err)}
-				}
-				if key = strings.TrimSpace(string(b)); key == "" {
-					return usagef("--api-key-file %s is empty", f)
-				}
-			}
-			// an archive is checked and unpacked into a temporary directory, removed when serve stops
-			dir, cleanup, err := bundleDir(c, c.Args().First())
+			o, err := serveOptionsOf(c)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			if problems := manifest.Verify(dir); len(problems) > 0 {
-				var b strings.Builder
-				for _, p := range problems {
-					b.WriteString("\n  " + p.String())
-				}
-				return fmt.Errorf("bundle %s does not verify:%s", dir, b.String())
-			}
-			m, err := manifest.Load(dir)
-			if err != nil {
-				return err
-			}
-			l, err := m.Launch(dir)
-			if err != nil {
-				return err
-			}
-			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-				log.Warn("listening beyond loopback", "addr", addr, "api_key", key != "")
-			}
-			opts := shim.Options{
-				ServerPath: l.Path,
-				ServerArgs: l.Args,
-				Env:        append(os.Environ(), l.Env...),
-				Dir:        l.Dir,
-				Addr:       addr,
-				APIKey:     key,
-				ModelName:  strings.TrimSuffix(path.Base(m.Models.Model.Path), ".gguf"),
-			}
-			if m.Build.Series == patches.SeriesPlain {
-				opts.NoPromptLogprobs = "this bundle's llama-server was built with the plain series (upstream plus patch 0001), which keeps no prompt-logprob contract: echo with logprobs needs the scoring series; rebuild with llbuild build --series scoring and bundle that"
-			}
-			return shim.Run(c.Context, opts, log)
+			return runServe(c.Context, o, loggerOf(c))
 		},
 	}
+}
+
+// serveOptions is the bundle serve serves (a directory or an archive), where, and the key it
+// asks for ("" for none).
+type serveOptions struct {
+	Bundle string
+	Addr   string
+	APIKey string
+}
+
+func serveOptionsOf(c *cli.Context) (serveOptions, error) {
+	o := serveOptions{Bundle: c.Args().First(), Addr: c.String("addr")}
+	if c.NArg() < 1 {
+		return o, usagef("serve takes one BUNDLE (a directory or an archive)")
+	}
+	if c.NArg() > 1 {
+		return o, usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return o, usagef("--addr %q: %v", o.Addr, err)
+	}
+	if f := c.String("api-key-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return o, usageError{fmt.Errorf("reading --api-key-file: %w", err)}
+		}
+		if o.APIKey = strings.TrimSpace(string(b)); o.APIKey == "" {
+			return o, usagef("--api-key-file %s is empty", f)
+		}
+	}
+	return o, nil
+}
+
+// runServe verifies the bundle, starts its llama-server as its manifest says and serves the
+// shim on o.Addr until ctx ends.
+func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	// an archive is checked and unpacked into a temporary directory, removed when serve stops
+	dir, cleanup, err := bundleDir(ctx, o.Bundle)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if problems := manifest.Verify(dir); len(problems) > 0 {
+		var b strings.Builder
+		for _, p := range problems {
+			b.WriteString("\n  " + p.String())
+		}
+		return fmt.Errorf("bundle %s does not verify:%s", dir, b.String())
+	}
+	m, err := manifest.Load(dir)
+	if err != nil {
+		return err
+	}
+	l, err := m.Launch(dir)
+	if err != nil {
+		return err
+	}
+	if host, _, _ := net.SplitHostPort(o.Addr); host != "localhost" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			log.Warn("listening beyond loopback", "addr", o.Addr, "api_key", o.APIKey != "")
+		}
+	}
+	opts := shim.Options{
+		ServerPath: l.Path,
+		ServerArgs: l.Args,
+		Env:        append(os.Environ(), l.Env...),
+		Dir:        l.Dir,
+		Addr:       o.Addr,
+		APIKey:     o.APIKey,
+		ModelName:  strings.TrimSuffix(path.Base(m.Models.Model.Path), ".gguf"),
+	}
+	if m.Build.Series == patches.SeriesPlain {
+		opts.NoPromptLogprobs = "this bundle's llama-server was built with the plain series (upstream plus patch 0001), which keeps no prompt-logprob contract: echo with logprobs needs the scoring series; rebuild with llbuild build --series scoring and bundle that"
+	}
+	return shim.Run(ctx, opts, log)
 }
