@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -26,61 +29,85 @@ func verifyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "with --extract, replace an existing DIR"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() < 1 {
-				return usagef("verify takes one DIR or ARCHIVE")
-			}
-			target := c.Args().First()
-			if c.NArg() > 1 {
-				return usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
-			}
-			fi, err := os.Stat(target)
+			o, err := verifyOptionsOf(c)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
-			extract := c.String("extract")
-			if extract != "" && fi.IsDir() {
-				return usagef("--extract unpacks an archive; %s is a directory", target)
-			}
-			var problems []manifest.Problem
-			if fi.IsDir() {
-				problems = manifest.Verify(target)
-			} else if problems, err = manifest.VerifyArchive(target); err != nil {
-				return usageOf(err)
-			}
-			out := stdoutOf(c)
-			if c.Bool("json") {
-				if problems == nil {
-					problems = []manifest.Problem{}
-				}
-				b, err := json.MarshalIndent(struct {
-					Path     string             `json:"path"`
-					OK       bool               `json:"ok"`
-					Problems []manifest.Problem `json:"problems"`
-				}{target, len(problems) == 0, problems}, "", "  ")
-				if err != nil {
-					return err
-				}
-				if _, err := out.Write(append(b, '\n')); err != nil {
-					return err
-				}
-			} else {
-				for _, p := range problems {
-					fmt.Fprintln(out, p.String())
-				}
-			}
-			if len(problems) > 0 {
-				return cli.Exit(fmt.Sprintf("%s: %d problem(s)", target, len(problems)), exitFailed)
-			}
-			if extract != "" {
-				if err := manifest.ExtractArchive(c.Context, target, extract, c.Bool("force")); err != nil {
-					return usageOf(err)
-				}
-				loggerOf(c).Info("bundle extracted", "archive", target, "dir", extract)
-			}
-			if !c.Bool("json") {
-				fmt.Fprintf(out, "%s: ok\n", target)
-			}
-			return nil
+			return runVerify(c.Context, o, loggerOf(c), stdoutOf(c))
 		},
 	}
+}
+
+// verifyOptions is the bundle to verify (a directory or an archive), how to report, and where
+// to unpack an archive that verifies ("" not to).
+type verifyOptions struct {
+	Path    string
+	IsDir   bool
+	JSON    bool
+	Extract string
+	Force   bool
+}
+
+func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
+	o := verifyOptions{Path: c.Args().First(), JSON: c.Bool("json"), Extract: c.String("extract"), Force: c.Bool("force")}
+	if c.NArg() < 1 {
+		return o, usagef("verify takes one DIR or ARCHIVE")
+	}
+	if c.NArg() > 1 {
+		return o, usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
+	}
+	fi, err := os.Stat(o.Path)
+	if err != nil {
+		return o, usageError{err}
+	}
+	o.IsDir = fi.IsDir()
+	if o.Extract != "" && o.IsDir {
+		return o, usagef("--extract unpacks an archive; %s is a directory", o.Path)
+	}
+	return o, nil
+}
+
+// runVerify checks every file of the bundle against its manifest and writes the problems (or
+// one JSON object); an archive that verifies is unpacked where o.Extract says.
+func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Writer) error {
+	var problems []manifest.Problem
+	var err error
+	if o.IsDir {
+		problems = manifest.Verify(o.Path)
+	} else if problems, err = manifest.VerifyArchive(o.Path); err != nil {
+		return usageOf(err)
+	}
+	if o.JSON {
+		if problems == nil {
+			problems = []manifest.Problem{}
+		}
+		b, err := json.MarshalIndent(struct {
+			Path     string             `json:"path"`
+			OK       bool               `json:"ok"`
+			Problems []manifest.Problem `json:"problems"`
+		}{o.Path, len(problems) == 0, problems}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := out.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range problems {
+			fmt.Fprintln(out, p.String())
+		}
+	}
+	if len(problems) > 0 {
+		return cli.Exit(fmt.Sprintf("%s: %d problem(s)", o.Path, len(problems)), exitFailed)
+	}
+	if o.Extract != "" {
+		if err := manifest.ExtractArchive(ctx, o.Path, o.Extract, o.Force); err != nil {
+			return usageOf(err)
+		}
+		log.Info("bundle extracted", "archive", o.Path, "dir", o.Extract)
+	}
+	if !o.JSON {
+		fmt.Fprintf(out, "%s: ok\n", o.Path)
+	}
+	return nil
 }
