@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -35,53 +38,11 @@ func recipeCommand() *cli.Command {
 				&cli.StringFlag{Name: "out", Usage: "bump a copy of the built-in recipe and series in `DIR` (created; it must not exist) instead of llbuild's working tree: build it with --recipe DIR/server.yaml --series DIR/series, no rebuild of llbuild needed"},
 			},
 			Action: func(c *cli.Context) error {
-				if c.NArg() > 0 {
-					return usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
-				}
-				recipeFile, seriesFile := c.String("recipe-file"), c.String("series")
-				if out := c.String("out"); out != "" {
-					if c.IsSet("recipe-file") || c.IsSet("series") {
-						return usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
-					}
-					var err error
-					if recipeFile, seriesFile, err = copyBuiltins(out); err != nil {
-						return err
-					}
-				}
-				res, err := recipes.Bump(c.Context, recipes.BumpOptions{
-					RecipeFile:   recipeFile,
-					SeriesFile:   seriesFile,
-					Source:       c.String("source"),
-					Commit:       c.String("commit"),
-					DropUpstream: c.Bool("drop-upstream"),
-					NewSeries:    c.String("new-series"),
-					Record:       c.String("record"),
-				})
+				o, err := recipeBumpOptionsOf(c)
 				if err != nil {
-					if out := c.String("out"); out != "" {
-						os.RemoveAll(out) // nothing half-written
-					}
-					return noCommitIsUsage(err)
+					return err
 				}
-				log := loggerOf(c)
-				for _, d := range res.Dropped {
-					log.Info("dropped from the series: already upstream; git rm the file when you commit", "patch", d, "commit", res.Status.Commit)
-				}
-				if len(res.Written) == 0 {
-					log.Info("the recipe is already at the commit and the series is current", "commit", res.Status.Commit)
-				}
-				for _, f := range res.Removed {
-					log.Info("removed from the series: the new series does not name it; git rm it when you commit", "patch", f, "recorded in", res.Recorded)
-				}
-				for _, f := range append(res.Written, res.Recorded) {
-					if f == "" {
-						continue
-					}
-					if _, err := fmt.Fprintln(stdoutOf(c), f); err != nil {
-						return err
-					}
-				}
-				return nil
+				return runRecipeBump(c.Context, o, loggerOf(c), stdoutOf(c))
 			},
 		}},
 	}
@@ -108,4 +69,66 @@ func copyBuiltins(dir string) (recipe, series string, err error) {
 		return "", "", err
 	}
 	return filepath.Join(dir, "server.yaml"), filepath.Join(dir, "series"), nil
+}
+
+// recipeBumpOptions is recipes.Bump's options and, with --out, the directory the built-in recipe
+// and series are copied into first (removed again if the bump fails).
+type recipeBumpOptions struct {
+	recipes.BumpOptions
+	Out string
+}
+
+func recipeBumpOptionsOf(c *cli.Context) (recipeBumpOptions, error) {
+	o := recipeBumpOptions{Out: c.String("out"), BumpOptions: recipes.BumpOptions{
+		RecipeFile:   c.String("recipe-file"),
+		SeriesFile:   c.String("series"),
+		Source:       c.String("source"),
+		Commit:       c.String("commit"),
+		DropUpstream: c.Bool("drop-upstream"),
+		NewSeries:    c.String("new-series"),
+		Record:       c.String("record"),
+	}}
+	if c.NArg() > 0 {
+		return o, usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
+	}
+	if o.Out != "" && (c.IsSet("recipe-file") || c.IsSet("series")) {
+		return o, usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
+	}
+	return o, nil
+}
+
+// runRecipeBump moves the recipe and series (a copy of the built-in ones with o.Out) and prints
+// each file it wrote.
+func runRecipeBump(ctx context.Context, o recipeBumpOptions, log *slog.Logger, stdout io.Writer) error {
+	if o.Out != "" {
+		var err error
+		if o.RecipeFile, o.SeriesFile, err = copyBuiltins(o.Out); err != nil {
+			return err
+		}
+	}
+	res, err := recipes.Bump(ctx, o.BumpOptions)
+	if err != nil {
+		if o.Out != "" {
+			os.RemoveAll(o.Out) // nothing half-written
+		}
+		return noCommitIsUsage(err)
+	}
+	for _, d := range res.Dropped {
+		log.Info("dropped from the series: already upstream; git rm the file when you commit", "patch", d, "commit", res.Status.Commit)
+	}
+	if len(res.Written) == 0 {
+		log.Info("the recipe is already at the commit and the series is current", "commit", res.Status.Commit)
+	}
+	for _, f := range res.Removed {
+		log.Info("removed from the series: the new series does not name it; git rm it when you commit", "patch", f, "recorded in", res.Recorded)
+	}
+	for _, f := range append(res.Written, res.Recorded) {
+		if f == "" {
+			continue
+		}
+		if _, err := fmt.Fprintln(stdout, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
