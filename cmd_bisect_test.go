@@ -96,6 +96,50 @@ func cpuServerRecipe(t *testing.T) (*targets.Target, *recipes.Recipe) {
 	return tgt, recipe
 }
 
+// bisectTemplate builds the good end (b100) of the fixture history with ex as the campaign in
+// camp builds it (so the campaign reuses it) and bundles it with a tiny model as the template;
+// it returns an empty series file (the probes carry no patch) and the template.
+func bisectTemplate(t *testing.T, repo, camp string, ex pipeline.Executor) (empty, template string) {
+	t.Helper()
+	empty = filepath.Join(t.TempDir(), "none.series")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tgt, recipe := cpuServerRecipe(t)
+	good, err := gitref.Resolve(context.Background(), repo, "b100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := &bisect.PlanBuilder{Repo: repo, Target: tgt, Recipe: recipe, Series: []patches.Patch{}, Executor: ex, Out: filepath.Join(camp, "artifacts")}
+	built, err := pb.Build(context.Background(), good)
+	if err != nil {
+		t.Fatalf("building the good end: %v", err)
+	}
+	model := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		t.Fatal(err)
+	}
+	template = filepath.Join(t.TempDir(), "template")
+	if code, _, stderr := runCLI(t, "bundle", "-t", "cpu-v3", "--artifacts", built.Dir, "--model", model, "-o", template,
+		"--threads", "2", "--server-arg=--no-warmup", "--env", "GGML_CUDA_DISABLE_GRAPHS=1"); code != exitOK {
+		t.Fatalf("bundling the template: exit %d\n%s", code, stderr)
+	}
+	return empty, template
+}
+
+// useTreeBencher has the test's campaigns measure with the treeBencher it returns.
+func useTreeBencher(t *testing.T) *treeBencher {
+	t.Helper()
+	fake := &treeBencher{rng: rand.New(rand.NewSource(7))}
+	old := bisectBencher
+	t.Cleanup(func() { bisectBencher = old })
+	bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher {
+		fake.m = m
+		return fake
+	}
+	return fake
+}
+
 // treeBencher stands for the GPU bench where no model can show a speed step: each side is
 // bundled from the template as the real bench bundles it, and its llama-server (the fixture's)
 // is run; a server that says it takes the slow path reads 80 tok/s, any other 100, each run
@@ -145,45 +189,12 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	needDemoTools(t)
 	repo, commits := upstreamHistory(t)
 	camp, work := filepath.Join(t.TempDir(), "campaign"), t.TempDir()
-	empty := filepath.Join(t.TempDir(), "none.series")
-	if err := os.WriteFile(empty, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The template: the good end built as the campaign builds it (so the campaign reuses it)
-	// and bundled with a tiny model.
-	tgt, recipe := cpuServerRecipe(t)
 	ex, err := hostexec.New(hostexec.Options{Source: repo, WorkDir: work})
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, err := gitref.Resolve(context.Background(), repo, "b100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb := &bisect.PlanBuilder{Repo: repo, Target: tgt, Recipe: recipe, Series: []patches.Patch{}, Executor: ex, Out: filepath.Join(camp, "artifacts")}
-	built, err := pb.Build(context.Background(), good)
-	if err != nil {
-		t.Fatalf("building the good end: %v", err)
-	}
-	model := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
-		t.Fatal(err)
-	}
-	template := filepath.Join(t.TempDir(), "template")
-	if code, _, stderr := runCLI(t, "bundle", "-t", "cpu-v3", "--artifacts", built.Dir, "--model", model, "-o", template,
-		"--threads", "2", "--server-arg=--no-warmup", "--env", "GGML_CUDA_DISABLE_GRAPHS=1"); code != exitOK {
-		t.Fatalf("bundling the template: exit %d\n%s", code, stderr)
-	}
-
-	var fake *treeBencher
-	defer func(old func(*bisect.BenchMeasurer) bisect.Bencher) { bisectBencher = old }(bisectBencher)
-	bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher {
-		if fake == nil {
-			fake = &treeBencher{rng: rand.New(rand.NewSource(7))}
-		}
-		fake.m = m
-		return fake
-	}
+	empty, template := bisectTemplate(t, repo, camp, ex)
+	fake := useTreeBencher(t)
 	common := []string{"--dir", camp, "--source", repo, "--executor", "host", "--work-dir", work}
 	code, stdout, stderr := runCLI(t, append([]string{"bisect", "run", "--good", "b100", "--bad", "master", "-t", "cpu-v3",
 		"--template", template, "--series", empty, "--max-probes", "2"}, common...)...)
@@ -235,9 +246,6 @@ func TestBisectFindsTheCommitInABuiltHistory(t *testing.T) {
 	}
 	// Each probe's bundle is the template re-made: the same arguments and environment.
 	for _, want := range []string{"--threads", "--no-warmup"} {
-		b, err := os.ReadFile(filepath.Join(camp, "bundles", commits[8][:9]+"-"+sum.Culprit.Hash[:0]))
-		_ = b
-		_ = err
 		matches, _ := filepath.Glob(filepath.Join(camp, "bundles", commits[8][:9]+"-*", "manifest.json"))
 		if len(matches) != 1 {
 			t.Fatalf("bundles of commit 8: %v", matches)
@@ -333,5 +341,51 @@ func TestBisectInertWithTheEngine(t *testing.T) {
 	}
 	if want := []int{1, 2, 3, 4, 5, 9, 10, 11, 12}; !slices.Equal(inert["engine"], want) || !slices.Equal(inert["host"], want) {
 		t.Errorf("inert commits: engine %v, host %v; want %v (the docs-only ones)", inert["engine"], inert["host"], want)
+	}
+}
+
+// The same campaign through the Dagger executor, the default one, in one run: each probe built
+// by the engine in the stand-in devel image, what the builds read listed in their containers,
+// so that the docs-only commits are never built; it names commit 8.
+func TestBisectThroughTheEngine(t *testing.T) {
+	needDemoTools(t)
+	enginetest.Engine(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // where the engine's builds keep what they read
+	repo, commits := upstreamHistory(t)
+	camp := filepath.Join(t.TempDir(), "campaign")
+	devel := "oci-archive:" + enginetest.DevelImage(t)
+	engine, err := daggerexec.New(daggerexec.Options{Source: repo, Devel: devel, Series: []patches.Patch{}, Builder: pipeline.Builder{Version: version}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	empty, template := bisectTemplate(t, repo, camp, engine)
+	useTreeBencher(t)
+	code, stdout, stderr := runCLI(t, "bisect", "run", "--good", "b100", "--bad", "master", "-t", "cpu-v3", "--template", template,
+		"--series", empty, "--dir", camp, "--source", repo, "--executor", "dagger", "--base", "devel="+devel, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var sum struct {
+		Inert   *bisect.Inert
+		Phase   string
+		Culprit *gitref.Commit
+		Probes  []bisect.Probe
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if sum.Phase != bisect.PhaseDone || sum.Culprit == nil || sum.Culprit.Hash != commits[8] {
+		t.Fatalf("phase %s culprit %+v, want done at commit 8 (%s)\n%s", sum.Phase, sum.Culprit, commits[8], stdout)
+	}
+	if sum.Inert == nil || fmt.Sprint(sum.Inert.Commits) != "[1 2 3 4 5 9 10 11 12]" {
+		t.Errorf("inert %+v, want commits 1-5 and 9-12 from what the engine's builds read", sum.Inert)
+	}
+	var probed []string
+	for _, p := range sum.Probes {
+		probed = append(probed, p.Commit.Short()+" "+p.Verdict)
+	}
+	if want := []string{commits[6][:9] + " " + bisect.Skip, commits[7][:9] + " " + bisect.Good}; !slices.Equal(probed, want) {
+		t.Errorf("probes %v, want %v: commit 6 does not build, 7 is good, nothing else probed", probed, want)
 	}
 }
