@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,5 +107,43 @@ func TestNextPinSeriesAppliesAtTheNewestUpstream(t *testing.T) {
 		if changes(p) != changes(filepath.Join(next, filepath.Base(p))) {
 			t.Errorf("%s: the refreshed patch adds or removes other lines than the pinned one", filepath.Base(p))
 		}
+	}
+	// the candidates waiting for their measurement apply there after the series too, each the
+	// same change as the pinned series' candidate of its name
+	candidates, err := filepath.Glob(filepath.Join(next, "candidates", "*.patch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCandidates := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(next, "series"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := string(b)
+	for _, f := range append(pinned, candidates...) {
+		src := f
+		if !slices.Contains(candidates, f) {
+			src = filepath.Join(next, filepath.Base(f))
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(withCandidates, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(candidates, f) {
+			series += fmt.Sprintf("%s sha256:%x\n", filepath.Base(f), sha256.Sum256(data))
+			if changes(f) != changes(filepath.Join("patches", "candidates", filepath.Base(f))) {
+				t.Errorf("%s: the next pin's candidate adds or removes other lines than the pin's", filepath.Base(f))
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(withCandidates, "series"), []byte(series), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, "patches", "status", "--source", repo, "--commit", "3f545becc", "--series", filepath.Join(withCandidates, "series"))
+	if want := 11 + len(candidates); code != exitOK || strings.Count(stdout, " applies") != want {
+		t.Errorf("patches status of the next series and its candidates at 3f545becc: exit %d, want 0 and %d patches applying\n%s%s", code, want, stdout, stderr)
 	}
 }
