@@ -13,6 +13,7 @@ import (
 
 	"dagger.io/dagger"
 
+	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/internal/progress"
@@ -445,19 +446,7 @@ func listReads(ctx context.Context, s *state) error {
 	if err := os.MkdirAll(s.opts.ReadsDir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.opts.ReadsDir, ".reads-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(strings.Join(files, "\n") + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), readsFile(s.opts.ReadsDir, s.plan))
+	return atomicfile.WriteFile(readsFile(s.opts.ReadsDir, s.plan), []byte(strings.Join(files, "\n")+"\n"), 0o644)
 }
 
 func readsFile(dir string, p *pipeline.Plan) string { return filepath.Join(dir, p.Hash+".txt") }
