@@ -47,10 +47,11 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // olares-one's with CUDA 13.1's NVIDIA_REQUIRE_CUDA); m.gguf and d.gguf, and the Gemma 4 pair's
 // names as tiny models; mybox.yaml (target detect of this machine); and
 // pipeline/ (the fixture tree of the demonstration build). Paths under /tmp/ go to the world's
-// own tmp/, a serve line's --addr gives way to a free port (walkServe), <hash> is the one build
-// in the world the path names. A "> FILE" after a line keeps its output for a later line (plan
-// --json > old.json, then plan diff old.json h200); what a block's bundle lines write is not in
-// its world before them; LABEL stands for the lab's promoted run. Lines that need a GPU, an
+// own tmp/, a serve line's --addr gives way to a free port (walkServe), <hash> (or a path's *)
+// is the one build in the world the path names. A "> FILE" after a line keeps its output for a
+// later line (plan --json > old.json, then plan diff old.json h200); what a block's bundle lines
+// write is not in its world before them; a build line that cannot run here but whose --out a
+// later line reads leaves there what builtStandIn makes; LABEL stands for the lab's promoted run. Lines that need a GPU, an
 // engine, a registry or another placeholder are left to TestDocsCommandLinesMatchTheCLI and the
 // commands' own tests.
 func TestDocsWalk(t *testing.T) {
@@ -86,12 +87,19 @@ func TestDocsWalk(t *testing.T) {
 		block := fencedBlocks(lines)
 		worlds := map[int]string{}    // a fenced block's world, made when its first walkable line comes
 		written := map[int][]string{} // what a block's bundle lines write: not in its world before them
-		for _, c := range docCommands(string(text)) {
+		built := map[int][][]string{} // build lines that cannot run whose output a later line reads
+		cmds := docCommands(string(text))
+		for i, c := range cmds {
 			if walkable(c.args) && c.args[0] == "bundle" {
 				written[block[c.line-1]] = append(written[block[c.line-1]], flagValue(c.args, "-o"), flagValue(c.args, "--archive"))
 			}
+			if out := flagValue(c.args, "--out"); c.args[0] == "build" && !walkable(c.args) && out != "" && slices.ContainsFunc(cmds[i+1:], func(d docCommand) bool {
+				return block[d.line-1] == block[c.line-1] && walkable(d.args) && slices.ContainsFunc(d.args, func(a string) bool { return strings.HasPrefix(a, out+"/") })
+			}) {
+				built[block[c.line-1]] = append(built[block[c.line-1]], c.args)
+			}
 		}
-		for _, c := range docCommands(string(text)) {
+		for _, c := range cmds {
 			if !walkable(c.args) {
 				continue
 			}
@@ -104,6 +112,9 @@ func TestDocsWalk(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
+				}
+				for _, b := range built[block[c.line-1]] {
+					builtStandIn(t, dir, b)
 				}
 				worlds[block[c.line-1]] = dir
 			}
@@ -145,7 +156,7 @@ func TestDocsWalk(t *testing.T) {
 // records or a bundle, the plans a plan diff line after them reads, and benches on this CPU.
 func walkable(args []string) bool {
 	for _, a := range args {
-		if strings.ContainsAny(strings.ReplaceAll(a, "<hash>", ""), "<*") {
+		if strings.ContainsAny(strings.ReplaceAll(strings.ReplaceAll(a, "<hash>", ""), "/*", ""), "<*") {
 			return false
 		}
 	}
@@ -190,7 +201,7 @@ func walkArgs(c docCommand, raw, dir string) ([]string, string) {
 			a = filepath.Join(dir, a)
 		case a == "LABEL" && i > 0 && c.args[i-1] == "--leaderboard":
 			a = promotedLabel(filepath.Join(dir, c.args[i-2]))
-		case strings.Contains(a, "<hash>"): // the one build in the world the path names
+		case strings.Contains(a, "<hash>"), strings.Contains(a, "/*"): // the one build in the world the path names
 			if m, _ := filepath.Glob(filepath.Join(dir, strings.ReplaceAll(a, "<hash>", "*"))); len(m) == 1 {
 				a, _ = filepath.Rel(dir, m[0])
 			}
@@ -389,20 +400,13 @@ func docsBundles(t *testing.T) string {
 	if code, _, stderr := runCLI(t, "target", "detect", "--name", "mybox", "-o", filepath.Join(dir, "mybox.yaml")); code != exitOK {
 		t.Fatalf("target detect: exit %d\n%s", code, stderr)
 	}
-	// the documents' Gemma 4 pair, as the tiny models with Gemma's long context: the olares-one
-	// lines bundle them without --ctx-size, as four slots, and bench them
-	for name, o := range map[string]gguf.TinyOptions{"gemma-4-12b-qat.gguf": gguf.DefaultTiny(), "gemma-4-12b-assistant.gguf": gguf.DraftTiny()} {
+	// the documents' models: m.gguf and d.gguf, and the Gemma 4 pair's names, as the tiny models
+	// with a long context (a real one's): the documents bundle them without --ctx-size for
+	// targets that serve four slots (h200, olares-one), and bench them
+	for name, o := range map[string]gguf.TinyOptions{"m.gguf": gguf.DefaultTiny(), "d.gguf": gguf.DraftTiny(),
+		"gemma-4-12b-qat.gguf": gguf.DefaultTiny(), "gemma-4-12b-assistant.gguf": gguf.DraftTiny()} {
 		o.Context = 8192
 		if err := gguf.WriteTinyLlamaFile(filepath.Join(dir, name), o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, from := range map[string]string{"m.gguf": in.Model, "d.gguf": in.Draft} {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -421,11 +425,18 @@ func docsBundles(t *testing.T) string {
 // a stand-in for a build this machine cannot make, whose files run here.
 func asTarget(t *testing.T, dir, target string) string {
 	t.Helper()
-	a, err := artifacts.Open(dir)
+	plan, err := resolvePlan(target, "", "server", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := resolvePlan(target, "", "server", false)
+	return asPlan(t, dir, t.TempDir(), plan)
+}
+
+// asPlan writes the artifacts in dir again under out as the build of plan would leave them
+// (out/<target>/<hash>), and returns their directory.
+func asPlan(t *testing.T, dir, out string, plan *pipeline.Plan) string {
+	t.Helper()
+	a, err := artifacts.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,12 +444,39 @@ func asTarget(t *testing.T, dir, target string) string {
 	for _, f := range a.Manifest.Files {
 		files = append(files, artifacts.InputFile{Path: f.Path, From: a.Path(f), Kind: f.Kind})
 	}
-	out, err := artifacts.Write(t.TempDir(), artifacts.Input{Target: target, PlanHash: plan.Hash, Files: files,
+	got, err := artifacts.Write(out, artifacts.Input{Target: plan.Target, PlanHash: plan.Hash, Files: files,
 		Provenance: pipeline.ProvenanceOf(plan, pipeline.Builder{Version: "test", Executor: "host"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return got
+}
+
+// builtStandIn puts where a documented build line that cannot run here (`build … --out OUT`)
+// would leave its artifacts the provisioned series build's files (which run here) as that line's
+// plan: what its line plans with the same target, recipe and series. Later lines of its block
+// bundle and bench them.
+func builtStandIn(t *testing.T, dir string, args []string) {
+	t.Helper()
+	plan := []string{"plan", "--json"}
+	for _, f := range []string{"-t", "--target", "--target-file", "--recipe", "--series"} {
+		if v := flagValue(args, f); v != "" {
+			plan = append(plan, f, v)
+		}
+	}
+	code, stdout, stderr := runIn(t, dir, plan)
+	if code != exitOK {
+		t.Fatalf("%s: exit %d\n%s", strings.Join(plan, " "), code, stderr)
+	}
+	var p pipeline.Plan
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, flagValue(args, "--out"))
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	asPlan(t, filepath.Dir(enginetest.PatchedServer(t)), out, &p)
 }
 
 // docsImage writes an OCI archive of the artifacts in dir assembled on the runtime stand-in, as
