@@ -31,7 +31,8 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // TestDocsWalk runs the documents' command lines that read a llama.cpp repository, a campaign's
 // log, a lab's records or a bundle, as a user would after the document's earlier lines, each
 // fenced block in a world of its own made of real things. HOME holds llama.cpp.git and llama.cpp
-// (upstream's history from ../shared, master and origin/master at docsOriginMaster),
+// (upstream's history from ../shared, master and origin/master at docsOriginMaster, and the
+// release tag b10573 where llbuild counts that build number; also as ./llama.cpp.git),
 // src/llama.cpp-b7000 (the pinned tree) and refreshed/ (the series, refreshed for origin/master:
 // the pinned one applies there). The working directory holds copies of recipes/ and patches/
 // (recipe bump rewrites them); camp/bisect.log, edited.log and h200-part3.log (the H200
@@ -60,6 +61,14 @@ func TestDocsWalk(t *testing.T) {
 		if out, err := exec.Command("git", "-C", mirror, "update-ref", ref, docsOriginMaster).CombinedOutput(); err != nil {
 			t.Fatalf("%s in the mirror: %v\n%s", ref, err, out)
 		}
+	}
+	// upstream's release tag that docs/plan.md resolves, which the shallow mirror lacks: b10573,
+	// 103 first-parent commits after the pin (b10470), as llbuild counts build numbers
+	out, err := exec.Command("git", "-C", mirror, "rev-list", "--first-parent", "--reverse", "34af94cd9..3f545becc").Output()
+	if lines := strings.Fields(string(out)); err != nil || len(lines) < 103 {
+		t.Fatalf("the mirror's first-parent line after the pin: %v (%d commits)", err, len(lines))
+	} else if out, err := exec.Command("git", "-C", mirror, "update-ref", "refs/tags/b10573", lines[102]).CombinedOutput(); err != nil {
+		t.Fatalf("tagging b10573: %v\n%s", err, out)
 	}
 	tree := enginetest.LlamaSource(t)
 	repo, err := os.Getwd()
@@ -183,8 +192,9 @@ func walkable(args []string) bool {
 		args[0] == "serve", args[0] == "index":
 		return true
 	}
-	// a plan kept in a file for a plan diff (plan ... --json > old.json)
-	return args[0] == "plan" && slices.Contains(args, "--json") && slices.Contains(args, "--recipe")
+	// a plan kept in a file for a plan diff (plan ... --json > old.json), and one of a commit
+	// resolved in a local mirror
+	return args[0] == "plan" && slices.Contains(args, "--json") && (slices.Contains(args, "--recipe") || slices.Contains(args, "--source"))
 }
 
 var redirect = regexp.MustCompile(`(?:^|[^2])>\s*([^\s#;|&]+)`)
@@ -298,6 +308,7 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 		}
 	}
 	links := map[string]string{
+		filepath.Join(dir, "llama.cpp.git"):           mirror,
 		filepath.Join(home, "llama.cpp.git"):          mirror,
 		filepath.Join(home, "llama.cpp"):              mirror,
 		filepath.Join(home, "src", "llama.cpp-b7000"): tree,
