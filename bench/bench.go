@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -90,9 +89,8 @@ type Comparison struct {
 	Max       float64   `json:"max"`
 	AAccepted *float64  `json:"aAcceptance,omitempty"`
 	BAccepted *float64  `json:"bAcceptance,omitempty"`
-	// Verdict says whether B differs from A beyond the rounds' own spread: "B faster" or "B
-	// slower" when every round's ratio lies on one side of 1, else "not significant".
-	Verdict string `json:"verdict"`
+	// Verdict is the judge's word on B against A, from the rounds' ratios.
+	Verdict Verdict `json:"verdict"`
 	// Differs says what differs between A's and B's identities (Differences).
 	Differs []string `json:"differs"`
 }
@@ -112,10 +110,16 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if o.Control != nil && len(o.GPUs) < 2 {
 		return nil, errors.New("a control bundle runs on every device: give two or more --gpus")
 	}
+	if o.Judge == (Judge{}) {
+		o.Judge = DefaultJudge()
+	}
+	if err := o.Judge.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Rounds == 0 {
 		o.Rounds = 1
 		if len(bundles) > 1 {
-			o.Rounds = 3
+			o.Rounds = RoundsNeeded(o.Judge.Alpha)
 		}
 	}
 	if o.now == nil {
@@ -240,7 +244,7 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 		}
 	}
 	for i := 1; i < len(bundles); i++ {
-		res.Comparisons = append(res.Comparisons, compare(bundles[0].Name, bundles[i].Name, records[0], records[i]))
+		res.Comparisons = append(res.Comparisons, compare(o.Judge, bundles[0].Name, bundles[i].Name, records[0], records[i]))
 	}
 	if err := saveComparisons(o.Dir, res.Comparisons, o.now()); err != nil {
 		errs = append(errs, fmt.Errorf("keeping the comparisons in %s: %w", ComparisonsFile, err))
@@ -248,8 +252,8 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// compare is B's row 0 over A's, round by round, for the rounds where both have one.
-func compare(a, b string, as, bs []*Record) *Comparison {
+// compare is B's row 0 over A's, round by round, for the rounds where both have one, judged.
+func compare(j Judge, a, b string, as, bs []*Record) *Comparison {
 	c := &Comparison{A: a, B: b}
 	var aAcc, bAcc []*float64
 	for r := range as {
@@ -271,27 +275,9 @@ func compare(a, b string, as, bs []*Record) *Comparison {
 		c.Ratios = append(c.Ratios, rb.Summary.Row0TPS/ra.Summary.Row0TPS)
 		aAcc, bAcc = append(aAcc, ra.Summary.Acceptance), append(bAcc, rb.Summary.Acceptance)
 	}
-	if len(c.Ratios) > 0 {
-		s := append([]float64(nil), c.Ratios...)
-		sort.Float64s(s)
-		c.Min, c.Max = s[0], s[len(s)-1]
-		if n := len(s); n%2 == 1 {
-			c.Median = s[n/2]
-		} else {
-			c.Median = (s[n/2-1] + s[n/2]) / 2
-		}
-	}
+	c.Min, c.Median, c.Max = Spread(c.Ratios)
 	c.AAccepted, c.BAccepted = meanOf(aAcc), meanOf(bAcc)
-	switch {
-	case len(c.Ratios) < 2:
-		c.Verdict = "one round: no spread to judge by (use --rounds 3 or more)"
-	case c.Min > 1:
-		c.Verdict = "B faster in every round"
-	case c.Max < 1:
-		c.Verdict = "B slower in every round"
-	default:
-		c.Verdict = "not significant: the rounds' ratios lie on both sides of 1"
-	}
+	c.Verdict = j.Compare(c.Ratios)
 	return c
 }
 
@@ -374,7 +360,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "\nA/B %s vs %s: no round where both measured a row 0\n", c.B, c.A)
 			continue
 		}
-		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f (%s)\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max, c.Verdict)
+		fmt.Fprintf(w, "\nA/B %s / %s, row 0 decode, %d rounds: min %.3f  median %.3f  max %.3f\n  verdict: B %s\n", c.B, c.A, len(c.Ratios), c.Min, c.Median, c.Max, c.Verdict.Text)
 		fmt.Fprintf(w, "  A %s tok/s%s\n  B %s tok/s%s\n", floats(c.ARow0), acceptance(c.AAccepted), floats(c.BRow0), acceptance(c.BAccepted))
 		if len(c.Differs) > 0 {
 			fmt.Fprintf(w, "  differs: %s\n", strings.Join(c.Differs, "; "))

@@ -299,8 +299,8 @@ func TestABInterleavesAndReportsRatios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 6 {
-		t.Fatalf("%d runs, want 3 rounds of 2", len(res.Runs))
+	if len(res.Runs) != 12 {
+		t.Fatalf("%d runs, want 6 rounds of 2 (the judge's fewest at 0.05)", len(res.Runs))
 	}
 	for i, r := range res.Runs {
 		wantB := i%2 == 1
@@ -312,17 +312,19 @@ func TestABInterleavesAndReportsRatios(t *testing.T) {
 		}
 	}
 	c := res.Comparisons[0]
-	if len(c.Ratios) != 3 || c.Min <= 0 || c.Min > c.Median || c.Median > c.Max || c.Verdict == "" {
-		t.Errorf("comparison = %+v, want 3 ordered ratios", c)
+	if len(c.Ratios) != 6 || c.Min <= 0 || c.Min > c.Median || c.Median > c.Max || c.Verdict.Kind == "" || c.Verdict.Rounds != 6 {
+		t.Errorf("comparison = %+v, want 6 ordered ratios and a verdict", c)
 	}
 	var b2 strings.Builder
 	res.WriteTable(&b2)
-	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 3 rounds") || !strings.Contains(b2.String(), "differs: --threads 8 → 4\n") {
+	if !strings.Contains(b2.String(), "A/B b2 / b, row 0 decode, 6 rounds") || !strings.Contains(b2.String(), "differs: --threads 8 → 4\n") {
 		t.Errorf("table:\n%s\nwant the A/B line", b2.String())
 	}
 }
 
-func TestVerdict(t *testing.T) {
+// The comparison's verdict is the judge's: three rounds all on one side (the old rule's "B faster
+// in every round") are not enough to decide at 0.05; six are.
+func TestComparisonVerdictIsTheJudges(t *testing.T) {
 	rec := func(tps float64) *Record {
 		return &Record{Complete: true, Rows: []Row{{}}, Summary: Summary{Row0TPS: tps}}
 	}
@@ -330,17 +332,18 @@ func TestVerdict(t *testing.T) {
 		a, b []float64
 		want string
 	}{
-		{[]float64{100, 110, 105}, []float64{120, 125, 118}, "B faster in every round"},
-		{[]float64{100, 110, 105}, []float64{99, 108, 101}, "B slower in every round"},
-		{[]float64{100, 110, 105}, []float64{101, 108, 106}, "not significant: the rounds' ratios lie on both sides of 1"},
-		{[]float64{100}, []float64{150}, "one round: no spread to judge by (use --rounds 3 or more)"},
+		{[]float64{100, 110, 105}, []float64{120, 125, 118}, NotEnoughRounds},
+		{[]float64{100}, []float64{150}, NotEnoughRounds},
+		{[]float64{100, 110, 105, 100, 110, 105}, []float64{120, 125, 118, 121, 126, 119}, Faster},
+		{[]float64{100, 110, 105, 100, 110, 105}, []float64{99, 108, 101, 98, 107, 100}, Slower},
+		{[]float64{100, 110, 105, 100, 110, 105}, []float64{101, 108, 106, 99, 111, 104}, NoDifference},
 	} {
 		var as, bs []*Record
 		for i := range tc.a {
 			as, bs = append(as, rec(tc.a[i])), append(bs, rec(tc.b[i]))
 		}
-		if got := compare("a", "b", as, bs).Verdict; got != tc.want {
-			t.Errorf("A %v B %v: verdict %q, want %q", tc.a, tc.b, got, tc.want)
+		if got := compare(DefaultJudge(), "a", "b", as, bs).Verdict; got.Kind != tc.want {
+			t.Errorf("A %v B %v: verdict %q (%s), want %q", tc.a, tc.b, got.Kind, got.Text, tc.want)
 		}
 	}
 }

@@ -207,7 +207,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	} else {
 		p("| B / A | rounds | min | median | max | verdict |\n|---|---|---|---|---|---|\n")
 		for _, c := range rep.Comparisons {
-			p("| %s / %s | %d | %.3f | %.3f | %.3f | %s |\n", c.BLabel, c.ALabel, len(c.Ratios), c.Min, c.Median, c.Max, c.Verdict)
+			p("| %s / %s | %d | %.3f | %.3f | %.3f | %s |\n", c.BLabel, c.ALabel, len(c.Ratios), c.Min, c.Median, c.Max, mdCell(c.Verdict.Text))
 		}
 		p("\n")
 	}
@@ -381,7 +381,7 @@ func (rep *Report) ratioChart(p func(string, ...any)) {
 		if len(c.Ratios) == 0 {
 			continue
 		}
-		p("<line class=\"ratio\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"><title>%.3f to %.3f over %d rounds: %s</title></line>\n", x(c.Min), yy, x(c.Max), yy, c.Min, c.Max, len(c.Ratios), html.EscapeString(c.Verdict))
+		p("<line class=\"ratio\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"><title>%.3f to %.3f over %d rounds: %s</title></line>\n", x(c.Min), yy, x(c.Max), yy, c.Min, c.Max, len(c.Ratios), html.EscapeString(c.Verdict.Text))
 		p("<circle class=\"median\" cx=\"%.1f\" cy=\"%.0f\" r=\"5\"><title>median %.3f</title></circle>\n", x(c.Median), yy, c.Median)
 	}
 	p("</svg>\n")

@@ -26,8 +26,11 @@ type Options struct {
 	// Dir is the campaign directory: runs/<label>/ per run and records.json.
 	Dir string
 	// Rounds is how many times each bundle runs; with several bundles the runs interleave
-	// (A B A B ...). 0 means 1 for one bundle and 3 for several.
+	// (A B A B ...). 0 means 1 for one bundle, and for several the fewest rounds with which the
+	// judge can decide at its alpha (RoundsNeeded: 6 at 0.05).
 	Rounds int
+	// Judge decides every comparison and promotion; the zero value is DefaultJudge.
+	Judge Judge
 	// GPUs, when set, run bundles in parallel, one per device, each on its own port; bundle i
 	// runs on GPUs[(i+round) mod N], rotating from round to round.
 	GPUs []string

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/internal/gitref"
 )
 
@@ -75,19 +76,23 @@ type Settings struct {
 	Canaries int `json:"canaries,omitempty"`
 }
 
-// DefaultAlpha is the tests' default level.
-const DefaultAlpha = 0.05
+// DefaultAlpha is the judge's default level (bench.DefaultAlpha), the same everywhere.
+const DefaultAlpha = bench.DefaultAlpha
 
-// Tests that judge rounds against a ratio.
+// Tests that judge rounds against a ratio: bench's judge's.
 const (
-	// TestSign counts the rounds on each side: robust, but 9 rounds decide only with 8 on one
-	// side.
-	TestSign = "sign"
-	// TestSignedRank is Wilcoxon's signed-rank test of log(ratio/x): it also weighs how far each
-	// round lies from x, so one or two noisy rounds on the wrong side no longer leave a probe
-	// undecided (exact distribution, ties by midranks).
-	TestSignedRank = "signed-rank"
+	// TestSign counts the rounds on each side: only logs from before the signed-rank test was
+	// the rule are judged by it.
+	TestSign = bench.TestSign
+	// TestSignedRank is Wilcoxon's signed-rank test of log(ratio/x), two-sided, exact: every
+	// new campaign's, and every other speed decision's in llbuild (bench.Judge).
+	TestSignedRank = bench.TestSignedRank
 )
+
+// judge is the bench library's judge at the campaign's settings.
+func (s *Settings) judge() bench.Judge {
+	return bench.Judge{Alpha: s.alpha(), MinStep: s.MinStep, Test: s.test()}
+}
 
 func (s *Settings) test() string {
 	if s.Test == "" {
@@ -185,7 +190,7 @@ type Measurement struct {
 
 // summarize fills Min, Median and Max from Ratios.
 func (m *Measurement) summarize() {
-	m.Min, m.Median, m.Max = spread(m.Ratios)
+	m.Min, m.Median, m.Max = bench.Spread(m.Ratios)
 }
 
 // merge appends more rounds of the same pair.

@@ -289,17 +289,17 @@ func (o *Options) ends(ctx context.Context, st *State, set *Settings) (Event, er
 // judgeConfirm says whether the culprit's rounds against its parent show the ends' step
 // (direction "slower" or "faster").
 func judgeConfirm(m *Measurement, direction string, set *Settings) (string, string, bool) {
-	if len(m.Ratios) < 2 {
+	if len(m.Ratios) < 2 && len(m.Invalid) > 0 {
 		return Skip, "too few comparable rounds to confirm: " + ratioText(m) + "; " + strings.Join(m.Invalid, "; "), len(m.Ratios) == 1
 	}
-	dir, pv := decide(set.test(), m.Ratios, 1, set.alpha())
+	v := set.judge().Against(m.Ratios, 1)
 	switch {
-	case dir == 0:
-		return Skip, fmt.Sprintf("not confirmed: culprit/parent %s is not on one side of 1 beyond chance (%s test p = %.3f); the step may be spread over several commits, or smaller than the noise", ratioText(m), set.test(), pv), true
-	case (dir < 0) == (direction == "slower"):
-		return Bad, fmt.Sprintf("confirmed: culprit/parent %s, %s (%s test p = %.3f)", ratioText(m), direction, set.test(), pv), false
+	case !v.Decided():
+		return Skip, fmt.Sprintf("not confirmed: culprit/parent %s; the step may be spread over several commits, or smaller than the noise", v.Text), true
+	case v.Kind == direction:
+		return Bad, "confirmed: culprit/parent " + v.Text, false
 	}
-	return Good, fmt.Sprintf("not confirmed: culprit/parent %s goes the other way (%s test p = %.3f); the step may be spread over several commits", ratioText(m), set.test(), pv), false
+	return Good, fmt.Sprintf("not confirmed: culprit/parent %s, the other way; the step may be spread over several commits", v.Text), false
 }
 
 func judgeEndsOf(m *Measurement, set *Settings) (string, string, float64) {

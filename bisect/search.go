@@ -2,9 +2,9 @@ package bisect
 
 import (
 	"fmt"
+	"github.com/llbuild/llbuild/bench"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/gitref"
@@ -204,21 +204,6 @@ func abs(x int) int {
 	return x
 }
 
-// spread is the minimum, median and maximum of xs (zeros when empty).
-func spread(xs []float64) (lo, med, hi float64) {
-	if len(xs) == 0 {
-		return 0, 0, 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	med = s[n/2]
-	if n%2 == 0 {
-		med = (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[0], med, s[n-1]
-}
-
 func ratioText(m *Measurement) string {
 	if m == nil || len(m.Ratios) == 0 {
 		return "not measured"
@@ -226,130 +211,22 @@ func ratioText(m *Measurement) string {
 	return fmt.Sprintf("median %.3f (%.3f-%.3f, %d rounds)", m.Median, m.Min, m.Max, len(m.Ratios))
 }
 
-// signP is the one-sided sign test's p-value: the chance that k or more of n rounds fall on
-// one side of a value the true ratio sits exactly at (each round then a coin toss).
-func signP(k, n int) float64 {
-	p := 0.0
-	for i := k; i <= n; i++ {
-		p += binom(n, i)
-	}
-	return p / math.Pow(2, float64(n))
-}
-
-func binom(n, k int) float64 {
-	r := 1.0
-	for i := 1; i <= k; i++ {
-		r = r * float64(n-k+i) / float64(i)
-	}
-	return r
-}
-
-// sides counts the ratios below and above x.
-func sides(ratios []float64, x float64) (below, above int) {
-	for _, r := range ratios {
-		switch {
-		case r < x:
-			below++
-		case r > x:
-			above++
-		}
-	}
-	return below, above
-}
-
-// signedRankP is Wilcoxon's one-sided signed-rank test of log(ratio/x): pb is the chance of a
-// rank sum of the rounds above x this small or smaller, pa this large or larger, were the
-// ratios' median x (each round's side a coin toss). Rounds at x are dropped; tied distances
-// share their midrank (doubled, to count exactly).
-func signedRankP(ratios []float64, x float64) (pb, pa float64) {
-	type dist struct {
-		abs   float64
-		above bool
-	}
-	var ds []dist
-	for _, r := range ratios {
-		if v := math.Log(r / x); v != 0 && !math.IsNaN(v) {
-			ds = append(ds, dist{math.Abs(v), v > 0})
-		}
-	}
-	n := len(ds)
-	if n == 0 {
-		return 1, 1
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].abs < ds[j].abs })
-	ranks := make([]int, n)
-	for i := 0; i < n; {
-		j := i
-		for j+1 < n && ds[j+1].abs == ds[i].abs {
-			j++
-		}
-		for k := i; k <= j; k++ {
-			ranks[k] = i + j + 2 // twice the midrank of ranks i+1..j+1
-		}
-		i = j + 1
-	}
-	total, wPlus := 0, 0
-	for k, r := range ranks {
-		total += r
-		if ds[k].above {
-			wPlus += r
-		}
-	}
-	counts := make([]float64, total+1)
-	counts[0] = 1
-	for _, r := range ranks {
-		for s := total; s >= r; s-- {
-			counts[s] += counts[s-r]
-		}
-	}
-	all := math.Pow(2, float64(n))
-	for s, c := range counts {
-		if s <= wPlus {
-			pb += c
-		}
-		if s >= wPlus {
-			pa += c
-		}
-	}
-	return pb / all, pa / all
-}
-
-// decide tests ratios against x: -1 when they lie below x beyond chance (p <= alpha), +1 when
-// above, 0 when the rounds cannot tell yet; p is the smaller tail's p-value.
-func decide(test string, ratios []float64, x, alpha float64) (dir int, p float64) {
-	below, above := sides(ratios, x)
-	pb, pa := signP(below, len(ratios)), signP(above, len(ratios))
-	if test == TestSignedRank {
-		pb, pa = signedRankP(ratios, x)
-		below, above = 1, 0 // the tails decide: only one can be small
-		if pa < pb {
-			below, above = 0, 1
-		}
-	}
-	switch {
-	case pb <= alpha && below > above:
-		return -1, pb
-	case pa <= alpha && above > below:
-		return 1, pa
-	}
-	return 0, math.Min(pb, pa)
-}
-
 // judgeEnds decides whether the bad end differs from the good one enough to bisect, and the
 // threshold probes are judged by. The verdict is Bad when it does (a step to find), else Skip;
 // undecided means more rounds may tell.
 func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold float64, undecided bool) {
-	if len(m.Ratios) < 2 {
-		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): too few to say whether there is a step; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; ")), 0, len(m.Ratios) == 1
-	}
-	dir, p := decide(set.test(), m.Ratios, 1, set.alpha())
-	if dir == 0 {
-		return Skip, fmt.Sprintf("no step between the ends: bad/good %s is not on one side of 1 beyond chance (%s test p = %.3f > %.3f), so there is nothing to bisect", ratioText(m), set.test(), p, set.alpha()), 0, true
-	}
-	if math.Abs(m.Median-1) < set.MinStep {
+	v := set.judge().Compare(m.Ratios)
+	switch {
+	case v.Kind == bench.NotEnoughRounds && len(m.Invalid) > 0:
+		return Skip, fmt.Sprintf("the ends gave %d comparable rounds (%s): %s; check the bench records and run again", len(m.Ratios), strings.Join(m.Invalid, "; "), v.Text), 0, len(m.Ratios) > 0
+	case v.Kind == bench.NotEnoughRounds:
+		return Skip, "bad/good: " + v.Text, 0, true
+	case v.Kind == bench.NoDifference && v.P > v.Alpha:
+		return Skip, "no step between the ends, so there is nothing to bisect: bad/good " + v.Text, 0, true
+	case v.Kind == bench.NoDifference:
 		return Skip, fmt.Sprintf("no step worth bisecting between the ends: bad/good %s differs from 1 by less than --min-step %.3f", ratioText(m), set.MinStep), 0, false
 	}
-	slower := dir < 0
+	slower := v.Kind == bench.Slower
 	threshold = (1 + m.Median) / 2
 	if set.Threshold != nil {
 		threshold = *set.Threshold
@@ -357,27 +234,26 @@ func judgeEnds(m *Measurement, set *Settings) (verdict, reason string, threshold
 			return Skip, fmt.Sprintf("--threshold %.3f does not lie between 1 and the ends' ratio %.3f: no probe could be judged by it", threshold, m.Median), 0, false
 		}
 	}
-	word := map[bool]string{true: "slower", false: "faster"}[slower]
-	return Bad, fmt.Sprintf("bad is %s than good: bad/good %s (%s test p = %.3f); probes are judged against %.3f", word, ratioText(m), set.test(), p, threshold), threshold, false
+	return Bad, fmt.Sprintf("bad is %s; probes are judged against %.3f", v.Text, threshold), threshold, false
 }
 
 // judgeProbe says whether a probe's rounds lie on the good end's or the bad end's side of the
-// threshold beyond chance (the campaign's test at its alpha). Undecided means more rounds may
-// tell.
+// threshold beyond chance (the judge's test at the campaign's alpha). Undecided means more
+// rounds may tell.
 func judgeProbe(m *Measurement, threshold float64, slower bool, set *Settings) (verdict, reason string, undecided bool) {
 	if len(m.Ratios) == 0 {
 		return Skip, "no round counted: " + strings.Join(m.Invalid, "; "), false
 	}
-	dir, p := decide(set.test(), m.Ratios, threshold, set.alpha())
-	below, above := sides(m.Ratios, threshold)
-	counts := fmt.Sprintf("%d of %d rounds below %.3f, %d above, %s test p = %.3f", below, len(m.Ratios), threshold, above, set.test(), p)
+	v := set.judge().Against(m.Ratios, threshold)
+	below, above := bench.Sides(m.Ratios, threshold)
+	counts := fmt.Sprintf("%d of %d rounds below %.3f, %d above", below, len(m.Ratios), threshold, above)
 	switch {
-	case dir == 0:
-		return Skip, fmt.Sprintf("not significant: probe/good %s; %s", ratioText(m), counts), true
-	case (dir < 0) == slower:
-		return Bad, fmt.Sprintf("probe/good %s; %s: like the bad end", ratioText(m), counts), false
+	case !v.Decided():
+		return Skip, fmt.Sprintf("probe/good %s; %s", v.Text, counts), true
+	case (v.Kind == bench.Slower) == slower:
+		return Bad, fmt.Sprintf("probe/good %s; %s: like the bad end", v.Text, counts), false
 	}
-	return Good, fmt.Sprintf("probe/good %s; %s: like the good end", ratioText(m), counts), false
+	return Good, fmt.Sprintf("probe/good %s; %s: like the good end", v.Text, counts), false
 }
 
 func side(below bool) string {

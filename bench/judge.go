@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Verdict kinds: the only words llbuild uses for one side against another.
+const (
+	Faster          = "faster"
+	Slower          = "slower"
+	NoDifference    = "no difference"
+	NotEnoughRounds = "not enough rounds"
+)
+
+// Tests the judge knows. TestSignedRank is the one every decision uses; TestSign is kept only to
+// judge again the bisect logs written before the signed-rank test was the rule.
+const (
+	TestSignedRank = "signed-rank"
+	TestSign       = "sign"
+)
+
+// Defaults every command shares (bench, --sweep, promotion, bisect, the publish gate).
+const (
+	// DefaultAlpha is the judge's level: a direction is said when the two-sided p-value is at or
+	// below it, so two identical builds get one in at most this share of A/Bs.
+	DefaultAlpha = 0.05
+	// DefaultMinStep is the least |median ratio - 1| the judge calls a difference: a significant
+	// step smaller than it is "no difference" (no build is worth shipping for it).
+	DefaultMinStep = 0.01
+)
+
+// Judge decides from interleaved rounds whether B differs from A, by Wilcoxon's signed-rank
+// test of the rounds' log ratios (exact distribution, ties by midranks), two-sided at Alpha,
+// and calls a difference only when the median ratio is at least MinStep from 1.
+type Judge struct {
+	Alpha   float64 `json:"alpha"`
+	MinStep float64 `json:"minStep"`
+	// Test is TestSignedRank, or TestSign for a bisect log that was judged by it.
+	Test string `json:"test"`
+}
+
+// DefaultJudge is the judge with the shared defaults.
+func DefaultJudge() Judge {
+	return Judge{Alpha: DefaultAlpha, MinStep: DefaultMinStep, Test: TestSignedRank}
+}
+
+// Validate says what is wrong with a judge's settings, in the flags' words.
+func (j Judge) Validate() error {
+	var problems []string
+	if !(j.Alpha > 0 && j.Alpha < 0.5) {
+		problems = append(problems, fmt.Sprintf("--alpha %v: want a level between 0 and 0.5 (%v is the default)", j.Alpha, DefaultAlpha))
+	}
+	if !(j.MinStep >= 0 && j.MinStep < 1) {
+		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to below 1 (%v, 1%%, is the default)", j.MinStep, DefaultMinStep))
+	}
+	if j.Test != "" && j.Test != TestSignedRank && j.Test != TestSign {
+		problems = append(problems, fmt.Sprintf("test %q: want %s (or %s for old bisect logs)", j.Test, TestSignedRank, TestSign))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func (j Judge) test() string {
+	if j.Test == "" {
+		return TestSignedRank
+	}
+	return j.Test
+}
+
+func (j Judge) alpha() float64 {
+	if j.Alpha > 0 {
+		return j.Alpha
+	}
+	return DefaultAlpha
+}
+
+// Verdict is the judge's word on a set of rounds, with everything it was decided from.
+type Verdict struct {
+	// Kind is Faster, Slower, NoDifference or NotEnoughRounds: B against A (or against Against).
+	Kind string `json:"kind"`
+	Test string `json:"test"`
+	// P is the two-sided p-value of the rounds' log ratios against log(Against); 1 when no
+	// round differs from it.
+	P       float64 `json:"p"`
+	Alpha   float64 `json:"alpha"`
+	MinStep float64 `json:"minStep"`
+	// Against is the ratio tested against: 1 for an A/B, a bisect's threshold for a probe.
+	Against float64 `json:"against"`
+	Rounds  int     `json:"rounds"`
+	// Needed is the fewest rounds with which the test can reach Alpha at all.
+	Needed int     `json:"roundsNeeded"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// Text says the verdict in a sentence: the word, the test, p, rounds, median and range.
+	Text string `json:"text"`
+}
+
+// UnmarshalJSON reads a verdict, or the sentence comparisons.json held before the judge (a
+// campaign's old A/Bs): kept as its text, with no kind, since no test made it.
+func (v *Verdict) UnmarshalJSON(b []byte) error {
+	var old string
+	if json.Unmarshal(b, &old) == nil {
+		*v = Verdict{Text: old + " (an old verdict: every round on one side, no test)"}
+		return nil
+	}
+	type plain Verdict
+	return json.Unmarshal(b, (*plain)(v))
+}
+
+// Decided says the verdict gives a direction.
+func (v Verdict) Decided() bool { return v.Kind == Faster || v.Kind == Slower }
+
+// RoundsNeeded is the fewest rounds with which the test can give a two-sided p at or below alpha:
+// n rounds all on one side give p = 2/2^n (the same for both tests), so n >= log2(2/alpha).
+func RoundsNeeded(alpha float64) int {
+	if !(alpha > 0) {
+		alpha = DefaultAlpha
+	}
+	n := 1
+	for 2/math.Pow(2, float64(n)) > alpha {
+		n++
+	}
+	return n
+}
+
+// Compare judges B/A ratios round by round against 1, with the minimum step.
+func (j Judge) Compare(ratios []float64) Verdict {
+	return j.judge(ratios, 1, j.MinStep)
+}
+
+// Against judges ratios against x (a bisect probe against its threshold): which side of x they
+// lie on, beyond chance; no minimum step, the threshold being one already.
+func (j Judge) Against(ratios []float64, x float64) Verdict {
+	return j.judge(ratios, x, 0)
+}
+
+func (j Judge) judge(ratios []float64, x, step float64) Verdict {
+	v := Verdict{Test: j.test(), Alpha: j.alpha(), MinStep: step, Against: x, Rounds: len(ratios), Needed: RoundsNeeded(j.alpha())}
+	v.Min, v.Median, v.Max = Spread(ratios)
+	below, above := OneSided(v.Test, ratios, x)
+	v.P = math.Min(1, 2*math.Min(below, above))
+	up := above < below // the side the test points to
+	stats := v.stats()
+	switch {
+	case v.Rounds < v.Needed:
+		v.Kind = NotEnoughRounds
+		v.Text = fmt.Sprintf("not enough rounds to decide (%d needed, %d measured): %s", v.Needed, v.Rounds, stats)
+	case v.P > v.Alpha:
+		v.Kind = NoDifference
+		v.Text = fmt.Sprintf("no difference: %s > %g", stats, v.Alpha)
+	case math.Abs(v.Median/x-1) < step || (v.Median > x) != up:
+		v.Kind = NoDifference
+		v.Text = fmt.Sprintf("no difference worth a step: %s, but the median is within the minimum step %g of %g", stats, step, x)
+	case up:
+		v.Kind = Faster
+		v.Text = fmt.Sprintf("faster: %s <= %g", stats, v.Alpha)
+	default:
+		v.Kind = Slower
+		v.Text = fmt.Sprintf("slower: %s <= %g", stats, v.Alpha)
+	}
+	return v
+}
+
+func (v Verdict) stats() string {
+	if v.Rounds == 0 {
+		return "no round measured both sides"
+	}
+	against := ""
+	if v.Against != 1 {
+		against = fmt.Sprintf(" against %.3f", v.Against)
+	}
+	return fmt.Sprintf("median %.3f (%.3f-%.3f, %d rounds)%s, %s test p = %.3f", v.Median, v.Min, v.Max, v.Rounds, against, v.Test, v.P)
+}
+
+// OneSided are the test's one-sided p-values of ratios against x: below, the chance of rounds
+// lying this far below x or further were their median x; above, the same above.
+func OneSided(test string, ratios []float64, x float64) (below, above float64) {
+	if test == TestSign {
+		b, a := Sides(ratios, x)
+		return signP(b, len(ratios)), signP(a, len(ratios))
+	}
+	return signedRankP(ratios, x)
+}
+
+// Spread is the minimum, median and maximum of xs (zeros when empty).
+func Spread(xs []float64) (lo, med, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[0], med, s[n-1]
+}
+
+// Sides counts the ratios below and above x.
+func Sides(ratios []float64, x float64) (below, above int) {
+	for _, r := range ratios {
+		switch {
+		case r < x:
+			below++
+		case r > x:
+			above++
+		}
+	}
+	return below, above
+}
+
+// signP is the one-sided sign test's p-value: the chance that k or more of n rounds fall on
+// one side of a value the true ratio sits exactly at (each round then a coin toss).
+func signP(k, n int) float64 {
+	p := 0.0
+	for i := k; i <= n; i++ {
+		p += binom(n, i)
+	}
+	return p / math.Pow(2, float64(n))
+}
+
+func binom(n, k int) float64 {
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
+// signedRankP is Wilcoxon's one-sided signed-rank test of log(ratio/x): pb is the chance of a
+// rank sum of the rounds above x this small or smaller, pa this large or larger, were the
+// ratios' median x (each round's side a coin toss). Rounds at x are dropped; tied distances
+// share their midrank (doubled, to count exactly).
+func signedRankP(ratios []float64, x float64) (pb, pa float64) {
+	type dist struct {
+		abs   float64
+		above bool
+	}
+	var ds []dist
+	for _, r := range ratios {
+		if v := math.Log(r / x); v != 0 && !math.IsNaN(v) {
+			ds = append(ds, dist{math.Abs(v), v > 0})
+		}
+	}
+	n := len(ds)
+	if n == 0 {
+		return 1, 1
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].abs < ds[j].abs })
+	ranks := make([]int, n)
+	for i := 0; i < n; {
+		j := i
+		for j+1 < n && ds[j+1].abs == ds[i].abs {
+			j++
+		}
+		for k := i; k <= j; k++ {
+			ranks[k] = i + j + 2 // twice the midrank of ranks i+1..j+1
+		}
+		i = j + 1
+	}
+	total, wPlus := 0, 0
+	for k, r := range ranks {
+		total += r
+		if ds[k].above {
+			wPlus += r
+		}
+	}
+	counts := make([]float64, total+1)
+	counts[0] = 1
+	for _, r := range ranks {
+		for s := total; s >= r; s-- {
+			counts[s] += counts[s-r]
+		}
+	}
+	all := math.Pow(2, float64(n))
+	for s, c := range counts {
+		if s <= wPlus {
+			pb += c
+		}
+		if s >= wPlus {
+			pa += c
+		}
+	}
+	return pb / all, pa / all
+}
