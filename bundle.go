@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/imagebundle"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
@@ -178,7 +179,7 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io.Writer) error {
 	in, out := o.In, o.Out
 	if o.Image != "" {
-		server, cleanup, err := imageServer(ctx, log, o.Image, outputDir(out))
+		server, cleanup, err := imagebundle.Server(ctx, log, o.Image, imagebundle.OutputDir(out))
 		if err != nil {
 			return usageOf(err)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,31 +289,6 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	}
 	return bench.Options{Protocol: p, Dir: c.String("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: c.Duration("ready-timeout"),
 		Name: name, Note: c.String("note")}, nil
-}
-
-// bundleDir returns the directory of a bundle named on the command line: the directory
-// itself, or an archive checked and unpacked into a temporary directory removed afterwards.
-func bundleDir(ctx context.Context, name string) (string, func(), error) {
-	fi, err := os.Stat(name)
-	if err != nil {
-		return "", nil, usagef("bundle %s: %v", name, err)
-	}
-	if fi.IsDir() {
-		return name, func() {}, nil
-	}
-	if _, err := manifest.ArchiveCompression(name); err != nil {
-		return "", nil, usagef("%s is neither a bundle directory nor a bundle archive (.tar.zst, .tar.gz)", name)
-	}
-	tmp, err := os.MkdirTemp("", "llbuild-bundle-")
-	if err != nil {
-		return "", nil, err
-	}
-	dir := filepath.Join(tmp, "bundle")
-	if err := manifest.ExtractArchive(ctx, name, dir, false); err != nil {
-		os.RemoveAll(tmp)
-		return "", nil, usageOf(err)
-	}
-	return dir, func() { os.RemoveAll(tmp) }, nil
 }
 
 // benchSweep makes the variants of one bundle that --sweep names, screens them interleaved, and

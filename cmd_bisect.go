@@ -36,19 +36,17 @@ func bisectCommand() *cli.Command {
 		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "the bench's `mode`: screen or full"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "interleaved rounds per measurement, `N`"},
 		&cli.IntFlag{Name: "max-rounds", Value: 9, Usage: "rounds a measurement may take in all, `N`, before a verdict that stays not significant skips the probe"},
-		&cli.Float64Flag{Name: "alpha", Value: bisect.DefaultAlpha, Usage: "the test's level, `P`: a side is decided when rounds fall on it so with chance P or less"},
 		&cli.StringFlag{Name: "test", Usage: "how rounds are judged against a ratio, `TEST`: signed-rank (Wilcoxon's, on the log ratios: how far each round lies counts; what a new campaign uses) or sign (counts the rounds on each side; logs from before the choice); a resumed campaign keeps its own"},
 		&cli.IntFlag{Name: "generate", Usage: "tokens each row generates, `G` (default: the bench's 512); longer rows read less noisy"},
 		&cli.IntFlag{Name: "rows", Usage: "rows per run, `N` (default from --mode)"},
 		&cli.IntFlag{Name: "canaries", Usage: "canary checks per run, `N` (default from --mode)"},
 		&cli.StringFlag{Name: "metric", Value: bisect.MetricRow0, Usage: "what is compared: `row0` (row 0's decode tok/s, llama-server's timings), row0-client (the bench's clock) or repeated (rows 1..N-1)"},
 		&cli.Float64Flag{Name: "threshold", Usage: "probe/good `RATIO` that divides good from bad (default: midway between 1 and the ends' ratio)"},
-		&cli.Float64Flag{Name: "min-step", Value: 0.02, Usage: "least |bad/good - 1| worth bisecting, `FRACTION`"},
 		&cli.IntFlag{Name: "max-probes", Usage: "stop after `N` measurements (ends and confirmation count); the log resumes anywhere"},
 		&cli.StringFlag{Name: "next", Usage: "probe commit `REV` first instead of the middle: a suspect (a PR the changelog points at), or its parent to confirm it; it must lie between the last good and the first bad commit, not probed yet"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
 		jsonFlag,
-	}, executorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)
+	}, append(judgeFlags(), executorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)...)
 	return &cli.Command{
 		Name:  "bisect",
 		Usage: "find the upstream commit that made a build slower or faster: build, bundle and bench commits of a range",
@@ -57,11 +55,12 @@ func bisectCommand() *cli.Command {
 				Name:  "run",
 				Usage: "start a campaign, or resume the one in --dir, until the first bad commit is named and confirmed",
 				Description: "The ends are built (artifacts reused by plan hash) and bundled as --template is, then benched\n" +
-					"interleaved on this machine: if bad/good lies on one side of 1 in every round and differs by\n" +
-					"--min-step, there is a step. Each probe (the commit nearest the middle of what is left) is\n" +
-					"built, bundled and benched against the good end; it is bad when every round's probe/good ratio\n" +
-					"lies on the bad end's side of the threshold, good when on the other, else measured again up to\n" +
-					"--max-rounds and skipped. A failed build or failed canaries skip it too. The first bad commit is\n" +
+					"interleaved on this machine, and the bench's judge decides (Wilcoxon's signed-rank test of the\n" +
+					"rounds' log ratios, two-sided at --alpha; 6 rounds are the fewest that can decide at 0.05): if\n" +
+					"bad/good is slower or faster by at least --min-step, there is a step. Each probe (the commit\n" +
+					"nearest the middle of what is left) is built, bundled and benched against the good end; the\n" +
+					"judge says on which side of the threshold its probe/good ratios lie (bad end's: bad; other:\n" +
+					"good), else it is measured again up to --max-rounds and skipped. A failed build or failed canaries skip it too. The first bad commit is\n" +
 					"then benched against its parent. Every step is appended to DIR/bisect.log before the next starts:\n" +
 					"run again with --dir (and --source) on any machine to go on. stdout: the campaign's table\n" +
 					"(--json: its state). Exit status: 0 the campaign ended or paused at --max-probes, 1 a failure,\n" +
@@ -340,7 +339,7 @@ func bisectFlagProblems(c *cli.Context) []string {
 		}
 	}
 	if s := c.Float64("min-step"); s < 0 || s >= 1 {
-		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.02 is 2%%)", s))
+		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.01, 1%%, is the default)", s))
 	}
 	return problems
 }

@@ -37,14 +37,18 @@ Credentials: the Docker config ($DOCKER_CONFIG/config.json and its credential he
 LLBUILD_REGISTRY_USER and LLBUILD_REGISTRY_PASSWORD, used for the --registry host only. They never
 appear in output or errors.
 
-Speed gate (--not-slower-than BUNDLE, one target: the bundle's; make the bundle of the image you
-run with llbuild bundle --image): before an image is pushed, its artifacts are bundled as BUNDLE is
-(models, arguments, environment) and benched against BUNDLE on this machine, interleaved
-(--gate-rounds, --gate-mode). An invalid run (canaries, a crash) or every round's new/old row-0
-ratio below --gate-ratio (0.98) refuses the push: exit 1, nothing pushed, no tag moved. The verdict
-(ratios, reason, the reference's manifest and image, and the digest once pushed) is written to
---gate-dir/gate-TARGET.json and appears in --json. An image the registry already holds is not
-benched again.
+Speed gate (--not-slower-than REF, one target): REF is a bundle (directory or archive) or the
+image you run (bundled as bundle --image does, with --gate-model, --gate-ctx-size and
+--gate-parallel). Before an image is pushed, or a tag moved to an image the registry already holds
+for the plan (made again from its artifacts, so that its digest is the one judged), its artifacts
+are bundled as the reference is and benched against it on this machine, interleaved
+(--gate-rounds, default the fewest the judge can decide with; --gate-mode, --gate-chat), and the
+bench's judge decides (--alpha, --min-step). A slower verdict, too few rounds to decide, an invalid
+run, or servers with different per-slot contexts refuse: exit 1, nothing pushed, no tag moved. The
+verdict (the judge's test, p, ratios, both sides' per-slot context, the reference, the digest) is
+kept in --gate-dir/verdicts/DIGEST-REFERENCE.json and gate-TARGET.json and appears in --json; a
+later publish of the same digest against the same reference and settings reads it instead of
+benching again.
 
 stdout: one image digest per published target, in input order (--target names first, then
 --target-file files); --json prints an array instead (target, tags, digest, ref, existing, moved
@@ -94,8 +98,8 @@ type publishOptions struct {
 	Plans []*pipeline.Plan
 	Exec  executorOptions
 	In    *serverInputs
-	// Gate, when set, benches each new image's server before it is pushed.
-	Gate       *gate
+	// Gate, when set, judges each image's server before it is pushed or a tag moved to it.
+	Gate       *gateOptions
 	JSON       bool
 	DigestFile string
 }
@@ -135,13 +139,8 @@ func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOption
 	if o.Plans, err = resolveServerPlans(o.Specs, o.In, c.Bool("allow-floating")); err != nil {
 		return o, err
 	}
-	if o.Gate, err = newGate(c); err != nil {
+	if o.Gate, err = gateOptionsOf(c); err != nil {
 		return o, err
-	}
-	if o.Gate != nil {
-		if err := o.Gate.checkPlans(o.Specs, o.Plans); err != nil {
-			return o, err
-		}
 	}
 	return o, nil
 }
@@ -149,7 +148,7 @@ func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOption
 // runPublish renders every tag, makes or reuses each plan's image (through the gate, when set),
 // pushes it and reports the digests.
 func runPublish(c *cli.Context, o publishOptions) error {
-	repo, tmpl, plans, eo, in, g, creds := o.Repo, o.Tmpl, o.Plans, o.Exec, o.In, o.Gate, o.Creds
+	repo, tmpl, plans, eo, in, creds := o.Repo, o.Tmpl, o.Plans, o.Exec, o.In, o.Creds
 	var errs []error
 	// Every tag is checked before anything is built or contacted.
 	tags, err := tmpl.RenderAll(plans, version)
@@ -157,6 +156,14 @@ func runPublish(c *cli.Context, o publishOptions) error {
 		return usageError{err}
 	}
 	log := loggerOf(c)
+	var g *publish.Gate
+	if o.Gate != nil {
+		var cleanup func()
+		if g, cleanup, err = o.Gate.open(c.Context, o.Specs, plans, eo.Out, log, c); err != nil {
+			return err
+		}
+		defer cleanup()
+	}
 	for i, p := range plans {
 		if !p.Reproducible {
 			log.Warn("the plan is not reproducible: its plan-hash tag does not pin the base image's content", "target", p.Target, "warnings", strings.Join(p.Warnings, "; "))
@@ -173,9 +180,6 @@ func runPublish(c *cli.Context, o publishOptions) error {
 		Remote:      ropts,
 		Logger:      log,
 	}.Images
-	if g != nil {
-		images = g.images(images, eo.Out)
-	}
 	results, err := publish.Publish(c.Context, plans, publish.Options{
 		Repository: repo,
 		Templates:  tmpl,
@@ -184,12 +188,13 @@ func runPublish(c *cli.Context, o publishOptions) error {
 		Jobs:       eo.Jobs,
 		Logger:     log,
 		Progress:   termOf(c),
+		Gate:       admitter(g),
 	}, images)
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		if err := g.pushed(results); err != nil {
+		if err := g.Pushed(results); err != nil {
 			errs = append(errs, fmt.Errorf("writing the gate's verdicts: %w", err))
 		}
 	}
@@ -203,13 +208,13 @@ func runPublish(c *cli.Context, o publishOptions) error {
 		Moved    []string `json:"moved"`
 		Error    string   `json:"error,omitempty"`
 		// Gate is the speed gate's verdict (--not-slower-than) for an image it benched.
-		Gate *gateVerdict `json:"gate,omitempty"`
+		Gate *publish.GateVerdict `json:"gate,omitempty"`
 	}
 	report := []published{}
 	for _, r := range results {
 		p := published{Target: r.Target, Tags: nonNil(r.Tags), Digest: r.Digest, Ref: r.Ref, Existing: r.Existing, Moved: nonNil(r.Moved)}
 		if g != nil {
-			p.Gate = g.verdicts[r.Target]
+			p.Gate = g.Verdict(r.Target)
 		}
 		if r.Err != nil {
 			errs = append(errs, r.Err)
@@ -240,3 +245,11 @@ func runPublish(c *cli.Context, o publishOptions) error {
 
 // publishExecutor starts the executor for the plans that need building, with the built-in
 // patch series.
+
+// admitter is the gate as publish.Options takes it: no gate, no Admitter (not a nil *Gate).
+func admitter(g *publish.Gate) publish.Admitter {
+	if g == nil {
+		return nil
+	}
+	return g
+}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // usageOf makes an error that a library marked as the caller's mistake (inputerr.Error) a
@@ -22,4 +24,14 @@ func notThere(err error) error {
 		return usageError{err}
 	}
 	return err
+}
+
+// bundleDir is manifest.OpenDir with its errors as usage errors: a bundle named on the command
+// line that is neither a bundle directory nor an archive is the caller's to fix.
+func bundleDir(ctx context.Context, name string) (string, func(), error) {
+	dir, cleanup, err := manifest.OpenDir(ctx, name)
+	if err != nil {
+		return "", nil, usageError{err}
+	}
+	return dir, cleanup, nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/bench"
 )
 
 // flagsFirst returns the command line (args[0] the program) with each command's flags moved
@@ -183,4 +185,22 @@ func inEnv(f cli.Flag) bool {
 		}
 	}
 	return false
+}
+
+// judgeFlags are the judge's settings, the same flags and defaults on every command that
+// decides from measured speed (bench, publish's gate, bisect).
+func judgeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "alpha", Value: bench.DefaultAlpha, Usage: "the judge's level, `P`: faster or slower is said only when Wilcoxon's signed-rank test of the rounds' log ratios gives a two-sided p at or below it"},
+		&cli.Float64Flag{Name: "min-step", Value: bench.DefaultMinStep, Usage: "the least |median ratio - 1| the judge calls a difference, `FRACTION`"},
+	}
+}
+
+// judgeOf reads the judge's flags.
+func judgeOf(c *cli.Context) (bench.Judge, error) {
+	j := bench.Judge{Alpha: c.Float64("alpha"), MinStep: c.Float64("min-step"), Test: bench.TestSignedRank}
+	if err := j.Validate(); err != nil {
+		return j, usageError{err}
+	}
+	return j, nil
 }

@@ -28,6 +28,9 @@ type Result struct {
 	// were loaded on alike, with those entries: the lanes shared a GPU, so their figures are
 	// not independent (a list that names one device twice, or CUDA_VISIBLE_DEVICES already set).
 	SharedDevices map[string][]string `json:"sharedDevices,omitempty"`
+	// Records are the campaign's decisions of this invocation's pending runs against the
+	// standing records, by the judge (one per bundle that had any).
+	Records []Judgement `json:"records,omitempty"`
 	// Previous are the campaign's negative results for a bundle benched again (Records.Previous).
 	Previous []Entry `json:"previous,omitempty"`
 	// Devices are the control bundle's row 0 on each device (--control), and Spread how much
@@ -243,6 +246,16 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			o.progress("warning: the runs given --gpus %s were all loaded on one device, %s: the lanes shared it, so their figures are not independent (is CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR already set?)", strings.Join(shared[id], ", "), id)
 		}
 	}
+	if !res.Interrupted {
+		js, err := judgeRecords(o.Dir, o.Judge, bundles, records)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("judging the runs against the records: %w", err))
+		}
+		for _, jd := range js {
+			o.progress("%s: %s: %s", jd.Bundle, jd.Decision, jd.Reason)
+		}
+		res.Records = js
+	}
 	for i := 1; i < len(bundles); i++ {
 		res.Comparisons = append(res.Comparisons, compare(o.Judge, bundles[0].Name, bundles[i].Name, records[0], records[i]))
 	}
@@ -266,6 +279,9 @@ func compare(j Judge, a, b string, as, bs []*Record) *Comparison {
 		}
 		if ra != nil && rb != nil && c.Differs == nil {
 			c.Differs = Differences(ra.Identity, rb.Identity)
+			if x, y := ra.Server.SlotContext, rb.Server.SlotContext; x != y && x > 0 && y > 0 {
+				c.Differs = append(c.Differs, fmt.Sprintf("per-slot context %d → %d tokens", x, y))
+			}
 		}
 		if !counts(ra) || !counts(rb) {
 			continue

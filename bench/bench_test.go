@@ -210,12 +210,13 @@ func TestIdentityLabel(t *testing.T) {
 	}
 }
 
-// The campaign's decisions: only a complete, valid full run that beats the standing row 0 of
-// the same model and protocol is promoted; everything else is kept with why.
+// The campaign's decisions of one run as it is committed: the first full run of a model and
+// protocol is its first record; another build waits for the judge (judgeRecords) at the end of
+// the rounds; the record's own bundle is no candidate; everything else is kept with why.
 func TestDecide(t *testing.T) {
 	rec := func(mode string, row0 float64, mut ...func(*Record)) *Record {
 		r := &Record{Protocol: Protocol{Mode: mode}, Complete: true, Valid: true, Summary: Summary{Row0TPS: row0},
-			Identity: Identity{Label: mode, Model: File{SHA256: "sha256:m"}, Protocol: "filled-long-p588-g512"}}
+			Identity: Identity{Label: mode, Model: File{SHA256: "sha256:m"}, Protocol: "filled-long-p588-g512", ManifestSHA256: "sha256:build"}}
 		for _, f := range mut {
 			f(r)
 		}
@@ -224,17 +225,19 @@ func TestDecide(t *testing.T) {
 	rs := &Records{}
 	add := func(r *Record) string {
 		d, _ := rs.Decide(r)
-		rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Row0TPS: r.Summary.Row0TPS, Decision: d})
+		rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Row0TPS: r.Summary.Row0TPS, Decision: d, Manifest: r.Identity.ManifestSHA256})
 		return d
 	}
+	other := func(r *Record) { r.Identity.ManifestSHA256 = "sha256:other-build" }
 	steps := []struct {
 		r    *Record
 		want string
 	}{
 		{rec(ModeScreen, 200), DecisionScreenWin}, // no record yet: send it to a full run
-		{rec(ModeFull, 100), DecisionPromoted},
-		{rec(ModeFull, 99), DecisionBelow},
-		{rec(ModeFull, 100), DecisionBelow}, // a tie does not beat the record
+		{rec(ModeFull, 100), DecisionPromoted},    // the first record, said so
+		{rec(ModeFull, 99), DecisionRecordAgain},  // the record's own bundle: no candidate
+		{rec(ModeFull, 150, other), DecisionPending}, // another build: judged after the rounds
+		{rec(ModeScreen, 50, other), DecisionPending}, // a single row 0 decides nothing
 		{rec(ModeFull, 150, func(r *Record) {
 			r.Valid, r.Invalid = false, []string{"cached tokens: row 0 (fresh) reused 5 prompt tokens"}
 		}), "invalid: cached tokens: row 0 (fresh) reused 5 prompt tokens"},
@@ -244,18 +247,14 @@ func TestDecide(t *testing.T) {
 		{rec(ModeFull, 150, func(r *Record) { m := 0.5; r.Canary.Mismatch = &Mismatch{Margin: &m} }), DecisionCanary},
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Model.SHA256 = "sha256:other" }), DecisionPromoted}, // its own record
 		{rec(ModeFull, 50, func(r *Record) { r.Identity.Protocol = "short-g128" }), DecisionPromoted},
-		{rec(ModeFull, 101), DecisionPromoted},
-		{rec(ModeFull, 100.5), DecisionBelow},
-		{rec(ModeScreen, 120), DecisionScreenWin}, // a screen beats the standing record
-		{rec(ModeScreen, 90), DecisionBelow},
 	}
 	for i, s := range steps {
 		if got := add(s.r); got != s.want {
 			t.Errorf("step %d (%s, row 0 %.1f): decision %q, want %q", i, s.r.Protocol.Mode, s.r.Summary.Row0TPS, got, s.want)
 		}
 	}
-	if s := rs.Standing("sha256:m", "filled-long-p588-g512"); s == nil || s.Row0TPS != 101 {
-		t.Errorf("standing record = %+v, want row 0 101", s)
+	if s := rs.Standing("sha256:m", "filled-long-p588-g512"); s == nil || s.Row0TPS != 100 {
+		t.Errorf("standing record = %+v, want row 0 100", s)
 	}
 }
 
@@ -273,8 +272,8 @@ func TestCampaignAccumulates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs.Runs) != 2 || rs.Runs[0].Decision != DecisionPromoted || rs.Runs[1].Decision != DecisionBelow {
-		t.Fatalf("runs = %+v, want promoted then below record (same figures)", rs.Runs)
+	if len(rs.Runs) != 2 || rs.Runs[0].Decision != DecisionPromoted || rs.Runs[1].Decision != DecisionRecordAgain {
+		t.Fatalf("runs = %+v, want promoted, then the record's bundle measured again", rs.Runs)
 	}
 	if rs.Runs[0].Dir == rs.Runs[1].Dir {
 		t.Errorf("both runs in %s", rs.Runs[0].Dir)

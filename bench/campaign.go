@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,16 +23,25 @@ const (
 	DecisionPromoted = "promoted"
 	// DecisionSuperseded is a promoted run a later promotion beat (Entry.SupersededBy).
 	DecisionSuperseded = "superseded"
-	// DecisionScreenWin is a screen that beats the standing record beyond the campaign's spread,
+	// DecisionScreenWin is a screen the judge says is faster than the standing record's bundle,
 	// or the first screen of a model: send it to a full run.
 	DecisionScreenWin = "screen win: run --mode full"
+	// DecisionPending is a valid run waiting for the end of its invocation, when the judge
+	// compares its rounds with the standing record's bundle's.
+	DecisionPending = "pending: judged against the record after the rounds"
+	// DecisionUnjudged is a valid run the judge could not compare with the record: the record's
+	// bundle was not benched beside it, or too few rounds were. Not a negative result.
+	DecisionUnjudged = "not judged against the record"
+	// DecisionRecordAgain is the standing record's own bundle measured again.
+	DecisionRecordAgain = "the record's bundle, measured again"
 	// DecisionScreenOnly was every screen's decision before screens were judged; old campaigns
 	// hold it.
 	DecisionScreenOnly = "screen only"
-	DecisionBelow      = "rejected: below record"
-	// DecisionNoise beats the standing record by no more than the campaign's run-to-run spread
-	// for the model: not a win the campaign can tell from noise.
-	DecisionNoise  = "rejected: within the spread"
+	// DecisionBelow is a run the judge says is slower than the record's bundle.
+	DecisionBelow = "rejected: below record"
+	// DecisionNoise is a run the judge finds no difference from the record's bundle in (old
+	// campaigns hold "rejected: within the spread", the rule before the judge).
+	DecisionNoise  = "rejected: no difference from the record"
 	DecisionCanary = "rejected: canary mismatch"
 	// DecisionNearTie is a canary mismatch where the reference's top two tokens were within
 	// NearTieNats: numerical noise between batched verification and one-token decoding, not
@@ -137,58 +145,162 @@ func (rs *Records) Decide(r *Record) (decision, reason string) {
 	}
 	full := r.Protocol.Mode == ModeFull
 	s := rs.Standing(r.Identity.Model.SHA256, r.Identity.Protocol)
-	if s == nil {
-		if !full {
-			return DecisionScreenWin, "no record for this model and protocol yet"
-		}
-		return DecisionPromoted, "first record for this model and protocol"
-	}
-	spread, repeated := rs.spreadWith(r)
-	noise := "no run-to-run spread measured for this model and protocol yet (bench one bundle twice to measure it)"
-	if repeated > 0 {
-		noise = fmt.Sprintf("the campaign's run-to-run spread for this model, %.1f%% (the widest of %d bundles measured more than once)", 100*spread, repeated)
-	}
-	ratio := r.Summary.Row0TPS / s.Row0TPS
-	delta := fmt.Sprintf("%.3f× %s (row 0 %.2f → %.2f tok/s)", ratio, s.Label, s.Row0TPS, r.Summary.Row0TPS)
 	switch {
-	case ratio > 1+spread && full:
-		reason := "beats the record: " + delta + ", beyond " + noise
-		if d := rs.differsFrom(s, r); d != "" {
-			reason += "; differs: " + d
-		}
-		return DecisionPromoted, reason
-	case ratio > 1+spread:
-		return DecisionScreenWin, "beats the record: " + delta + ", beyond " + noise
-	case ratio > 1:
-		return DecisionNoise, delta + " is within " + noise
+	case s == nil && !full:
+		return DecisionScreenWin, "no record for this model and protocol yet: its first full run will be the first record"
+	case s == nil:
+		return DecisionPromoted, "the first record for this model and protocol: nothing to judge it against yet"
+	case s.Manifest != "" && s.Manifest == r.Identity.ManifestSHA256:
+		return DecisionRecordAgain, "the standing record " + s.Label + "'s own bundle: not a candidate against itself"
 	}
-	return DecisionBelow, fmt.Sprintf("%.2f tok/s does not beat %s (%.2f tok/s): %s", r.Summary.Row0TPS, s.Label, s.Row0TPS, delta)
+	return DecisionPending, "to be judged against the standing record " + s.Label + " once the rounds are done"
 }
 
-// spreadWith is the campaign's run-to-run spread of row 0 for r's model and protocol, r
-// included: among valid runs of one manifest (the same bundle measured again), the widest
-// (max - min) / min; and how many manifests were measured more than once. The rule of
-// promotion: a full run is promoted when its row 0 beats the standing record's by more than it.
-func (rs *Records) spreadWith(r *Record) (float64, int) {
-	groups := map[string][]float64{}
-	for _, e := range rs.Runs {
-		if e.Valid && e.Manifest != "" && e.Row0TPS > 0 && e.Model == r.Identity.Model.SHA256 && e.Protocol == r.Identity.Protocol {
-			groups[e.Manifest] = append(groups[e.Manifest], e.Row0TPS)
+// Judgement is the campaign's decision for the pending runs of one bundle: its rounds against
+// the standing record's bundle's rounds in the same invocation, by the judge.
+type Judgement struct {
+	Bundle   string `json:"bundle"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	// Verdict is the judge's, when the record's bundle was benched beside it.
+	Verdict *Verdict `json:"verdict,omitempty"`
+}
+
+// judgeRecords decides the pending runs of each bundle, in the bundles' order: against the
+// standing record of their model and protocol when its bundle (by manifest) ran in the same
+// rounds, by the judge; a promotion makes the next bundle's record. Nothing else decides a
+// promotion: no spread, no single row 0.
+func judgeRecords(dir string, j Judge, bundles []*Bundle, records [][]*Record) ([]Judgement, error) {
+	unlock, err := lockCampaign(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rs, err := ReadRecords(dir)
+	if err != nil {
+		return nil, err
+	}
+	byManifest := map[string]int{}
+	for i, b := range bundles {
+		if _, ok := byManifest[b.ManifestSHA256]; !ok {
+			byManifest[b.ManifestSHA256] = i
 		}
 	}
-	if m := r.Identity.ManifestSHA256; m != "" && r.Summary.Row0TPS > 0 {
-		groups[m] = append(groups[m], r.Summary.Row0TPS)
-	}
-	spread, n := 0.0, 0
-	for _, xs := range groups {
-		if len(xs) < 2 {
+	var out []Judgement
+	changed := map[string]*Record{} // by run directory, relative
+	for i, b := range bundles {
+		var pending []*Record
+		for _, r := range records[i] {
+			if r != nil && r.Decision == DecisionPending {
+				pending = append(pending, r)
+			}
+		}
+		if len(pending) == 0 {
 			continue
 		}
-		n++
-		lo, hi := slices.Min(xs), slices.Max(xs)
-		spread = max(spread, (hi-lo)/lo)
+		first := pending[0]
+		s := rs.Standing(first.Identity.Model.SHA256, first.Identity.Protocol)
+		jd := Judgement{Bundle: b.Name}
+		k, benched := -1, false
+		if s != nil {
+			k, benched = byManifest[s.Manifest]
+		}
+		switch {
+		case s == nil: // the record it was pending against is gone (superseded by nothing): a first record
+			jd.Decision, jd.Reason = DecisionPromoted, "the first record for this model and protocol"
+			if first.Protocol.Mode != ModeFull {
+				jd.Decision = DecisionScreenWin
+			}
+		case s.Manifest == b.ManifestSHA256:
+			jd.Decision, jd.Reason = DecisionRecordAgain, "the standing record "+s.Label+"'s own bundle"
+		case !benched || k == i:
+			jd.Decision = DecisionUnjudged
+			jd.Reason = fmt.Sprintf("the standing record %s's bundle did not run in these rounds: bench the two together to decide (llbuild bench %s %s --rounds %d)", s.Label, s.Bundle, b.Name, RoundsNeeded(j.Alpha))
+		default:
+			var ratios []float64
+			for r := range records[i] {
+				if r < len(records[k]) && counts(records[i][r]) && counts(records[k][r]) {
+					ratios = append(ratios, records[i][r].Summary.Row0TPS/records[k][r].Summary.Row0TPS)
+				}
+			}
+			v := j.Compare(ratios)
+			jd.Verdict = &v
+			against := fmt.Sprintf("against the record %s (%s, the same rounds): ", s.Label, bundles[k].Name)
+			switch v.Kind {
+			case Faster:
+				jd.Decision = DecisionPromoted
+				if first.Protocol.Mode != ModeFull {
+					jd.Decision = DecisionScreenWin
+				}
+			case Slower:
+				jd.Decision = DecisionBelow
+			case NoDifference:
+				jd.Decision = DecisionNoise
+			default:
+				jd.Decision = DecisionUnjudged
+			}
+			jd.Reason = against + v.Text
+			for _, rk := range records[k] {
+				if rk != nil {
+					if d := Differences(rk.Identity, first.Identity); len(d) > 0 {
+						jd.Reason += "; differs: " + strings.Join(d, "; ")
+					}
+					break
+				}
+			}
+		}
+		// the best round carries the promotion (the record's figure); the others are its rounds
+		best := pending[0]
+		for _, r := range pending {
+			if r.Summary.Row0TPS > best.Summary.Row0TPS {
+				best = r
+			}
+		}
+		for _, r := range pending {
+			r.Decision = jd.Decision
+			if jd.Decision == DecisionPromoted && r != best {
+				r.Decision = DecisionRecordAgain
+			}
+			rel, err := filepath.Rel(dir, r.Dir)
+			if err != nil {
+				rel = r.Dir
+			}
+			changed[rel] = r
+		}
+		if jd.Decision == DecisionPromoted {
+			for e := range rs.Runs {
+				if rs.Runs[e].Decision == DecisionPromoted && rs.Runs[e].Model == s.Model && rs.Runs[e].Protocol == s.Protocol {
+					rs.Runs[e].Decision, rs.Runs[e].SupersededBy = DecisionSuperseded, best.Identity.Label
+				}
+			}
+		}
+		for e := range rs.Runs {
+			if r := changed[rs.Runs[e].Dir]; r != nil {
+				rs.Runs[e].Decision, rs.Runs[e].Reason = r.Decision, jd.Reason
+			}
+		}
+		out = append(out, jd)
 	}
-	return spread, n
+	if len(changed) == 0 {
+		return out, nil
+	}
+	for _, r := range changed {
+		data, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(r.Dir, "record.json"), append(data, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("writing the run's record: %w", err)
+		}
+	}
+	data, err := json.MarshalIndent(rs, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, RecordsFile), append(data, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", RecordsFile, err)
+	}
+	return out, nil
 }
 
 // differsFrom says what differs between the standing record's run and r, read from its
@@ -243,8 +355,12 @@ func commit(dir string, r *Record) error {
 	r.Decision = decision
 	final := r.Dir
 	for i := 2; ; i++ {
-		if _, err := os.Lstat(final); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Lstat(final)
+		if errors.Is(err, fs.ErrNotExist) {
 			break
+		}
+		if err != nil {
+			return fmt.Errorf("naming the run's directory: %w", err)
 		}
 		final = r.Dir + "." + strconv.Itoa(i)
 	}

@@ -30,9 +30,14 @@ type fakeLlama struct {
 	// near-tie (the other prompts' flips are).
 	farFor   string
 	requests atomic.Int64
+	// speed, when set, is the decode tok/s a bundle's server reports (1000 otherwise): a
+	// faster or slower build, as the judge's tests need.
+	speed func(*Bundle) int
 }
 
-func (f *fakeLlama) handler() http.Handler {
+func (f *fakeLlama) handler() http.Handler { return f.handlerAt(1000) }
+
+func (f *fakeLlama) handlerAt(tps int) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /tokenize", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -83,7 +88,7 @@ func (f *fakeLlama) handler() http.Handler {
 		fmt.Fprintf(w, "data: {\"content\":\"\",\"tokens\":[],\"stop\":true,\"tokens_predicted\":%d,"+
 			"\"timings\":{\"cache_n\":%d,\"prompt_n\":%d,\"prompt_ms\":2,\"prompt_per_second\":%d,\"predicted_n\":%d,"+
 			"\"predicted_ms\":%d,\"predicted_per_second\":%d,\"draft_n\":%d,\"draft_n_accepted\":%d}}\n\n",
-			req.NPredict, f.cacheN, promptN, promptN*500, req.NPredict, req.NPredict, 1000, drafted, drafted*3/4)
+			req.NPredict, f.cacheN, promptN, promptN*500, req.NPredict, req.NPredict, tps, drafted, drafted*3/4)
 	})
 	return mux
 }
@@ -102,7 +107,11 @@ func (s *fakeServer) stop()         { s.ts.Close() }
 func (s *fakeServer) pid() int      { return s.fakePID }
 
 func (f *fakeLlama) starter() func(context.Context, *Bundle, []string, io.Writer) (server, error) {
-	return func(context.Context, *Bundle, []string, io.Writer) (server, error) {
-		return &fakeServer{ts: httptest.NewServer(f.handler()), nctx: f.nctx}, nil
+	return func(_ context.Context, b *Bundle, _ []string, _ io.Writer) (server, error) {
+		tps := 1000
+		if f.speed != nil {
+			tps = f.speed(b)
+		}
+		return &fakeServer{ts: httptest.NewServer(f.handlerAt(tps)), nctx: f.nctx}, nil
 	}
 }

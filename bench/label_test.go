@@ -94,66 +94,96 @@ func TestBenchingARejectedBundleAgainWarns(t *testing.T) {
 	}
 }
 
-// Decisions as the lab makes them: promotion only beyond the run-to-run spread the campaign
-// measured for the model (one bundle benched twice), with the delta from the record it beats
-// and what differs; the beaten record becomes superseded, naming its successor.
-func TestPromotionBeyondTheSpreadSupersedesTheRecord(t *testing.T) {
+// Promotion by the judge: a build beats the record only when the judge says faster against the
+// record's bundle benched in the same rounds; slower and no difference are rejected with the
+// verdict; a record's bundle not benched beside it, or too few rounds, leave the run unjudged
+// (not a negative result); the beaten record becomes superseded, naming its successor.
+func TestPromotionByTheJudge(t *testing.T) {
 	dir := t.TempDir()
-	fake := &fakeLlama{flipAt: -1}
 	full := fastProtocol(ModeFull)
-	rs := &Records{dir: dir}
-	entry := func(label, manifest string, row0 float64, decision string) {
-		rs.Runs = append(rs.Runs, Entry{Label: label, Model: "sha256:m", Protocol: "p", Manifest: manifest, Row0TPS: row0, Valid: true, Decision: decision, Mode: ModeFull})
+	withArg := func(a ...string) *Bundle {
+		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, a...) })
+		b.Name = strings.Join(a, "")
+		return b
 	}
-	rec := func(manifest string, row0 float64) *Record {
-		return &Record{Protocol: full, Complete: true, Valid: true, Summary: Summary{Row0TPS: row0},
-			Identity: Identity{Label: manifest, Model: File{SHA256: "sha256:m"}, Protocol: "p", ManifestSHA256: manifest}}
+	slow, fast, same, slower := testBundle(), withArg("--poll", "0"), withArg("--poll", "1"), withArg("--poll", "2")
+	slow.Name = "slow"
+	speeds := map[string]int{"slow": 1000, "--poll0": 2000, "--poll1": 2000, "--poll2": 1500}
+	fake := &fakeLlama{flipAt: -1, speed: func(b *Bundle) int { return speeds[b.Name] }}
+	run := func(rounds int, bs ...*Bundle) *Result {
+		t.Helper()
+		res, err := Run(context.Background(), bs, Options{Protocol: full, Dir: dir, Rounds: rounds, start: fake.starter()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
-	entry("B0", "b0", 100, DecisionPromoted)
-	// no spread measured: 101 beats 100
-	if d, reason := rs.Decide(rec("b1", 101)); d != DecisionPromoted || !strings.Contains(reason, "1.010× B0") || !strings.Contains(reason, "no run-to-run spread measured") {
-		t.Errorf("no spread: %s (%s)", d, reason)
+	decisionOf := func(res *Result, name string) Judgement {
+		for _, j := range res.Records {
+			if j.Bundle == name {
+				return j
+			}
+		}
+		t.Fatalf("no judgement of %s in %+v", name, res.Records)
+		return Judgement{}
 	}
-	entry("B0 again", "b0", 103, DecisionBelow) // B0 measured twice: 3% apart
-	for _, tc := range []struct {
-		row0       float64
-		mode, want string
-	}{
-		{102, ModeFull, DecisionNoise},      // +2% < 3%
-		{103.5, ModeFull, DecisionPromoted}, // +3.5% > 3%
-		{102, ModeScreen, DecisionNoise},
-		{104, ModeScreen, DecisionScreenWin},
-		{99, ModeScreen, DecisionBelow},
-	} {
-		r := rec("b2", tc.row0)
-		r.Protocol.Mode = tc.mode
-		if d, reason := rs.Decide(r); d != tc.want {
-			t.Errorf("row 0 %.1f %s: %s (%s), want %s", tc.row0, tc.mode, d, reason, tc.want)
-		} else if d == DecisionNoise && !strings.Contains(reason, "3.0%") {
-			t.Errorf("within the spread: reason %q does not say the spread", reason)
+
+	// the first full run is the first record; the faster build, benched beside it, beats it
+	res := run(6, slow, fast)
+	if j := decisionOf(res, fast.Name); j.Decision != DecisionPromoted || j.Verdict == nil || j.Verdict.Kind != Faster ||
+		!strings.Contains(j.Reason, "faster: median 2.000 (2.000-2.000, 6 rounds)") || !strings.Contains(j.Reason, "differs: --poll (unset) → 0") {
+		t.Errorf("fast against the record: %+v, want promoted by a faster verdict, with what differs", j)
+	}
+	recs, _ := ReadRecords(dir)
+	var promoted, superseded int
+	for _, e := range recs.Runs {
+		switch e.Decision {
+		case DecisionPromoted:
+			promoted++
+			if e.Bundle != fast.Name {
+				t.Errorf("promoted %s, want %s", e.Bundle, fast.Name)
+			}
+		case DecisionSuperseded:
+			superseded++
+			if e.Bundle != "slow" || e.SupersededBy == "" {
+				t.Errorf("superseded %+v, want slow's first record, naming its successor", e)
+			}
+		case DecisionPending:
+			t.Errorf("a run left pending: %+v", e)
+		}
+	}
+	if promoted != 1 || superseded != 1 {
+		t.Errorf("%d promoted, %d superseded, want one of each: %+v", promoted, superseded, recs.Runs)
+	}
+	if s := recs.Standing(recs.Runs[0].Model, recs.Runs[0].Protocol); s == nil || s.Bundle != fast.Name {
+		t.Errorf("standing %+v, want fast", s)
+	}
+
+	// against the record: slower and no difference are rejected, with the verdict
+	res = run(6, fast, slower, same)
+	if j := decisionOf(res, slower.Name); j.Decision != DecisionBelow || !strings.Contains(j.Reason, "slower: median 0.750") {
+		t.Errorf("a slower build: %+v, want rejected below the record", j)
+	}
+	if j := decisionOf(res, same.Name); j.Decision != DecisionNoise || !strings.Contains(j.Reason, "no difference") {
+		t.Errorf("an as-fast build: %+v, want rejected, no difference", j)
+	}
+	for _, r := range res.Runs {
+		if r.Bundle == fast.Name && r.Decision != DecisionRecordAgain {
+			t.Errorf("the record's own bundle got %q", r.Decision)
 		}
 	}
 
-	// through commit: the first full run is the record, a faster bundle supersedes it
-	slow := testBundle()
-	fast := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", "0") })
-	if _, err := Run(context.Background(), []*Bundle{slow}, Options{Protocol: full, Dir: dir, start: fake.starter()}); err != nil {
-		t.Fatal(err)
+	// unjudged: too few rounds, or the record's bundle not beside it; neither is negative
+	res = run(3, fast, slow)
+	if j := decisionOf(res, "slow"); j.Decision != DecisionUnjudged || !strings.Contains(j.Reason, "not enough rounds to decide (6 needed, 3 measured)") {
+		t.Errorf("three rounds: %+v, want not judged, not enough rounds", j)
 	}
-	recs, _ := ReadRecords(dir)
-	first := recs.Runs[0]
-	// a record of a faster run, as commit would take it: its row 0 well above the first's
-	r := &Record{Protocol: full, Complete: true, Valid: true, Summary: Summary{Row0TPS: 2 * first.Row0TPS}, Bundle: "fast",
-		Identity: newIdentity(fast, full, "", time.Now()), Dir: filepath.Join(dir, "runs", "fast")}
-	if err := commit(dir, r); err != nil {
-		t.Fatal(err)
+	res = run(1, slower)
+	if j := decisionOf(res, slower.Name); j.Decision != DecisionUnjudged || !strings.Contains(j.Reason, "did not run in these rounds: bench the two together") || !strings.Contains(j.Reason, "--rounds 6") {
+		t.Errorf("alone: %+v, want not judged, with the command that would judge it", j)
 	}
-	recs, _ = ReadRecords(dir)
-	if recs.Runs[0].Decision != DecisionSuperseded || recs.Runs[0].SupersededBy != r.Identity.Label || recs.Runs[1].Decision != DecisionPromoted {
-		t.Fatalf("runs %+v, want the first superseded by the second, promoted", recs.Runs)
-	}
-	if !strings.Contains(recs.Runs[1].Reason, "2.000×") || !strings.Contains(recs.Runs[1].Reason, "differs:") || !strings.Contains(recs.Runs[1].Reason, "--poll") {
-		t.Errorf("promotion reason %q, want the delta and what differs", recs.Runs[1].Reason)
+	if negative(DecisionUnjudged) || negative(DecisionRecordAgain) {
+		t.Error("unjudged or the record measured again count as negative results")
 	}
 }
 

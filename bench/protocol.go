@@ -144,3 +144,9 @@ var canaryPrompts = []string{
 	"A list of prime numbers: 2, 3, 5,",
 	"The quick brown fox",
 }
+
+// Key says which runs' figures are comparable (prompt, generation, chat) with the mode, canaries
+// and rows: two measurements with the same Key were taken the same way.
+func (p Protocol) Key() string {
+	return fmt.Sprintf("%s-%s-c%d-t%d-r%d", p.key(), p.Mode, p.Canaries, p.CanaryTokens, p.Rows)
+}

@@ -72,7 +72,10 @@ type ServerInfo struct {
 	Series      bool   `json:"series"`
 	Speculative bool   `json:"speculative"`
 	Slots       int    `json:"slots"`
-	Restarts    int    `json:"restarts"`
+	// SlotContext is a slot's context size, tokens (/props n_ctx): two servers measured against
+	// each other must have the same.
+	SlotContext int `json:"slotContext,omitempty"`
+	Restarts    int `json:"restarts"`
 	// Devices are the GPUs the server held a CUDA context on once it was ready, as nvidia-smi
 	// sees them: the physical device, whatever CUDA_VISIBLE_DEVICES numbered it. None for a
 	// CPU or SYCL run, or where nvidia-smi is not on PATH.

@@ -368,7 +368,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 	if err != nil {
 		return err
 	}
-	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots}
+	rec.Server = ServerInfo{BuildInfo: ep.BuildInfo, Series: ep.Series, Speculative: ep.Speculative, Slots: ep.TotalSlots, SlotContext: ep.NCtx}
 	var used int
 	rec.Server.Devices, used = o.devices(ctx, b, rec, srv.pid())
 	stopSampling := o.sampleGPUMemory(ctx, b, srv.pid(), used)

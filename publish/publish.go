@@ -34,6 +34,15 @@ type Options struct {
 	// Progress is stderr's status line where it is a terminal: each push's bytes are drawn
 	// there instead of logged every 30 s.
 	Progress *progress.Term
+	// Gate, when set, must admit each image, by its digest, before it is pushed or any tag is
+	// moved to it. An image the registry already holds for the plan is made again from the
+	// plan's artifacts (not uploaded) so that the gate judges exactly that digest.
+	Gate Admitter
+}
+
+// Admitter admits an image of a plan for publishing, or says why not.
+type Admitter interface {
+	Admit(ctx context.Context, p *pipeline.Plan, digest string) error
 }
 
 // ImageFunc makes the runtime images of plans that are not yet published, one result per
@@ -95,6 +104,7 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 	jobs := max(opts.Jobs, 1)
 	ropts := append([]remote.Option{remote.WithContext(ctx)}, opts.Remote...)
 	results := make([]Result, len(plans))
+	existing := make([]*remote.Descriptor, len(plans))
 
 	// Which plans are published already?
 	var g errgroup.Group
@@ -112,6 +122,10 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 				r.Existing = true
 				r.Digest = d.Digest.String()
 				opts.Logger.InfoContext(ctx, "already published", "target", p.Target, "tag", r.Tags[0], "digest", r.Digest)
+				if opts.Gate != nil {
+					existing[i] = d // judged before any tag moves to it
+					return nil
+				}
 				r.Moved, r.Err = retag(opts.Repository, r.Tags[1:], d, ropts)
 				if r.Err != nil {
 					r.Err = fmt.Errorf("target %s: %w", p.Target, r.Err)
@@ -124,7 +138,7 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 
 	var todo []int
 	for i := range results {
-		if results[i].Err == nil && !results[i].Existing {
+		if results[i].Err == nil && (!results[i].Existing || existing[i] != nil) {
 			todo = append(todo, i)
 		}
 	}
@@ -145,7 +159,18 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 				results[i].Err = fmt.Errorf("target %s: %w", plans[i].Target, built[k].Err)
 			}
 		}
-		for k, err := range uploadShared(ctx, opts, built, jobs) {
+		if opts.Gate != nil {
+			admit(ctx, opts, plans, todo, built, existing, results)
+		}
+		upload := make([]Built, len(built))
+		for k, i := range todo {
+			if results[i].Err == nil && existing[i] == nil {
+				upload[k] = built[k]
+			} else {
+				upload[k] = Built{Err: errors.New("not uploaded")}
+			}
+		}
+		for k, err := range uploadShared(ctx, opts, upload, jobs) {
 			if i := todo[k]; results[i].Err == nil {
 				results[i].Err = fmt.Errorf("target %s: %w", plans[i].Target, err)
 			}
@@ -153,6 +178,15 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 		for k, i := range todo {
 			p, r, b := plans[i], &results[i], built[k]
 			if r.Err != nil {
+				continue
+			}
+			if d := existing[i]; d != nil {
+				g.Go(func() error {
+					if r.Moved, r.Err = retag(opts.Repository, r.Tags[1:], d, ropts); r.Err != nil {
+						r.Err = fmt.Errorf("target %s: %w", p.Target, r.Err)
+					}
+					return nil
+				})
 				continue
 			}
 			g.Go(func() error {
@@ -174,6 +208,34 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 		}
 	}
 	return results, nil
+}
+
+// admit asks the gate about each image made: one the registry holds must be the image its
+// artifacts make (else the verdict would be for another image than the tags would get), and
+// nothing is pushed or moved for one the gate does not admit.
+func admit(ctx context.Context, opts Options, plans []*pipeline.Plan, todo []int, built []Built, existing []*remote.Descriptor, results []Result) {
+	for k, i := range todo {
+		p, r := plans[i], &results[i]
+		if r.Err != nil {
+			continue
+		}
+		d, err := built[k].Image.Digest()
+		if err != nil {
+			r.Err = fmt.Errorf("target %s: digest of the image: %w", p.Target, err)
+			continue
+		}
+		if e := existing[i]; e != nil && e.Digest != d {
+			r.Err = fmt.Errorf("target %s: the registry's image for plan %s is %s, but its artifacts here make %s: the gate cannot judge the image the tags would point at; nothing moved (rebuild the artifacts with llbuild build, or publish without the gate)", p.Target, p.ShortHash(), e.Digest, d)
+			continue
+		}
+		if err := opts.Gate.Admit(ctx, p, d.String()); err != nil {
+			what := "not pushed"
+			if existing[i] != nil {
+				what = "no tag moved to the image the registry holds"
+			}
+			r.Err = fmt.Errorf("target %s %s: %w", p.Target, what, err)
+		}
+	}
 }
 
 // lookup finds the image under the identity tag; nil when the tag does not exist. An image

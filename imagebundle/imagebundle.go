@@ -1,4 +1,4 @@
-package main
+package imagebundle
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // fullCommit is a 40-hex git commit, as an image's revision label may hold one.
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// imageServer takes llama-server, its loader and its libraries out of the runtime image spec
+// Server takes llama-server, its loader and its libraries out of the runtime image spec
 // names, into a directory made under near (beside the bundle, so that placing the files can
 // link them), and says where they came from: the plan an llbuild image carries in its labels,
 // or, for anyone else's image, that it is foreign. cleanup removes the directory; call it once
 // the bundle is written.
-func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *manifest.ServerInput, cleanup func(), err error) {
+func Server(ctx context.Context, log *slog.Logger, spec, near string) (in *manifest.ServerInput, cleanup func(), err error) {
 	cleanup = func() {}
 	img, closeImage, err := image.Open(ctx, spec)
 	if err != nil {
@@ -100,7 +100,7 @@ func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *
 			cleanup()
 			return nil, func() {}, fmt.Errorf("%s: %w", what, err)
 		}
-		if in.Build, err = buildOfPlan(raw, labels[image.LabelVersion]); err != nil {
+		if in.Build, err = BuildOfPlan(raw, labels[image.LabelVersion]); err != nil {
 			cleanup()
 			return nil, func() {}, fmt.Errorf("%s: %w", what, err)
 		}
@@ -117,8 +117,8 @@ func imageServer(ctx context.Context, log *slog.Logger, spec, near string) (in *
 	return in, cleanup, nil
 }
 
-// buildOfPlan is the provenance of an llbuild image's server: the plan its labels carry.
-func buildOfPlan(raw []byte, version string) (manifest.Build, error) {
+// BuildOfPlan is the provenance of an llbuild image's server: the plan its labels carry.
+func BuildOfPlan(raw []byte, version string) (manifest.Build, error) {
 	var p pipeline.Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return manifest.Build{}, fmt.Errorf("the plan in label %s: %w", image.LabelPlan, err)
@@ -155,8 +155,8 @@ func buildOfPlan(raw []byte, version string) (manifest.Build, error) {
 	return b, nil
 }
 
-// outputDir is the directory a bundle is written beside: -o's parent, else the archive's.
-func outputDir(out manifest.BundleOutput) string {
+// OutputDir is the directory a bundle is written beside: -o's parent, else the archive's.
+func OutputDir(out manifest.BundleOutput) string {
 	p := out.Dir
 	if p == "" {
 		p = out.Archive
