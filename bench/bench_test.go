@@ -233,10 +233,10 @@ func TestDecide(t *testing.T) {
 		r    *Record
 		want string
 	}{
-		{rec(ModeScreen, 200), DecisionScreenWin}, // no record yet: send it to a full run
-		{rec(ModeFull, 100), DecisionPromoted},    // the first record, said so
-		{rec(ModeFull, 99), DecisionRecordAgain},  // the record's own bundle: no candidate
-		{rec(ModeFull, 150, other), DecisionPending}, // another build: judged after the rounds
+		{rec(ModeScreen, 200), DecisionScreenWin},     // no record yet: send it to a full run
+		{rec(ModeFull, 100), DecisionPromoted},        // the first record, said so
+		{rec(ModeFull, 99), DecisionRecordAgain},      // the record's own bundle: no candidate
+		{rec(ModeFull, 150, other), DecisionPending},  // another build: judged after the rounds
 		{rec(ModeScreen, 50, other), DecisionPending}, // a single row 0 decides nothing
 		{rec(ModeFull, 150, func(r *Record) {
 			r.Valid, r.Invalid = false, []string{"cached tokens: row 0 (fresh) reused 5 prompt tokens"}
