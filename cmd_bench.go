@@ -38,14 +38,15 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "label", Usage: "a human `NAME` for the runs, first in their labels (letters, digits, '.', '_', '=')"},
 		&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with each run's record and in records.json (what was tried, and why)"},
 		&cli.BoolFlag{Name: "chat", Usage: "send the rows' prompt as a chat turn rendered by the model's own template (a --prompt-file holding a JSON array of messages gives the conversation), as an app calling /v1/chat/completions does"},
-		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or 3 with several bundles)"},
-		&cli.StringSliceFlag{Name: "sweep", Usage: "make variants of one BUNDLE and sweep them: `SETTING=V1,V2,...` with SETTING a llama-server flag (--spec-draft-n-max=3,8,16) or an environment switch (GGML_CUDA_DISABLE_GRAPHS=0,1); repeat for a grid. The variants (files hard-linked) are screened, then the winner gets a full run"},
+		&cli.IntFlag{Name: "rounds", Usage: "runs per bundle, `N`; several bundles interleave A B A B (default 1, or with several bundles the fewest the judge can decide with: 6 at --alpha 0.05)"},
+		&cli.StringSliceFlag{Name: "sweep", Usage: "make variants of one BUNDLE and sweep them: `SETTING=V1,V2,...` with SETTING a llama-server flag (--spec-draft-n-max=3,8,16) or an environment switch (GGML_CUDA_DISABLE_GRAPHS=0,1); repeat for a grid. The variants (files hard-linked) and the defaults are screened (--rounds, default 1); the screen's leader then meets the defaults and the next two in full mode, interleaved, and the judge says whether it is faster"},
 		&cli.StringFlag{Name: "control", Usage: "with --gpus: a control `BUNDLE` run on every device in every round, to say how much the devices differ (bundles rotate across devices from round to round)"},
 		&cli.StringFlag{Name: "gpus", Usage: "run bundles in parallel, one per device of `LIST` (0,1,2,3): CUDA_VISIBLE_DEVICES or ONEAPI_DEVICE_SELECTOR per run"},
 		&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
 		&cli.BoolFlag{Name: "json", Usage: "print the runs and comparisons as JSON instead of the table"},
 	}
+	flags = append(flags, judgeFlags()...)
 	return &cli.Command{
 		Name:      "bench",
 		Usage:     "measure bundles the way tuning labs do: canaries, fresh row 0, validity, identity, records, A/B",
@@ -60,8 +61,12 @@ func benchCommand() *cli.Command {
 			"cached token, the bundle's arguments allow no reuse (--cache-ram 0, --ctx-checkpoints 0, no\n" +
 			"--cache-reuse, no n-gram or lookup speculation) and llama-server ran throughout. Each run is\n" +
 			"written to DIR/runs/LABEL/ (record.json, server.log) and DIR/records.json, where a valid full\n" +
-			"run that beats the standing row 0 of the same model and protocol is promoted. With several\n" +
-			"bundles the runs interleave and B/A row-0 ratios are reported. Progress goes to stderr.\n" +
+			"run is promoted when the judge says it is faster than the standing record's bundle benched in the\n" +
+			"same rounds (the first full run of a model and protocol is its first record). With several\n" +
+			"bundles the runs interleave, and each B/A is judged by Wilcoxon's signed-rank test of the rounds'\n" +
+			"log row-0 ratios, two-sided at --alpha, with --min-step: faster, slower, no difference, or not\n" +
+			"enough rounds to decide (N needed), never a direction the test does not support. Progress goes\n" +
+			"to stderr.\n" +
 			"Exit status: 0 every run valid, 1 a run invalid, failed or below its canaries, 2 usage,\n" +
 			"130 interrupted (the runs measured so far are kept, the one in progress marked incomplete).",
 		Flags:       flags,
@@ -121,7 +126,7 @@ func benchRequestOf(c *cli.Context, flags []cli.Flag) (benchRequest, error) {
 func runBench(c *cli.Context, r benchRequest) error {
 	opts := r.Opts
 	if len(r.Sweeps) > 0 {
-		return benchSweep(c, opts, r.Names[0], r.Sweeps)
+		return benchSweep(c, opts, r.Names[0], r.Sweeps, r.JSON)
 	}
 	var bundles []*bench.Bundle
 	var dirs []string
@@ -287,13 +292,18 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 			return bench.Options{}, usagef("--label %q: use letters, digits, '.', '_' and '=' (it names the runs' directories)", name)
 		}
 	}
+	j, err := judgeOf(c)
+	if err != nil {
+		return bench.Options{}, err
+	}
 	return bench.Options{Protocol: p, Dir: c.String("dir"), Rounds: rounds, GPUs: gpus, ReadyTimeout: c.Duration("ready-timeout"),
-		Name: name, Note: c.String("note")}, nil
+		Name: name, Note: c.String("note"), Judge: j}, nil
 }
 
-// benchSweep makes the variants of one bundle that --sweep names, screens them interleaved, and
-// gives the screen's winner a full run; both tables go to stdout.
-func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string) error {
+// benchSweep makes the variants of one bundle that --sweep names and lets bench.Sweep screen
+// them with the defaults, then judge the leader against the defaults and the next ones in full
+// mode; the tables and the verdicts go to stdout (or one JSON object).
+func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string, asJSON bool) error {
 	grid, err := sweepGrid(sweeps)
 	if err != nil {
 		return err
@@ -303,14 +313,18 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		return err
 	}
 	defer cleanup()
-	base := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
-	var bundles []*bench.Bundle
+	base, err := bench.OpenBundle(dir, "defaults")
+	if err != nil {
+		return err
+	}
+	stem := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
+	var variants []*bench.Bundle
 	for _, g := range grid {
 		var parts []string
 		for _, s := range g {
 			parts = append(parts, strings.TrimLeft(s.Name, "-")+"="+s.Value)
 		}
-		vname := base + "-" + strings.Join(parts, "-")
+		vname := stem + "-" + strings.Join(parts, "-")
 		vdir := filepath.Join(opts.Dir, "sweep", vname)
 		if _, err := manifest.Variant(c.Context, dir, vdir, g); err != nil {
 			return usageOf(fmt.Errorf("variant %s: %w", vname, err))
@@ -319,55 +333,42 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		if err != nil {
 			return err
 		}
-		bundles = append(bundles, b)
+		variants = append(variants, b)
 	}
+	res, err := bench.Sweep(c.Context, base, variants, bench.SweepOptions{Options: opts, Full: sweepFullProtocol(opts.Protocol, c.IsSet("canaries"))})
 	out := stdoutOf(c)
-	screen := opts
-	screen.Protocol.Mode = bench.ModeScreen
-	if opts.Rounds == 0 {
-		screen.Rounds = 1
+	if res != nil && asJSON {
+		if werr := writeJSON(out, res); werr != nil {
+			return werr
+		}
+	} else if res != nil {
+		fmt.Fprintf(out, "records: %s\n\nsweep of %s, %d variants and the defaults, screened:\n", res.Screen.RecordsFile, name, len(variants))
+		if werr := res.Screen.WriteTable(out); werr != nil {
+			return werr
+		}
+		if res.Full != nil {
+			fmt.Fprintf(out, "\nfull mode: the screen's leader %s against the defaults and the next ones:\n", res.Leader)
+			if werr := res.Full.WriteTable(out); werr != nil {
+				return werr
+			}
+		}
+		if werr := res.WriteText(out); werr != nil {
+			return werr
+		}
 	}
-	res, err := bench.Run(c.Context, bundles, screen)
 	if res == nil {
 		return err
 	}
-	fmt.Fprintf(out, "records: %s\n\nsweep of %s, %d variants, screened:\n", res.RecordsFile, name, len(bundles))
-	if werr := res.WriteTable(out); werr != nil {
-		return werr
-	}
-	if err != nil || res.Interrupted {
-		return errors.Join(err, interruptedErr(res))
-	}
-	var best *bench.Record
-	for _, r := range res.Runs {
-		if r.Valid && (best == nil || r.Summary.Row0TPS > best.Summary.Row0TPS) {
-			best = r
+	for _, r := range []*bench.Result{res.Screen, res.Full} {
+		if r != nil && r.Interrupted {
+			return errors.Join(err, interruptedErr(r))
 		}
 	}
-	if best == nil {
-		return errors.New("no variant's screen was valid: nothing to send to a full run")
-	}
-	fmt.Fprintf(out, "\nscreen winner: %s (row 0 %.2f tok/s); its full run:\n", best.Bundle, best.Summary.Row0TPS)
-	var winner *bench.Bundle
-	for _, b := range bundles {
-		if b.Name == best.Bundle {
-			winner = b
-		}
-	}
-	full := opts
-	full.Protocol, full.Rounds = sweepFullProtocol(opts.Protocol, c.IsSet("canaries")), 1
-	fres, err := bench.Run(c.Context, []*bench.Bundle{winner}, full)
-	if fres == nil {
+	if err != nil {
 		return err
 	}
-	if werr := fres.WriteTable(out); werr != nil {
-		return werr
-	}
-	if err != nil || fres.Interrupted {
-		return errors.Join(err, interruptedErr(fres))
-	}
-	if r := fres.Runs[0]; !r.Valid {
-		return fmt.Errorf("the winner's full run does not count: %s", r.Decision)
+	if res.Leader == "" {
+		return errors.New(res.Conclusion)
 	}
 	return nil
 }

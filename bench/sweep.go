@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+)
+
+// SweepOptions are a sweep's: the screen's options (its protocol in screen mode) and the full
+// run's protocol; Next is how many of the screen's runners-up the leader meets in full mode.
+type SweepOptions struct {
+	Options
+	Full Protocol
+	Next int
+}
+
+// SweepResult is a sweep: the screen of every variant (the defaults among them), its ranking,
+// and the full run where the judge compared the screen's leader with the defaults and with the
+// next ones.
+type SweepResult struct {
+	Screen *Result `json:"screen"`
+	// Ranking is the screen's order: variants by their median valid row 0, best first. It only
+	// chooses what the full run measures; it is no verdict.
+	Ranking []Ranked `json:"ranking"`
+	Full    *Result  `json:"full,omitempty"`
+	// Leader is the screen's best variant other than the defaults; Verdicts its comparisons in
+	// the full run, leader over each other (the defaults first), by the judge.
+	Leader   string        `json:"leader,omitempty"`
+	Verdicts []*Comparison `json:"verdicts,omitempty"`
+	// Winner is the leader when the judge says it is faster than the defaults and slower than
+	// none of the next ones; empty otherwise. Conclusion says the outcome in a sentence.
+	Winner     string `json:"winner,omitempty"`
+	Conclusion string `json:"conclusion"`
+}
+
+// Ranked is a variant's place in the screen.
+type Ranked struct {
+	Bundle string  `json:"bundle"`
+	Row0   float64 `json:"medianRow0TokPerSec"`
+	Valid  int     `json:"validRuns"`
+}
+
+// Sweep screens base and its variants interleaved, then benches the screen's leader against the
+// defaults (base) and the next best in full mode, interleaved, and lets the judge say whether
+// any setting is faster than the defaults.
+func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions) (*SweepResult, error) {
+	if len(variants) == 0 {
+		return nil, errors.New("a sweep needs variants")
+	}
+	if o.Judge == (Judge{}) {
+		o.Judge = DefaultJudge()
+	}
+	if o.Next <= 0 {
+		o.Next = 2
+	}
+	all := append([]*Bundle{base}, variants...)
+	screen := o.Options
+	screen.Protocol.Mode = ModeScreen
+	if screen.Rounds == 0 {
+		screen.Rounds = 1
+	}
+	sres, err := Run(ctx, all, screen)
+	out := &SweepResult{Screen: sres}
+	if sres == nil || err != nil || sres.Interrupted {
+		return out, err
+	}
+	out.Ranking = rank(all, sres.Runs)
+	var leader *Bundle
+	var next []*Bundle
+	for _, r := range out.Ranking {
+		b := all[slices.IndexFunc(all, func(b *Bundle) bool { return b.Name == r.Bundle })]
+		switch {
+		case b == base || r.Valid == 0:
+		case leader == nil:
+			leader = b
+		case len(next) < o.Next:
+			next = append(next, b)
+		}
+	}
+	if leader == nil {
+		out.Conclusion = "no variant's screen was valid: nothing to send to a full run"
+		return out, nil
+	}
+	out.Leader = leader.Name
+	full := o.Options
+	full.Protocol = o.Full
+	full.Rounds = max(o.Rounds, RoundsNeeded(o.Judge.Alpha))
+	fres, err := Run(ctx, append([]*Bundle{base, leader}, next...), full)
+	out.Full = fres
+	if fres == nil || err != nil || fres.Interrupted {
+		return out, err
+	}
+	for _, other := range append([]*Bundle{base}, next...) {
+		out.Verdicts = append(out.Verdicts, fres.Compare(o.Judge, other.Name, leader.Name))
+	}
+	vs := out.Verdicts[0].Verdict
+	beaten := ""
+	for i, c := range out.Verdicts[1:] {
+		if c.Verdict.Kind == Slower {
+			beaten = next[i].Name
+		}
+	}
+	switch {
+	case vs.Kind == Faster && beaten == "":
+		out.Winner = leader.Name
+		out.Conclusion = fmt.Sprintf("%s is faster than the defaults: %s", leader.Name, vs.Text)
+	case vs.Kind == Faster:
+		out.Conclusion = fmt.Sprintf("%s is faster than the defaults (%s) but slower than %s in full mode: sweep again around both", leader.Name, vs.Text, beaten)
+	case vs.Kind == NotEnoughRounds:
+		out.Conclusion = fmt.Sprintf("%s against the defaults: %s", leader.Name, vs.Text)
+	default:
+		out.Conclusion = fmt.Sprintf("no setting is faster than the defaults: the screen's leader %s against them is %s", leader.Name, vs.Text)
+	}
+	return out, nil
+}
+
+// rank orders bundles by the median of their valid runs' row 0, best first; bundles without a
+// valid run last, in their order.
+func rank(bundles []*Bundle, runs []*Record) []Ranked {
+	var out []Ranked
+	for _, b := range bundles {
+		var xs []float64
+		for _, r := range runs {
+			if r.Bundle == b.Name && counts(r) && r.Valid {
+				xs = append(xs, r.Summary.Row0TPS)
+			}
+		}
+		_, med, _ := Spread(xs)
+		out = append(out, Ranked{Bundle: b.Name, Row0: med, Valid: len(xs)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Row0 > out[j].Row0 })
+	return out
+}
+
+// Compare is bundle b against bundle a (by name) over the rounds of this result, judged: the
+// same comparison Run makes of each bundle with the first, for any pair.
+func (res *Result) Compare(j Judge, a, b string) *Comparison {
+	rounds := 0
+	for _, r := range res.Runs {
+		rounds = max(rounds, r.Round+1)
+	}
+	as, bs := make([]*Record, rounds), make([]*Record, rounds)
+	for _, r := range res.Runs {
+		switch r.Bundle {
+		case a:
+			as[r.Round] = r
+		case b:
+			bs[r.Round] = r
+		}
+	}
+	return compare(j, a, b, as, bs)
+}
+
+// WriteText writes the sweep's outcome: the ranking, each verdict and the conclusion.
+func (s *SweepResult) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "\nscreen ranking (median row 0 of valid runs; it only picks what the full run measures):\n")
+	for i, r := range s.Ranking {
+		fmt.Fprintf(w, "  %d. %s  %.2f tok/s (%d valid)\n", i+1, r.Bundle, r.Row0, r.Valid)
+	}
+	for _, c := range s.Verdicts {
+		fmt.Fprintf(w, "\n%s / %s, full mode, %d rounds: %s\n", c.B, c.A, len(c.Ratios), c.Verdict.Text)
+	}
+	_, err := fmt.Fprintf(w, "\nsweep: %s\n", s.Conclusion)
+	return err
+}

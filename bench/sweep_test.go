@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/llbuild/llbuild/manifest"
+)
+
+// A sweep's winner is the judge's, not a single row 0's: the screen only ranks; the leader meets
+// the defaults and the next ones in full mode, and is called the winner only when the judge says
+// it is faster than the defaults and slower than none of them. When every setting runs as fast
+// as the defaults, the sweep says no setting is faster.
+func TestSweepWinnerIsTheJudges(t *testing.T) {
+	variant := func(v string) *Bundle {
+		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
+		b.Name = "poll" + v
+		return b
+	}
+	base := testBundle()
+	base.Name = "defaults"
+	variants := []*Bundle{variant("10"), variant("20"), variant("30"), variant("40")}
+	for _, tc := range []struct {
+		name             string
+		speeds           map[string]int
+		winner, conclude string
+	}{
+		{"one setting faster", map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900, "poll40": 1200}, "poll20",
+			"poll20 is faster than the defaults: faster: median 2.000"},
+		{"none faster", map[string]int{"defaults": 1000, "poll10": 1000, "poll20": 1000, "poll30": 1000, "poll40": 1000}, "",
+			"no setting is faster than the defaults"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &fakeLlama{flipAt: -1, speed: func(b *Bundle) int { return tc.speeds[b.Name] }}
+			o := SweepOptions{Options: Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), start: fake.starter()}, Full: fastProtocol(ModeFull)}
+			res, err := Sweep(context.Background(), base, variants, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Winner != tc.winner || !strings.Contains(res.Conclusion, tc.conclude) {
+				t.Errorf("winner %q (%s), want %q with %q", res.Winner, res.Conclusion, tc.winner, tc.conclude)
+			}
+			if len(res.Screen.Runs) != 5 || res.Full == nil || len(res.Full.Runs) != 4*RoundsNeeded(DefaultAlpha) {
+				t.Fatalf("screen %d runs, full %v: want 5 screens, then the leader, the defaults and two more over 6 rounds", len(res.Screen.Runs), res.Full)
+			}
+			if res.Verdicts[0].A != "defaults" || res.Verdicts[0].B != res.Leader || len(res.Verdicts) != 3 {
+				t.Errorf("verdicts %+v: want the leader over the defaults first, then over the next two", res.Verdicts)
+			}
+			for _, r := range res.Full.Runs {
+				if r.Protocol.Mode != ModeFull {
+					t.Errorf("full run %s in mode %s", r.Identity.Label, r.Protocol.Mode)
+				}
+			}
+			var text strings.Builder
+			if err := res.WriteText(&text); err != nil || !strings.Contains(text.String(), "it only picks what the full run measures") {
+				t.Errorf("text:\n%s", text.String())
+			}
+		})
+	}
+}
