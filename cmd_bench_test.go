@@ -419,7 +419,9 @@ func TestBenchDoesNotRestartASameCrash(t *testing.T) {
 }
 
 // --sweep makes the variants of one bundle (files hard-linked, the manifest's arguments or
-// environment changed), screens them, and gives the screen's winner a full run.
+// environment changed), screens them with the defaults, and benches the screen's leader against
+// the defaults and the next two in full mode, interleaved over the judge's six rounds; the judge
+// says the outcome.
 func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")
@@ -455,8 +457,9 @@ func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
 			fulls++
 		}
 	}
-	if screens != 4 || fulls != 1 || !strings.Contains(stdout, "screen winner: bundle0-") {
-		t.Errorf("%d screens, %d full runs, want 4 and 1\n%s", screens, fulls, stdout)
+	if screens != 5 || fulls != 4*6 || !strings.Contains(stdout, "full mode: the screen's leader bundle0-") || !strings.Contains(stdout, "\nsweep: ") ||
+		!strings.Contains(stdout, " / defaults, full mode, 6 rounds: ") {
+		t.Errorf("%d screens, %d full runs, want 5 and 24, and the judge's verdicts\n%s", screens, fulls, stdout)
 	}
 	if code, _, stderr := benchRun(t, b, b, "--sweep", "--threads=1,2"); code != 2 || !strings.Contains(stderr, "one BUNDLE") {
 		t.Errorf("--sweep with two bundles: exit %d %s", code, stderr)

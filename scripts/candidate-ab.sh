@@ -55,7 +55,7 @@ bundle series "$series"
 bundle fix "$b"
 cd "$work"
 echo "== draft-simple (the llama bigram pair), fix / series"
-"$ll" --quiet bench series-ds fix-ds --rounds "$rounds" --dir lab-ds | grep -E '^A/B|^  [AB] '
+"$ll" --quiet bench series-ds fix-ds --rounds "$rounds" --dir lab-ds | grep -E '^A/B|^  [AB] |^  verdict'
 echo "== no draft, fix / series"
-"$ll" --quiet bench series fix --rounds "$rounds" --dir lab | grep -E '^A/B|^  [AB] '
+"$ll" --quiet bench series fix --rounds "$rounds" --dir lab | grep -E '^A/B|^  [AB] |^  verdict'
 echo "records: $work/lab-ds, $work/lab"

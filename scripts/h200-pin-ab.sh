@@ -1,7 +1,7 @@
 #!/bin/bash
 # h200-pin-ab.sh: did moving the pin make the H200 faster? Builds the old pin (the recorded
 # series and recipe, patches/<old>/) and the new one (the built-in recipe and series) for h200
-# with the host executor, and runs llbuild bench OLD NEW --mode full --rounds 3 on one model,
+# with the host executor, and runs llbuild bench OLD NEW --mode full --rounds "${ROUNDS:-8}" on one model,
 # without a draft and with a draft-simple draft. For a GPU machine without Go or network.
 # Prepare a folder git ignores (.carry/) here with `bash scripts/h200-carry.sh`, which does
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/randgguf ./internal/tools/randgguf
@@ -47,7 +47,8 @@
 #                                 --threads 4, B3 --spec-draft-n-max 8); B0 alone (one lane's
 #                                 time), the four with --gpus $GPUS (default 0,1,2,3) --mode
 #                                 screen, B0 against a copy of itself on two GPUs for 3 rounds
-#                                 (are GPUs comparable), then the screen's winner --mode full;
+#                                 (are GPUs comparable), then the four --mode full over $ROUNDS
+#                                 (default 6) rounds, judged against B0 by llbuild;
 #                                 nvidia-smi's compute processes sampled every second throughout
 #                                 ($OUT/smi-apps.csv: which GPU each lane's server ran on, when)
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
@@ -146,7 +147,7 @@ ab | ab-bigram)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	for kind in ${KINDS:-b bd}; do # KINDS=bd: the draft alone (issue 40's item 4 asks for the drafts)
 		t0=$SECONDS
-		"$D"/llbuild bench "${PINS[@]/#//tmp/$kind-}" --mode full --rounds 3 --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		"$D"/llbuild bench "${PINS[@]/#//tmp/$kind-}" --mode full --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
 		cat "$OUT/bench-$kind.txt"
 		tail -5 "$OUT/bench-$kind.log"
@@ -171,7 +172,7 @@ ab-mtp | drafts)
 		set -- /tmp/g-none /tmp/g-simple /tmp/g-mtp
 	fi
 	t0=$SECONDS
-	"$D"/llbuild bench "$@" --mode full --rounds 3 --dir /tmp/runs-"$stage" >"$OUT/bench-$stage.txt" 2>"$OUT/bench-$stage.log"
+	"$D"/llbuild bench "$@" --mode full --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$stage" >"$OUT/bench-$stage.txt" 2>"$OUT/bench-$stage.log"
 	echo "bench $stage: exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-$stage.txt"
 	tail -5 "$OUT/bench-$stage.log"
@@ -203,7 +204,7 @@ series-cost)
 		"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$p")" -o /tmp/sc-"$p" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
 	done
 	t0=$SECONDS
-	"$D"/llbuild bench /tmp/sc-"$pin" /tmp/sc-"$pin"1 --mode full --rounds 3 --dir /tmp/runs-sc-"$pin" >"$OUT/bench-sc-$pin.txt" 2>"$OUT/bench-sc-$pin.log"
+	"$D"/llbuild bench /tmp/sc-"$pin" /tmp/sc-"$pin"1 --mode full --rounds "${ROUNDS:-8}" --dir /tmp/runs-sc-"$pin" >"$OUT/bench-sc-$pin.txt" 2>"$OUT/bench-sc-$pin.log"
 	echo "bench series-cost $pin: exit $?, $((SECONDS - t0)) s"
 	grep -v '^  io.llbuild.patches' "$OUT/bench-sc-$pin.txt" | head -40
 	tar -C /tmp -czf "$OUT/runs-sc-$pin.tgz" --exclude=server.log runs-sc-"$pin" ;;
@@ -239,7 +240,7 @@ for r in res["runs"]:
     print(f'  {r["identity"]["label"]} r{r["round"]} gpu={r["identity"].get("gpu", "-")} [{devs}] {r["started"]} .. {r["finished"]} '
           f'row0 {r["summary"].get("row0TokPerSec", 0):.2f} canary {r["canary"]["passed"]}/{r["canary"]["checks"]} {r["decision"]}')
 for c in res.get("comparisons") or []:
-    print(f'  A/B {c["b"]} / {c["a"]}: {c["ratios"]} min {c["min"]:.3f} median {c["median"]:.3f} max {c["max"]:.3f} ({c["verdict"]})')
+    print(f'  A/B {c["b"]} / {c["a"]}: {c["ratios"]}: {c["verdict"]["text"]}')
 if res.get("sharedDevices"):
     print("  SHARED DEVICES:", res["sharedDevices"])
 PY
@@ -250,12 +251,9 @@ PY
 	if [ "${#lanes[@]}" -ge 2 ]; then
 		bench same /tmp/s4-B0 /tmp/s4-B0copy --mode screen --rounds 3 --gpus "${lanes[0]},${lanes[1]}"
 	fi
-	winner=$(python3 -c '
-import json, sys
-runs = [r for r in json.load(open(sys.argv[1]))["runs"] if r["valid"]]
-print(max(runs, key=lambda r: r["summary"]["row0TokPerSec"])["bundle"] if runs else "")' "$OUT/s4-four.json")
-	echo "screen winner: ${winner:-none}"
-	[ -n "$winner" ] && bench full "$winner" --mode full --rounds 1 --gpus "${lanes[0]}"
+	# no winner is picked here: the four meet in full mode, interleaved, and llbuild's judge says
+	# how each compares with B0 (its verdicts are in the JSON the bench writes)
+	bench full /tmp/s4-B0 /tmp/s4-B1 /tmp/s4-B2 /tmp/s4-B3 --mode full --rounds "${ROUNDS:-6}" --gpus "$gpus"
 	kill $smi 2>/dev/null
 	tar -C /tmp -czf "$OUT/runs-screen4.tgz" --exclude=server.log runs-s4-one runs-s4-four runs-s4-same runs-s4-full 2>/dev/null ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
