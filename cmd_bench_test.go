@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -463,5 +465,63 @@ func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
 	}
 	if code, _, stderr := benchRun(t, b, b, "--sweep", "--threads=1,2"); code != 2 || !strings.Contains(stderr, "one BUNDLE") {
 		t.Errorf("--sweep with two bundles: exit %d %s", code, stderr)
+	}
+}
+
+// A bundle against a byte copy of itself on a real llama-server: the null the judge must hold.
+// The rounds of one long A/B are cut into trials of 2, 3 and 5 rounds (none may get a direction:
+// the test cannot reach alpha with so few) and of 6, 10 and all of them (directions in at most
+// alpha of them, with room for chance: 2 of the 9). LLBUILD_NULL_ROUNDS makes the A/B longer for
+// the false-verdict rate BENCHMARKS.md gives; the rate is logged.
+func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real llama-servers")
+	}
+	rounds := 30
+	if n, err := strconv.Atoi(os.Getenv("LLBUILD_NULL_ROUNDS")); err == nil && n >= 30 {
+		rounds = n
+	}
+	a := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil)[0]
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", a, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("copying the bundle: %v\n%s", err, out)
+	}
+	code, stdout, stderr := benchRun(t, a, copyDir, "--dir", t.TempDir(), "--rounds", strconv.Itoa(rounds), "--canaries", "1",
+		"--prompt", "short", "--generate", "16", "--json")
+	if code != 0 {
+		t.Fatalf("bench A Acopy: exit %d\n%s", code, stderr)
+	}
+	var res bench.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	c := res.Comparisons[0]
+	if len(c.Ratios) < rounds-2 {
+		t.Fatalf("%d comparable rounds of %d", len(c.Ratios), rounds)
+	}
+	if c.Verdict.Kind == "" || c.Verdict.Rounds != len(c.Ratios) {
+		t.Errorf("the A/B's own verdict %+v", c.Verdict)
+	}
+	j := bench.DefaultJudge()
+	trials, directed := 0, 0
+	for _, size := range []int{2, 3, 5, 6, 10, len(c.Ratios)} {
+		for k := 0; k+size <= len(c.Ratios); k += size {
+			v := j.Compare(c.Ratios[k : k+size])
+			if size < bench.RoundsNeeded(j.Alpha) {
+				if v.Kind != bench.NotEnoughRounds {
+					t.Errorf("rounds %d..%d: %s, want not enough rounds", k, k+size, v.Text)
+				}
+				continue
+			}
+			trials++
+			if v.Decided() {
+				directed++
+				t.Logf("rounds %d..%d: %s", k, k+size, v.Text)
+			}
+		}
+	}
+	t.Logf("A/Acopy, %d rounds (median %.3f, %.3f-%.3f): directions in %d of %d trials of 6 rounds or more", len(c.Ratios), c.Median, c.Min, c.Max, directed, trials)
+	if limit := max(2, int(math.Ceil(2*j.Alpha*float64(trials)))); directed > limit {
+		t.Errorf("identical bundles got a direction in %d of %d trials, want at most %d", directed, trials, limit)
 	}
 }

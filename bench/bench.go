@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// Result is what one invocation measured: its runs in the order they were started
-// (round-major: A B A B ...) and, with several bundles, each one's comparison with the first.
+// Result is what one invocation measured: its runs round by round, each round's in the
+// bundles' order (without GPUs they ran A B, then B A, alternately), and, with several
+// bundles, each one's comparison with the first.
 type Result struct {
 	Dir         string        `json:"dir"`
 	RecordsFile string        `json:"recordsFile"`
@@ -99,8 +100,8 @@ type Comparison struct {
 }
 
 // Run measures every bundle Rounds times and records each run in the campaign directory.
-// Without GPUs the runs go one at a time, interleaved (A B A B ...), each from its server's
-// start to its stop; with GPUs, bundle i runs on GPUs[i mod len] and the devices work in
+// Without GPUs the runs go one at a time, interleaved and counterbalanced (A B, B A, A B ...),
+// each from its server's start to its stop; with GPUs, bundle i runs on GPUs[i mod len] and the devices work in
 // parallel. When ctx is done, the run in progress is kept as incomplete and no further run
 // starts.
 func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
@@ -171,7 +172,17 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 		lanes[gpu] = append(lanes[gpu], j)
 	}
 	for r := 0; r < o.Rounds; r++ {
-		for i := range bundles {
+		// one machine: the order turns every other round (A B, B A, A B ...), so that whatever
+		// favours the first or the second run of a round (a cache warmed, a core's clock) falls
+		// on each bundle alike and the judge sees no direction in it
+		seq := make([]int, len(bundles))
+		for i := range seq {
+			seq[i] = i
+			if len(o.GPUs) == 0 && r%2 == 1 {
+				seq[i] = len(bundles) - 1 - i
+			}
+		}
+		for _, i := range seq {
 			gpu := ""
 			if len(o.GPUs) > 0 {
 				gpu = o.GPUs[(i+r)%len(o.GPUs)]

@@ -289,7 +289,8 @@ func TestCampaignAccumulates(t *testing.T) {
 	}
 }
 
-// Several bundles interleave A B A B, and B/A is reported per round.
+// Several bundles interleave, the order turning every round (A B, B A, ...), one run at a time,
+// and B/A is reported per round.
 func TestABInterleavesAndReportsRatios(t *testing.T) {
 	fake := &fakeLlama{flipAt: -1}
 	a, b := testBundle(), testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "-t", "4") })
@@ -304,10 +305,21 @@ func TestABInterleavesAndReportsRatios(t *testing.T) {
 	for i, r := range res.Runs {
 		wantB := i%2 == 1
 		if (r.Bundle == "b2") != wantB || r.Round != i/2 {
-			t.Errorf("run %d is %s round %d, want A B A B order", i, r.Bundle, r.Round)
+			t.Errorf("result %d is %s round %d, want each round's runs in the bundles' order", i, r.Bundle, r.Round)
 		}
-		if i > 0 && r.Started.Before(res.Runs[i-1].Finished) {
-			t.Errorf("run %d started before run %d finished: not one at a time", i, i-1)
+	}
+	// in time: A B, then B A
+	for round := 0; round < 6; round++ {
+		a, b := res.Runs[2*round], res.Runs[2*round+1]
+		first, second := a, b
+		if round%2 == 1 {
+			first, second = b, a
+		}
+		if second.Started.Before(first.Finished) {
+			t.Errorf("round %d: %s started before %s finished, want %s first and one at a time", round, second.Bundle, first.Bundle, first.Bundle)
+		}
+		if round > 0 && first.Started.Before(res.Runs[2*round-1].Finished) && first.Started.Before(res.Runs[2*round-2].Finished) {
+			t.Errorf("round %d started before round %d finished", round, round-1)
 		}
 	}
 	c := res.Comparisons[0]
