@@ -21,10 +21,6 @@ import (
 	"github.com/llbuild/llbuild/pipeline"
 )
 
-// exitInterrupted is bench's exit status when it was stopped (Ctrl-C, SIGTERM) before every
-// run was done: 128 + SIGINT, as shells report it.
-const exitInterrupted = 130
-
 func benchCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "mode", Value: bench.ModeScreen, Usage: "`screen` (128 canary checks, 1 row) or full (384 checks, 8 rows; only a full run can be promoted)"},

@@ -13,10 +13,7 @@ import (
 	"github.com/llbuild/llbuild/patches"
 )
 
-var (
-	sourceRepoFlag = &cli.StringFlag{Name: "source", Usage: "llama.cpp git checkout or mirror `DIR` (patches status also takes a plain source tree)", Required: true}
-	commitFlag     = &cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` (any revision the repository knows; default its HEAD)"}
-)
+var commitFlag = &cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` (any revision the repository knows; default its HEAD)"}
 
 func patchesCommand() *cli.Command {
 	return &cli.Command{
@@ -176,13 +173,4 @@ func seriesBlocked(rep *patches.Report) error {
 		}
 	}
 	return nil
-}
-
-// noCommitIsUsage makes a commit the source does not have a usage error (exit 2: named something
-// that is not there).
-func noCommitIsUsage(err error) error {
-	if errors.Is(err, patches.ErrNoCommit) {
-		return usageError{err}
-	}
-	return err
 }

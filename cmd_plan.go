@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 	"text/tabwriter"
 
@@ -15,101 +12,7 @@ import (
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/recipes"
-	"github.com/llbuild/llbuild/targets"
 )
-
-var (
-	targetFlag     = &cli.StringFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME` (see llbuild targets)"}
-	targetFileFlag = &cli.StringFlag{Name: "target-file", Usage: "target `FILE` describing your own host (llbuild target detect writes one)"}
-	jsonFlag       = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
-	floatingFlag   = &cli.BoolFlag{Name: "allow-floating", Usage: "accept unpinned inputs: base images given by tag without a digest, apt packages without pinned versions (the build is then not reproducible)"}
-	recipeFlag     = &cli.StringFlag{Name: "recipe", Value: "server", Usage: "recipe `NAME`: server or wheel, or a recipe FILE.yaml (one recipe bump --new-series recorded)"}
-)
-
-func targetsCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "targets",
-		Usage: "list the built-in targets",
-		Flags: []cli.Flag{jsonFlag},
-		Action: func(c *cli.Context) error {
-			var all []*targets.Target
-			for _, n := range targets.Names() {
-				t, err := targets.Load(n)
-				if err != nil {
-					return err
-				}
-				all = append(all, t)
-			}
-			out := stdoutOf(c)
-			if c.Bool("json") {
-				return writeJSON(out, all)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tBACKEND\tGPU\tDRIVER\tCPU FEATURES")
-			for _, t := range all {
-				gpu, drv := "-", "-"
-				if len(t.Host.GPUs) > 0 {
-					g := t.Host.GPUs[0]
-					gpu = g.Name
-					switch {
-					case t.Build.CUDA != nil:
-						gpu += " (sm_" + strings.Join(t.Build.CUDA.Architectures, ",") + ")"
-					case t.Build.SYCL != nil:
-						gpu += " (" + t.Build.SYCL.DeviceArch + ")"
-					}
-				}
-				if t.Host.Driver.Version != "" {
-					drv = t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Build.Backend, gpu, drv, featureList(t.Host.CPU.Features))
-			}
-			return tw.Flush()
-		},
-	}
-}
-
-func featureList(fs []targets.Feature) string {
-	s := make([]string, len(fs))
-	for i, f := range fs {
-		s[i] = string(f)
-	}
-	return strings.Join(s, " ")
-}
-
-func targetCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "target",
-		Usage: "show a target, or describe this machine as one",
-		Subcommands: []*cli.Command{
-			{
-				Name:      "show",
-				Usage:     "print a target file",
-				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{targetFileFlag},
-				Action: func(c *cli.Context) error {
-					if c.NArg() > 1 {
-						return usagef("target show takes one NAME")
-					}
-					// loadTarget's message names --target, which this command takes as an argument.
-					if c.NArg() == 0 && c.String("target-file") == "" {
-						return usagef("no target given: use llbuild target show NAME (one of %s) or llbuild target show --target-file FILE", strings.Join(targets.Names(), ", "))
-					}
-					t, err := loadTarget(c.Args().First(), c.String("target-file"))
-					if err != nil {
-						return err
-					}
-					b, err := t.Marshal()
-					if err != nil {
-						return err
-					}
-					_, err = stdoutOf(c).Write(b)
-					return err
-				},
-			},
-			targetDetectCommand(),
-		},
-	}
-}
 
 func recipesCommand() *cli.Command {
 	return &cli.Command{
@@ -187,30 +90,6 @@ func planCommand() *cli.Command {
 	}
 }
 
-// loadTarget resolves --target/--target-file; a missing one is a usage error.
-func loadTarget(name, file string) (*targets.Target, error) {
-	if name == "" && file == "" {
-		return nil, usagef("no target given: use --target (one of %s) or --target-file", strings.Join(targets.Names(), ", "))
-	}
-	if name != "" && file != "" {
-		return nil, usagef("give --target or --target-file, not both")
-	}
-	t, err := targets.Resolve(name, file)
-	if errors.Is(err, targets.ErrUnknownTarget) || errors.Is(err, fs.ErrNotExist) {
-		return nil, usageError{err}
-	}
-	return t, err
-}
-
-// resolvePlan loads everything a plan needs and resolves it.
-func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeline.Plan, error) {
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return resolvePlanWith(target, targetFile, recipe, allowFloating, series)
-}
-
 // resolvePlanWith is resolvePlan with a patch series of the caller's (--series).
 func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, series []patches.Patch) (*pipeline.Plan, error) {
 	t, err := loadTarget(target, targetFile)
@@ -219,27 +98,6 @@ func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, seri
 	}
 	p, err := pipeline.ResolveRecipe(t, recipe, series, pipeline.Options{AllowFloating: allowFloating})
 	return p, usageOf(err)
-}
-
-// resolveWheelPlan resolves the built-in wheel recipe for t.
-func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
-}
-
-// defaultTarget is what `llbuild build` builds when no target is named.
-const defaultTarget = "cpu-v3"
-
-func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }
 
 // printWheelPlan prints the wheel recipe the way a wheel build carries it out: CMake's

@@ -35,3 +35,7 @@ func bundleDir(ctx context.Context, name string) (string, func(), error) {
 	}
 	return dir, cleanup, nil
 }
+
+// exitInterrupted is bench's exit status when it was stopped (Ctrl-C, SIGTERM) before every
+// run was done: 128 + SIGINT, as shells report it.
+const exitInterrupted = 130
