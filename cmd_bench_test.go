@@ -505,6 +505,14 @@ func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
 	j := bench.DefaultJudge()
 	trials, directed := 0, 0
 	for _, size := range []int{2, 3, 5, 6, 10, len(c.Ratios)} {
+		oldRule, windows := 0, 0 // the rule before the judge: every round on one side of 1
+		for k := 0; k+size <= len(c.Ratios); k += size {
+			windows++
+			if below, above := bench.Sides(c.Ratios[k:k+size], 1); below == size || above == size {
+				oldRule++
+			}
+		}
+		t.Logf("trials of %d rounds: %d; every round on one side (the old rule's direction) in %d", size, windows, oldRule)
 		for k := 0; k+size <= len(c.Ratios); k += size {
 			v := j.Compare(c.Ratios[k : k+size])
 			if size < bench.RoundsNeeded(j.Alpha) {
