@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cliargs"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -143,7 +144,11 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		setUsageHandler(c)
 	}
 	app.Setup()
-	args, err := flagsFirst(app, args)
+	args, err := cliargs.FlagsFirst(app, args)
+	var flagErr *cliargs.Error
+	if errors.As(err, &flagErr) {
+		err = usageError{err}
+	}
 	if err == nil {
 		err = app.RunContext(ctx, args)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -300,9 +299,9 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 // them with the defaults, then judge the leader against the defaults and the next ones in full
 // mode; the tables and the verdicts go to stdout (or one JSON object).
 func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string, asJSON bool) error {
-	grid, err := sweepGrid(sweeps)
+	grid, err := manifest.Grid(sweeps)
 	if err != nil {
-		return err
+		return usageOf(err)
 	}
 	dir, cleanup, err := bundleDir(c.Context, name)
 	if err != nil {
@@ -367,56 +366,6 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		return errors.New(res.Conclusion)
 	}
 	return nil
-}
-
-// sweepGrid reads --sweep SETTING=V1,V2,... flags into every combination of their values
-// (64 at most), each a list of settings in the flags' order.
-func sweepGrid(sweeps []string) ([][]manifest.Setting, error) {
-	type axis struct {
-		setting string
-		values  []string
-	}
-	// The CLI splits a slice flag's value at commas: "--poll=0,50" arrives as "--poll=0" and
-	// "50". A piece with "=" starts a setting, one without is another value of the one before.
-	var joined []string
-	for _, sw := range sweeps {
-		if !strings.Contains(sw, "=") && len(joined) > 0 {
-			joined[len(joined)-1] += "," + sw
-			continue
-		}
-		joined = append(joined, sw)
-	}
-	var axes []axis
-	for _, sw := range joined {
-		k, vs, ok := strings.Cut(sw, "=")
-		if !ok || k == "" || vs == "" {
-			return nil, usagef("--sweep %q: want SETTING=V1,V2,... (a flag such as --poll, or an environment switch)", sw)
-		}
-		a := axis{setting: k}
-		for _, v := range strings.Split(vs, ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				a.values = append(a.values, v)
-			}
-		}
-		if len(a.values) < 2 {
-			return nil, usagef("--sweep %q: give two values or more", sw)
-		}
-		axes = append(axes, a)
-	}
-	grid := [][]manifest.Setting{nil}
-	for _, a := range axes {
-		var next [][]manifest.Setting
-		for _, g := range grid {
-			for _, v := range a.values {
-				next = append(next, append(slices.Clone(g), manifest.Setting{Name: a.setting, Value: v}))
-			}
-		}
-		grid = next
-	}
-	if len(grid) > 64 {
-		return nil, usagef("--sweep makes %d variants; keep a sweep to 64 or fewer", len(grid))
-	}
-	return grid, nil
 }
 
 // sweepFullProtocol is the full run's protocol for a sweep's screen winner: full mode's, with the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llbuild/llbuild/internal/cliargs"
 	"github.com/urfave/cli/v2"
 )
 
@@ -278,7 +279,7 @@ func checkDocCommand(cmds []*cli.Command, args []string) error {
 			if name == "help" || name == "h" {
 				continue
 			}
-			f := flagOf(cmd.Flags, name)
+			f := cliargs.FlagOf(cmd.Flags, name)
 			if f == nil {
 				return fmt.Errorf("%s has no flag %s", path, strings.SplitN(a, "=", 2)[0])
 			}
@@ -295,7 +296,7 @@ func checkDocCommand(cmds []*cli.Command, args []string) error {
 		if cmd == nil && (a == "help" || a == "h") {
 			return nil
 		}
-		if sub := findCommand(subs, a); sub != nil {
+		if sub := cliargs.FindCommand(subs, a); sub != nil {
 			if sub.Hidden {
 				return fmt.Errorf("%s %s is a hidden command (an old name): %s", path, a, sub.Usage)
 			}

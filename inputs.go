@@ -112,9 +112,9 @@ func serverInputsOf(c *cli.Context, source string, builtinNames bool) (*serverIn
 		return nil, err
 	}
 	if ref := c.String("ref"); ref != "" {
-		repo, err := refRepository(c.Context, ref, source, r.Source.URL)
+		repo, err := gitref.FetchRef(c.Context, ref, source, r.Source.URL)
 		if err != nil {
-			return nil, err
+			return nil, usageOf(err)
 		}
 		commit, err := gitref.Resolve(c.Context, repo, ref)
 		if err != nil {
@@ -221,4 +221,35 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+func resolveServerPlansWith(specs []targetSpec, in *serverInputs, allowFloating bool, tree string) ([]*pipeline.Plan, error) {
+	var plans []*pipeline.Plan
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range specs {
+		t, err := loadTarget(s.name, s.file)
+		if err != nil {
+			var ue usageError
+			if errors.As(err, &ue) {
+				return nil, err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		p, err := pipeline.Resolve(t, in.recipe, in.series, nil, pipeline.Options{AllowFloating: allowFloating, SourceTree: tree})
+		if err != nil {
+			if err := usageOf(err); errors.As(err, new(usageError)) {
+				return nil, err
+			}
+			errs = append(errs, fmt.Errorf("target %s: %w", t.Name, err))
+			continue
+		}
+		if seen[p.Target] {
+			return nil, usagef("target %s is given twice", p.Target)
+		}
+		seen[p.Target] = true
+		plans = append(plans, p)
+	}
+	return plans, errors.Join(errs...)
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
 // Setting is one llama-server setting a variant changes: a flag ("--poll") and its value, or an
@@ -121,4 +123,54 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// Grid reads --sweep SETTING=V1,V2,... flags into every combination of their values
+// (64 at most), each a list of settings in the flags' order.
+func Grid(sweeps []string) ([][]Setting, error) {
+	type axis struct {
+		setting string
+		values  []string
+	}
+	// The CLI splits a slice flag's value at commas: "--poll=0,50" arrives as "--poll=0" and
+	// "50". A piece with "=" starts a setting, one without is another value of the one before.
+	var joined []string
+	for _, sw := range sweeps {
+		if !strings.Contains(sw, "=") && len(joined) > 0 {
+			joined[len(joined)-1] += "," + sw
+			continue
+		}
+		joined = append(joined, sw)
+	}
+	var axes []axis
+	for _, sw := range joined {
+		k, vs, ok := strings.Cut(sw, "=")
+		if !ok || k == "" || vs == "" {
+			return nil, inputerr.Errorf("--sweep %q: want SETTING=V1,V2,... (a flag such as --poll, or an environment switch)", sw)
+		}
+		a := axis{setting: k}
+		for _, v := range strings.Split(vs, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				a.values = append(a.values, v)
+			}
+		}
+		if len(a.values) < 2 {
+			return nil, inputerr.Errorf("--sweep %q: give two values or more", sw)
+		}
+		axes = append(axes, a)
+	}
+	grid := [][]Setting{nil}
+	for _, a := range axes {
+		var next [][]Setting
+		for _, g := range grid {
+			for _, v := range a.values {
+				next = append(next, append(slices.Clone(g), Setting{Name: a.setting, Value: v}))
+			}
+		}
+		grid = next
+	}
+	if len(grid) > 64 {
+		return nil, inputerr.Errorf("--sweep makes %d variants; keep a sweep to 64 or fewer", len(grid))
+	}
+	return grid, nil
 }
