@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +72,7 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runBench(c, r)
+			return runBench(c.Context, r, stdoutOf(c))
 		},
 	}
 }
@@ -84,6 +85,8 @@ type benchRequest struct {
 	Sweeps  []string
 	JSON    bool
 	Opts    bench.Options
+	// Full is a sweep's full-mode protocol (the canaries given, if --canaries was).
+	Full bench.Protocol
 }
 
 // benchRequestOf reads the arguments and flags; usage errors are found here.
@@ -113,20 +116,21 @@ func benchRequestOf(c *cli.Context, flags []cli.Flag) (benchRequest, error) {
 	opts.Progress = stderrOf(c)
 	opts.Status = termOf(c)
 	r.Opts = opts
+	r.Full = sweepFullProtocol(opts.Protocol, c.IsSet("canaries"))
 	return r, nil
 }
 
 // runBench opens the bundles (unpacking archives), runs the bench, prints the table (or JSON)
 // with the plan diffs beside the A/B, and says which runs do not count.
-func runBench(c *cli.Context, r benchRequest) error {
+func runBench(ctx context.Context, r benchRequest, out io.Writer) error {
 	opts := r.Opts
 	if len(r.Sweeps) > 0 {
-		return benchSweep(c, opts, r.Names[0], r.Sweeps, r.JSON)
+		return benchSweep(ctx, r, out)
 	}
 	var bundles []*bench.Bundle
 	var dirs []string
 	for _, name := range r.Names {
-		dir, cleanup, err := bundleDir(c.Context, name)
+		dir, cleanup, err := bundleDir(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -139,7 +143,7 @@ func runBench(c *cli.Context, r benchRequest) error {
 		bundles = append(bundles, b)
 	}
 	if r.Control != "" {
-		dir, cleanup, err := bundleDir(c.Context, r.Control)
+		dir, cleanup, err := bundleDir(ctx, r.Control)
 		if err != nil {
 			return err
 		}
@@ -148,12 +152,11 @@ func runBench(c *cli.Context, r benchRequest) error {
 			return err
 		}
 	}
-	res, runErr := bench.Run(c.Context, bundles, opts)
+	res, runErr := bench.Run(ctx, bundles, opts)
 	if res == nil {
 		return runErr
 	}
-	out := stdoutOf(c)
-	diffs := benchPlanDiffs(c, r.Names, dirs)
+	diffs := benchPlanDiffs(ctx, r.Names, dirs)
 	if r.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -203,14 +206,14 @@ type benchPlanDiff struct {
 
 // benchPlanDiffs compares the first bundle's plan with each other's; a bundle whose plan cannot
 // be read is said so in the text, and the bench's results stand.
-func benchPlanDiffs(c *cli.Context, names, dirs []string) []benchPlanDiff {
+func benchPlanDiffs(ctx context.Context, names, dirs []string) []benchPlanDiff {
 	var out []benchPlanDiff
 	for i := 1; i < len(dirs); i++ {
 		d := benchPlanDiff{A: names[0], B: names[i]}
 		var sides [2]*planSide
 		var err error
 		for j, k := range []int{0, i} {
-			if sides[j], err = loadPlanSide(c.Context, dirs[k], "server"); err != nil {
+			if sides[j], err = loadPlanSide(ctx, dirs[k], "server"); err != nil {
 				break
 			}
 			sides[j].arg = names[k]
@@ -298,12 +301,13 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 // benchSweep makes the variants of one bundle that --sweep names and lets bench.Sweep screen
 // them with the defaults, then judge the leader against the defaults and the next ones in full
 // mode; the tables and the verdicts go to stdout (or one JSON object).
-func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string, asJSON bool) error {
-	grid, err := manifest.Grid(sweeps)
+func benchSweep(ctx context.Context, r benchRequest, out io.Writer) error {
+	opts, name, asJSON := r.Opts, r.Names[0], r.JSON
+	grid, err := manifest.Grid(r.Sweeps)
 	if err != nil {
 		return usageOf(err)
 	}
-	dir, cleanup, err := bundleDir(c.Context, name)
+	dir, cleanup, err := bundleDir(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -321,7 +325,7 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		}
 		vname := stem + "-" + strings.Join(parts, "-")
 		vdir := filepath.Join(opts.Dir, "sweep", vname)
-		if _, err := manifest.Variant(c.Context, dir, vdir, g); err != nil {
+		if _, err := manifest.Variant(ctx, dir, vdir, g); err != nil {
 			return usageOf(fmt.Errorf("variant %s: %w", vname, err))
 		}
 		b, err := bench.OpenBundle(vdir, vname)
@@ -330,8 +334,7 @@ func benchSweep(c *cli.Context, opts bench.Options, name string, sweeps []string
 		}
 		variants = append(variants, b)
 	}
-	res, err := bench.Sweep(c.Context, base, variants, bench.SweepOptions{Options: opts, Full: sweepFullProtocol(opts.Protocol, c.IsSet("canaries"))})
-	out := stdoutOf(c)
+	res, err := bench.Sweep(ctx, base, variants, bench.SweepOptions{Options: opts, Full: r.Full})
 	if res != nil && asJSON {
 		if werr := writeJSON(out, res); werr != nil {
 			return werr

@@ -233,7 +233,7 @@ func admit(ctx context.Context, opts Options, plans []*pipeline.Plan, todo []int
 			if existing[i] != nil {
 				what = "no tag moved to the image the registry holds"
 			}
-			r.Err = fmt.Errorf("target %s %s: %w", p.Target, what, err)
+			r.Err = fmt.Errorf("target %s: %s: %w", p.Target, what, err)
 		}
 	}
 }
