@@ -176,6 +176,20 @@ func setUsageHandler(c *cli.Command) {
 	}
 }
 
+// streams is where a command's run writes: results to Stdout, everything else to Stderr, Log and
+// Term (stderr's status line: nil off a terminal and with --quiet); EngineLog gets the Dagger
+// engine's own output (nil with --quiet). A run takes it instead of the CLI's context.
+type streams struct {
+	Stdout, Stderr, EngineLog io.Writer
+	Log                       *slog.Logger
+	Term                      *progress.Term
+}
+
+// streamsOf is the command's streams.
+func streamsOf(c *cli.Context) streams {
+	return streams{Stdout: stdoutOf(c), Stderr: stderrOf(c), EngineLog: engineLogOf(c), Log: loggerOf(c), Term: termOf(c)}
+}
+
 // stdoutOf is where a command writes its results: the app's Writer.
 func stdoutOf(c *cli.Context) io.Writer { return c.App.Writer }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,6 +109,10 @@ type bisectRequest struct {
 	Template string
 	// First is --next resolved to a full hash, "" when not given.
 	First string
+	// MaxProbes, ReadyTimeout and JSON are --max-probes, --ready-timeout and --json.
+	MaxProbes    int
+	ReadyTimeout time.Duration
+	JSON         bool
 }
 
 func bisectRun(c *cli.Context) error {
@@ -115,7 +120,7 @@ func bisectRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return runBisect(c, r)
+	return runBisect(c.Context, r, streamsOf(c))
 }
 
 // bisectRequestOf reads the flags and the campaign's log, and checks that the series and the
@@ -196,19 +201,19 @@ func bisectRequestOf(c *cli.Context) (bisectRequest, error) {
 		r.First = commit.Hash
 	}
 	r.Exec, r.Set, r.Path, r.Start, r.Target, r.Series, r.Template = eo, set, path, start, t, series, template
+	r.MaxProbes, r.ReadyTimeout, r.JSON = c.Int("max-probes"), c.Duration("ready-timeout"), c.Bool("json")
 	return r, nil
 }
 
 // runBisect builds and benches the campaign's next probes, up to --max-probes, and prints where
 // it stands.
-func runBisect(c *cli.Context, r bisectRequest) error {
+func runBisect(ctx context.Context, r bisectRequest, s streams) error {
 	dir, eo, set, path, start, t, series, template := r.Dir, r.Exec, r.Set, r.Path, r.Start, r.Target, r.Series, r.Template
-	ctx := c.Context
 	recipe, err := recipes.Load("server")
 	if err != nil {
 		return err
 	}
-	ex, err := newExecutor(c, eo, series, termOf(c))
+	ex, err := newExecutor(s, eo, series, s.Term)
 	if err != nil {
 		return err
 	}
@@ -221,19 +226,19 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 	}
 	host, _ := os.Hostname()
 	st, runErr := bisect.Run(ctx, bisect.Options{
-		Dir: dir, Settings: set, Path: path, MaxProbes: c.Int("max-probes"), First: r.First, Machine: host, Log: loggerOf(c),
+		Dir: dir, Settings: set, Path: path, MaxProbes: r.MaxProbes, First: r.First, Machine: host, Log: s.Log,
 		Builder: &bisect.PlanBuilder{
-			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: loggerOf(c),
+			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: s.Log,
 			Anchor: &gitref.Anchor{Commit: recipe.Source.Commit, BuildNumber: recipe.Source.BuildNumber},
 		},
 		Bencher: bisectBencher(&bisect.BenchMeasurer{
 			Dir: dir, Template: template, Target: t, Protocol: proto, Metric: start.Metric,
-			ReadyTimeout: c.Duration("ready-timeout"), Log: loggerOf(c), Progress: stderrOf(c),
+			ReadyTimeout: r.ReadyTimeout, Log: s.Log, Progress: s.Stderr,
 			Invocation: []string{"llbuild", "bisect", "run", "--dir", dir},
 		}),
 	})
 	if st != nil {
-		if err := printBisect(c, dir, st); err != nil {
+		if err := printBisect(s.Stdout, r.JSON, false, dir, st); err != nil {
 			return err
 		}
 	}
@@ -247,7 +252,7 @@ func runBisect(c *cli.Context, r bisectRequest) error {
 		return fmt.Errorf("%w\n(the log keeps every verdict so far: run again with --dir %s)", runErr, dir)
 	}
 	if st.Phase == bisect.PhaseProbing || st.Phase == bisect.PhaseEnds || st.Phase == bisect.PhaseConfirm {
-		loggerOf(c).Info("bisect: paused at --max-probes; resume with llbuild bisect run --dir " + dir + " --source " + eo.Source)
+		s.Log.Info("bisect: paused at --max-probes; resume with llbuild bisect run --dir " + dir + " --source " + eo.Source)
 	}
 	return nil
 }
@@ -422,16 +427,16 @@ func templateIdentity(dir string, t *targets.Target) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-func printBisect(c *cli.Context, dir string, st *bisect.State) error {
+func printBisect(out io.Writer, asJSON, verdicts bool, dir string, st *bisect.State) error {
 	set := st.Settings
-	if c.Bool("json") {
-		return writeJSON(stdoutOf(c), bisect.Summary{Dir: dir, Settings: set, State: st, Commits: len(st.Path) - 1})
+	if asJSON {
+		return writeJSON(out, bisect.Summary{Dir: dir, Settings: set, State: st, Commits: len(st.Path) - 1})
 	}
-	if c.Bool("verdicts") {
-		_, err := fmt.Fprint(stdoutOf(c), st.Lines())
+	if verdicts {
+		_, err := fmt.Fprint(out, st.Lines())
 		return err
 	}
-	return st.WriteText(stdoutOf(c), set)
+	return st.WriteText(out, set)
 }
 
 func bisectLog(c *cli.Context) error {
@@ -457,7 +462,7 @@ func bisectLog(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return printBisect(c, arg, st)
+	return printBisect(stdoutOf(c), c.Bool("json"), c.Bool("verdicts"), arg, st)
 }
 
 func bisectReplay(c *cli.Context) error {
@@ -504,5 +509,5 @@ func bisectReplay(c *cli.Context) error {
 			return err
 		}
 	}
-	return printBisect(c, dir, st)
+	return printBisect(stdoutOf(c), c.Bool("json"), c.Bool("verdicts"), dir, st)
 }

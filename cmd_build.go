@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -38,7 +39,7 @@ func buildCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runBuild(c, o)
+			return runBuild(c.Context, o, streamsOf(c))
 		},
 	}
 }
@@ -100,31 +101,31 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 
 // runBuild resolves the plans, builds them and, with ImageOut or Push, the runtime image; it
 // prints one line per target (or the JSON array).
-func runBuild(c *cli.Context, o buildOptions) error {
+func runBuild(ctx context.Context, o buildOptions, s streams) error {
 	plans, err := resolveServerPlans(o.Specs, o.Inputs, o.AllowFloating)
 	if err != nil {
 		return err
 	}
-	log := loggerOf(c)
+	log := s.Log
 	// The runtime base is checked before anything builds: a wrong --base runtime (another
 	// digest than the plan's) must not cost a whole build first.
 	var runtimeBase v1.Image
 	if o.imaging() {
-		if runtimeBase, err = image.LoadBase(c.Context, o.Exec.Bases["runtime"], plans[0].Images.Runtime); err != nil {
+		if runtimeBase, err = image.LoadBase(ctx, o.Exec.Bases["runtime"], plans[0].Images.Runtime); err != nil {
 			return fmt.Errorf("target %s: runtime base image, checked before building: %w", plans[0].Target, err)
 		}
 	}
-	ex, err := newExecutor(c, o.Exec, o.Inputs.series, termOf(c))
+	ex, err := newExecutor(s, o.Exec, o.Inputs.series, s.Term)
 	if err != nil {
 		return err
 	}
-	results := pipeline.BuildAll(c.Context, ex, plans, o.Exec.Out, o.Exec.Jobs)
+	results := pipeline.BuildAll(ctx, ex, plans, o.Exec.Out, o.Exec.Jobs)
 	if cl, ok := ex.(interface{ Close() error }); ok {
 		if err := cl.Close(); err != nil {
 			log.Warn("closing the engine session", "err", err)
 		}
 	}
-	stdout := stdoutOf(c)
+	stdout := s.Stdout
 	type built struct {
 		Target   string `json:"target"`
 		PlanHash string `json:"planHash"`
@@ -143,8 +144,8 @@ func runBuild(c *cli.Context, o buildOptions) error {
 			continue
 		}
 		if o.imaging() {
-			digest, err := image.Build(c.Context, r.Dir, runtimeBase, image.Output{
-				File: o.ImageOut, Push: o.Push, Log: log, Term: termOf(c), Every: plainProgressEvery,
+			digest, err := image.Build(ctx, r.Dir, runtimeBase, image.Output{
+				File: o.ImageOut, Push: o.Push, Log: log, Term: s.Term, Every: plainProgressEvery,
 			})
 			if err != nil {
 				err = fmt.Errorf("target %s: image: %w", r.Plan.Target, err)

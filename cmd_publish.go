@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -74,7 +75,7 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			red := publish.NewRedactor(creds)
 			o, err := publishOptionsOf(c, creds)
 			if err == nil {
-				err = runPublish(c, o)
+				err = runPublish(c.Context, o, streamsOf(c))
 			}
 			var ue usageError
 			if errors.As(err, &ue) {
@@ -147,7 +148,7 @@ func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOption
 
 // runPublish renders every tag, makes or reuses each plan's image (through the gate, when set),
 // pushes it and reports the digests.
-func runPublish(c *cli.Context, o publishOptions) error {
+func runPublish(ctx context.Context, o publishOptions, s streams) error {
 	repo, tmpl, plans, eo, in, creds := o.Repo, o.Tmpl, o.Plans, o.Exec, o.In, o.Creds
 	var errs []error
 	// Every tag is checked before anything is built or contacted.
@@ -155,11 +156,11 @@ func runPublish(c *cli.Context, o publishOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	log := loggerOf(c)
+	log := s.Log
 	var g *publish.Gate
 	if o.Gate != nil {
 		var cleanup func()
-		if g, cleanup, err = o.Gate.open(c.Context, o.Specs, plans, eo.Out, log, c); err != nil {
+		if g, cleanup, err = o.Gate.open(ctx, o.Specs, plans, eo.Out, s); err != nil {
 			return err
 		}
 		defer cleanup()
@@ -174,20 +175,20 @@ func runPublish(c *cli.Context, o publishOptions) error {
 	ropts := []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(creds)), remote.WithPlatform(image.Platform)}
 	images := publish.FromArtifacts{
 		Out:         eo.Out,
-		Executor:    func() (pipeline.Executor, error) { return newExecutor(c, eo, in.series, termOf(c)) },
+		Executor:    func() (pipeline.Executor, error) { return newExecutor(s, eo, in.series, s.Term) },
 		Jobs:        eo.Jobs,
 		RuntimeBase: eo.Bases["runtime"],
 		Remote:      ropts,
 		Logger:      log,
 	}.Images
-	results, err := publish.Publish(c.Context, plans, publish.Options{
+	results, err := publish.Publish(ctx, plans, publish.Options{
 		Repository: repo,
 		Templates:  tmpl,
 		Version:    version,
 		Remote:     ropts,
 		Jobs:       eo.Jobs,
 		Logger:     log,
-		Progress:   termOf(c),
+		Progress:   s.Term,
 		Gate:       admitter(g),
 	}, images)
 	if err != nil {
@@ -198,7 +199,7 @@ func runPublish(c *cli.Context, o publishOptions) error {
 			errs = append(errs, fmt.Errorf("writing the gate's verdicts: %w", err))
 		}
 	}
-	stdout := stdoutOf(c)
+	stdout := s.Stdout
 	type published struct {
 		Target   string   `json:"target"`
 		Tags     []string `json:"tags"`

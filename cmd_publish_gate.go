@@ -123,7 +123,8 @@ func isImageRef(ref string) bool {
 
 // open makes the gate for the plans: the reference bundle found, unpacked or made from its image
 // for their one target. cleanup removes what was unpacked.
-func (o *gateOptions) open(ctx context.Context, specs []targetSpec, plans []*pipeline.Plan, out string, log *slog.Logger, c *cli.Context) (*publish.Gate, func(), error) {
+func (o *gateOptions) open(ctx context.Context, specs []targetSpec, plans []*pipeline.Plan, out string, s streams) (*publish.Gate, func(), error) {
+	log := s.Log
 	ts := map[string]*targets.Target{}
 	var target *targets.Target
 	for i, p := range plans {
@@ -158,7 +159,7 @@ func (o *gateOptions) open(ctx context.Context, specs []targetSpec, plans []*pip
 		return nil, nil, usagef("--not-slower-than %s is a bundle for target %s; target %s cannot be judged against it: publish %s alone, or gate each target with its own bundle", o.Ref, ref.Manifest.Target.Name, target.Name, ref.Manifest.Target.Name)
 	}
 	return &publish.Gate{Reference: ref, ReferenceDir: dir, Out: out, Targets: ts, Dir: o.Dir, Rounds: o.Rounds, Protocol: o.Protocol,
-		Judge: o.Judge, Log: log, Progress: stderrOf(c), Invocation: os.Args}, cleanup, nil
+		Judge: o.Judge, Log: log, Progress: s.Stderr, Invocation: os.Args}, cleanup, nil
 }
 
 // bundleImage makes the reference bundle of an image, as bundle --image does, in the gate's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -50,7 +51,7 @@ func wheelCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runWheel(c, o)
+			return runWheel(c.Context, o, streamsOf(c))
 		},
 	}
 }
@@ -131,23 +132,23 @@ func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 }
 
 // runWheel prints the plan, or builds the wheel and prints its path.
-func runWheel(c *cli.Context, o wheelOptions) error {
+func runWheel(ctx context.Context, o wheelOptions, s streams) error {
 	if o.PrintPlan {
-		_, err := stdoutOf(c).Write(o.Plan.JSON())
+		_, err := s.Stdout.Write(o.Plan.JSON())
 		return err
 	}
 	series, err := patches.Series()
 	if err != nil {
 		return err
 	}
-	ex, err := newWheelExecutor(c, o.Exec, series, o.LlamaSource, o.BuildJobs)
+	ex, err := newWheelExecutor(s, o.Exec, series, o.LlamaSource, o.BuildJobs)
 	if err != nil {
 		return err
 	}
 	if cl, ok := ex.(io.Closer); ok {
 		defer cl.Close()
 	}
-	dir, err := ex.BuildWheel(c.Context, o.Plan, o.Exec.Out)
+	dir, err := ex.BuildWheel(ctx, o.Plan, o.Exec.Out)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func runWheel(c *cli.Context, o wheelOptions) error {
 	if len(whls) != 1 {
 		return fmt.Errorf("artifact directory %s holds %d wheels, want 1", dir, len(whls))
 	}
-	fmt.Fprintln(stdoutOf(c), whls[0])
+	fmt.Fprintln(s.Stdout, whls[0])
 	return nil
 }
 

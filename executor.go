@@ -113,43 +113,43 @@ func (o executorOptions) check() error {
 
 // newExecutor starts the executor that o names for plans of the server recipe, drawing its
 // progress on term (nil: logged now and then). The caller closes it where it is an io.Closer.
-func newExecutor(c *cli.Context, o executorOptions, series []patches.Patch, term *progress.Term) (pipeline.Executor, error) {
+func newExecutor(s streams, o executorOptions, series []patches.Patch, term *progress.Term) (pipeline.Executor, error) {
 	if o.Executor == pipeline.ExecutorHost {
-		return hostexec.New(o.hostOptions(c, o.Source, series, term))
+		return hostexec.New(o.hostOptions(s, o.Source, series, term))
 	}
-	return daggerexec.New(o.daggerOptions(c, o.Source, series, term))
+	return daggerexec.New(o.daggerOptions(s, o.Source, series, term))
 }
 
 // newWheelExecutor starts the executor that o names for wheel plans: o.Source is the
 // llama-cpp-python source, llamaSource the llama.cpp one vendored into it, buildJobs the
 // host build's parallelism (0: the default). The caller closes it where it is an io.Closer.
-func newWheelExecutor(c *cli.Context, o executorOptions, series []patches.Patch, llamaSource string, buildJobs int) (pipeline.WheelExecutor, error) {
+func newWheelExecutor(s streams, o executorOptions, series []patches.Patch, llamaSource string, buildJobs int) (pipeline.WheelExecutor, error) {
 	if o.Executor == pipeline.ExecutorHost {
-		ho := o.hostOptions(c, llamaSource, series, nil)
+		ho := o.hostOptions(s, llamaSource, series, nil)
 		ho.Jobs = buildJobs
 		return hostexec.NewWheel(hostexec.WheelOptions{Options: ho, Package: o.Source})
 	}
 	// Neither wheel executor draws progress on the terminal.
-	return daggerexec.NewWheel(daggerexec.WheelOptions{Options: o.daggerOptions(c, llamaSource, series, nil), Package: o.Source})
+	return daggerexec.NewWheel(daggerexec.WheelOptions{Options: o.daggerOptions(s, llamaSource, series, nil), Package: o.Source})
 }
 
 func (o executorOptions) builder() pipeline.Builder {
 	return pipeline.Builder{Version: version, Executor: o.Executor}
 }
 
-func (o executorOptions) hostOptions(c *cli.Context, source string, series []patches.Patch, term *progress.Term) hostexec.Options {
-	return hostexec.Options{Source: source, WorkDir: o.WorkDir, Series: series, Builder: o.builder(), Logger: loggerOf(c), Progress: term}
+func (o executorOptions) hostOptions(s streams, source string, series []patches.Patch, term *progress.Term) hostexec.Options {
+	return hostexec.Options{Source: source, WorkDir: o.WorkDir, Series: series, Builder: o.builder(), Logger: s.Log, Progress: term}
 }
 
-func (o executorOptions) daggerOptions(c *cli.Context, source string, series []patches.Patch, term *progress.Term) daggerexec.Options {
+func (o executorOptions) daggerOptions(s streams, source string, series []patches.Patch, term *progress.Term) daggerexec.Options {
 	return daggerexec.Options{
 		Source:    source,
 		Engine:    o.Engine,
 		Devel:     o.Bases["devel"],
 		Series:    series,
 		Builder:   o.builder(),
-		Logger:    loggerOf(c),
-		LogOutput: engineLogOf(c),
+		Logger:    s.Log,
+		LogOutput: s.EngineLog,
 		Progress:  term,
 	}
 }
