@@ -109,16 +109,20 @@ func gateOptionsOf(c *cli.Context) (*gateOptions, error) {
 	return o, nil
 }
 
-// isImageRef says a --not-slower-than names an image: one of image.Open's prefixed forms, or a
-// reference that is not a path here.
+// isImageRef says a --not-slower-than names an image: one of image.Open's prefixed forms, or,
+// where no such path exists here, a reference with a tag or a registry host (ghcr.io/o/r,
+// localhost:5000/r, repo:tag). Anything else is a bundle path, and a missing one says so.
 func isImageRef(ref string) bool {
 	for _, p := range []string{"oci-archive:", "oci-layout:", "docker-archive:"} {
 		if strings.HasPrefix(ref, p) {
 			return true
 		}
 	}
-	_, err := os.Stat(ref)
-	return err != nil && strings.ContainsAny(ref, ":/")
+	if _, err := os.Stat(ref); err == nil {
+		return false
+	}
+	first, _, _ := strings.Cut(ref, "/")
+	return strings.Contains(ref, ":") || strings.Contains(ref, "@") || strings.ContainsAny(first, ".:") && strings.Contains(ref, "/")
 }
 
 // open makes the gate for the plans: the reference bundle found, unpacked or made from its image
