@@ -181,6 +181,20 @@ func safe(s string) string {
 	return b.String()
 }
 
+// maxDirName bounds a run directory's name: filesystems refuse names over 255 bytes, and the
+// campaign adds ".N" to a taken one. The whole label stays in the record.
+const maxDirName = 200
+
+// dirName is a run's directory name for its label: the label itself when short enough, else a
+// readable prefix and the label's own hash, so that two long labels never share a directory.
+func dirName(label string) string {
+	if len(label) <= maxDirName {
+		return label
+	}
+	h := sha256.Sum256([]byte(label))
+	return label[:maxDirName-17] + "-" + hex.EncodeToString(h[:8])
+}
+
 func modelName(p string) string {
 	return strings.TrimSuffix(path.Base(p), ".gguf")
 }

@@ -281,3 +281,30 @@ func TestAWorktreeBuildIsNamedByItsTree(t *testing.T) {
 		t.Errorf("differences %q, want the source tree", d)
 	}
 }
+
+// A label of any length names a directory the filesystem takes: a readable prefix and the
+// label's hash, the whole label in the record (a 200-character --label used to make the name too
+// long for the filesystem and the commit loop spun on it).
+func TestLongLabelsNameBoundedDirectories(t *testing.T) {
+	dir := t.TempDir()
+	fake := &fakeLlama{flipAt: -1}
+	long := strings.Repeat("psplit_0.25=", 30)
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeScreen), Dir: dir, Name: long, Rounds: 2, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		base := filepath.Base(r.Dir)
+		if len(base) > 255 || !strings.HasPrefix(base, long[:50]) || seen[base] {
+			t.Errorf("run directory %q (%d bytes): want at most 255, the label's start, one per run", base, len(base))
+		}
+		seen[base] = true
+		if !strings.HasPrefix(r.Identity.Label, long) || !r.Complete {
+			t.Errorf("record label %q, complete %v: want the whole label and the run kept", r.Identity.Label, r.Complete)
+		}
+	}
+	if a, b := dirName(long+"a"), dirName(long+"b"); a == b || len(a) != maxDirName {
+		t.Errorf("dirName: %q and %q, want two names of %d bytes", a, b, maxDirName)
+	}
+}

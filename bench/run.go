@@ -235,7 +235,7 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	if round > 0 {
 		name += "-r" + strconv.Itoa(round)
 	}
-	rec.Dir = filepath.Join(o.Dir, "runs", name)
+	rec.Dir = filepath.Join(o.Dir, "runs", dirName(name))
 	err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755)
 	var tmp string
 	if err == nil {
