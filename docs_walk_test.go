@@ -38,7 +38,7 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // (recipe bump rewrites them); camp/bisect.log, edited.log and h200-part3.log (the H200
 // campaign's logs in benchmarks/); lab/week49 and lab/gemma4-q8 (an H200 A/B's records);
 // olares-one.new.json (olares-one's plan at the next pin); the bundles the documents bench,
-// verify, preflight and serve (bundle/, old/, new/, v2/, v3/, today/, b-old/, b-new/, and
+// verify, preflight and serve (bundle/, old/, new/, v2/, v3/, record/, today/, b-old/, b-new/, and
 // bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), chat.json and
 // key.txt; bundles/before
 // and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
@@ -356,7 +356,7 @@ func docsBundles(t *testing.T) string {
 	// the bundles the documents bench, and bundle/ that they verify and preflight: Debian sid's
 	// llama-server with a tiny model, as the bench tests make them; new also as an archive
 	sid := sidArtifacts(t, "cpu-v3")
-	for _, name := range []string{"bundle", "old", "new", "v2", "v3", "today", "b-old", "b-new"} {
+	for _, name := range []string{"bundle", "old", "new", "v2", "v3", "record", "today", "b-old", "b-new"} {
 		args := []string{"bundle", "--target", "cpu-v3", "--artifacts", sid, "--model", in.Model, "--ctx-size", "2048",
 			"--threads", "2", "--parallel", "1", "--quiet", "-o", filepath.Join(dir, name)}
 		switch name {
