@@ -229,7 +229,6 @@ func runBisect(ctx context.Context, r bisectRequest, s streams) error {
 		Dir: dir, Settings: set, Path: path, MaxProbes: r.MaxProbes, First: r.First, Machine: host, Log: s.Log,
 		Builder: &bisect.PlanBuilder{
 			Repo: eo.Source, Target: t, Recipe: recipe, Series: series, Executor: ex, Out: eo.Out, Log: s.Log,
-			Anchor: &gitref.Anchor{Commit: recipe.Source.Commit, BuildNumber: recipe.Source.BuildNumber},
 		},
 		Bencher: bisectBencher(&bisect.BenchMeasurer{
 			Dir: dir, Template: template, Target: t, Protocol: proto, Metric: start.Metric,

@@ -120,12 +120,10 @@ func serverInputsOf(c *cli.Context, source string, builtinNames bool) (*serverIn
 		if err != nil {
 			return nil, usageError{err}
 		}
-		bn, err := gitref.BuildNumber(c.Context, repo, commit.Hash, &gitref.Anchor{Commit: r.Source.Commit, BuildNumber: r.Source.BuildNumber})
-		if err != nil {
+		if r, err = r.At(c.Context, repo, commit, ref); err != nil {
 			return nil, usageError{err}
 		}
-		loggerOf(c).Info("ref resolved", "ref", ref, "commit", commit.Hash, "subject", commit.Subject, "build", bn, "in", repo)
-		r.Source.Commit, r.Source.Epoch, r.Source.BuildNumber, r.Source.Ref = commit.Hash, commit.Time, bn, ref
+		loggerOf(c).Info("ref resolved", "ref", ref, "commit", commit.Hash, "subject", commit.Subject, "build", r.Source.BuildNumber, "in", repo)
 	}
 	in := &serverInputs{recipe: r, series: series, log: loggerOf(c)}
 	if source != "" {

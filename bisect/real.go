@@ -32,7 +32,6 @@ type PlanBuilder struct {
 	Target   *targets.Target
 	Recipe   *recipes.Recipe
 	Series   []patches.Patch
-	Anchor   *gitref.Anchor
 	Executor pipeline.Executor
 	Out      string
 	Options  pipeline.Options
@@ -43,14 +42,11 @@ var _ Builder = (*PlanBuilder)(nil)
 
 // Plan resolves the plan of commit c.
 func (b *PlanBuilder) Plan(ctx context.Context, c gitref.Commit) (*pipeline.Plan, error) {
-	r := *b.Recipe
-	r.Source.Commit, r.Source.Epoch = c.Hash, c.Time
-	bn, err := gitref.BuildNumber(ctx, b.Repo, c.Hash, b.Anchor)
+	r, err := b.Recipe.At(ctx, b.Repo, c, "")
 	if err != nil {
 		return nil, err
 	}
-	r.Source.BuildNumber = bn
-	return pipeline.Resolve(b.Target, &r, b.Series, nil, b.Options)
+	return pipeline.Resolve(b.Target, r, b.Series, nil, b.Options)
 }
 
 // Build builds c, or finds its artifacts built already.

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/internal/strictyaml"
 )
 
@@ -313,3 +315,16 @@ func (a *AptPins) Validate() error {
 
 // Raw is the built-in recipe file of that name, as it is written (comments and all).
 func Raw(name string) ([]byte, error) { return builtin.ReadFile(name + ".yaml") }
+
+// At is the recipe moved to commit c of the history in repo (a mirror holding the recipe's own
+// commit): c's hash and committer time, and its build number counted from the recipe's, the one
+// anchor every such move shares (build --ref, publish --ref and each bisect probe). ref, when
+// not "", is the name c was resolved from, recorded in the plan.
+func (r Recipe) At(ctx context.Context, repo string, c gitref.Commit, ref string) (*Recipe, error) {
+	bn, err := gitref.BuildNumber(ctx, repo, c.Hash, &gitref.Anchor{Commit: r.Source.Commit, BuildNumber: r.Source.BuildNumber})
+	if err != nil {
+		return nil, err
+	}
+	r.Source.Commit, r.Source.Epoch, r.Source.BuildNumber, r.Source.Ref = c.Hash, c.Time, bn, ref
+	return &r, nil
+}
