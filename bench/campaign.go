@@ -49,7 +49,7 @@ const (
 	DecisionNearTie    = "rejected: canary near-tie"
 	DecisionInvalid    = "invalid"
 	DecisionIncomplete = "incomplete"
-	// DecisionCrashed is a server that crashed the same way at each start before it was ready:
+	// DecisionCrashed is a server that exited at each of two starts before it was ready:
 	// not started a third time (a large model's load costs minutes).
 	DecisionCrashed = "crashed"
 )
@@ -126,6 +126,9 @@ func (rs *Records) Standing(model, protocol string) *Entry {
 func (rs *Records) Decide(r *Record) (decision, reason string) {
 	switch {
 	case r.Crash != nil:
+		if r.Crash.Signal != "" {
+			return DecisionCrashed, r.Crash.Signal + ": " + r.Crash.Line
+		}
 		return DecisionCrashed, r.Crash.Line
 	case !r.Complete:
 		return DecisionIncomplete, r.Error

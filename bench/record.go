@@ -35,7 +35,7 @@ type Record struct {
 	// the ones measured.
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
-	// Crash is set when the server crashed the same way at each start before it was ready
+	// Crash is set when the server exited at each of two starts before it was ready
 	// (its server.log holds the output).
 	Crash  *Crash `json:"crash,omitempty"`
 	Canary Canary `json:"canary"`
@@ -60,8 +60,10 @@ type Record struct {
 
 // Crash is how a server crashed before it was ever ready.
 type Crash struct {
-	// Line is the line its output ended with each time (an assertion, an error).
+	// Line is the cause its output gave (llamaserver.CrashLine: an assertion, the first error).
 	Line string `json:"line"`
+	// Signal is the signal that ended it ("SIGSEGV"), absent for an exit status.
+	Signal string `json:"signal,omitempty"`
 	// Starts is how many times it was started.
 	Starts int `json:"starts"`
 }

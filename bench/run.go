@@ -244,13 +244,13 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	if prev := o.crashed.get(b.Name + "\x00" + b.Dir); prev != nil && err == nil {
 		// the same crash at every start: an earlier round saw it twice; not started again
 		rec.Crash = &Crash{Line: prev.Line}
-		err = fmt.Errorf("not started: its server crashed the same way at each start in an earlier round: %s", prev.Line)
+		err = fmt.Errorf("not started: its server exited at each start in an earlier round before it was ready: %s", prev.Line)
 	} else if err == nil {
 		err = o.measure(ctx, b, rec, gpu, tmp)
 	}
 	rec.tmp = tmp
 	if crash := (*llamaserver.CrashError)(nil); errors.As(err, &crash) {
-		rec.Crash = &Crash{Line: crash.Line, Starts: crash.Exits}
+		rec.Crash = &Crash{Line: crash.Line, Signal: crash.Signal, Starts: crash.Exits}
 		o.crashed.put(b.Name+"\x00"+b.Dir, rec.Crash)
 	}
 	if err != nil {

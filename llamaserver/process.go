@@ -45,9 +45,10 @@ type Options[T any] struct {
 	Prepare func(ctx context.Context, ep Endpoint) (T, error)
 	// Describe, if set, adds attributes of Prepare's value to the "llama-server ready" log.
 	Describe func(T) []any
-	// GiveUpOnSameCrash stops supervision as soon as llama-server, never ready yet, exits twice
-	// in a row with the same crash line (CrashLine): an assertion at load fails the same way on
-	// every start, and each start of a large model costs minutes. The error is a *CrashError.
+	// GiveUpOnSameCrash stops supervision as soon as llama-server, never ready yet, has exited
+	// twice, whatever its last lines said (a server that fails with another line each time is
+	// no more likely to load the third time): each start of a large model costs minutes. The
+	// error is a *CrashError.
 	GiveUpOnSameCrash bool
 }
 
@@ -220,7 +221,6 @@ func (p *Process[T]) run(ctx context.Context) error {
 		return errors.New("llamaserver: no llama-server path given")
 	}
 	backoff := p.opts.MinBackoff
-	lastCrash := ""
 	for {
 		began := time.Now()
 		err := p.once(ctx)
@@ -237,13 +237,9 @@ func (p *Process[T]) run(ctx context.Context) error {
 			return fmt.Errorf("llama-server exited %d times without becoming ready: %w", n, err)
 		}
 		var exit *exitError
-		if !ready && p.opts.GiveUpOnSameCrash && errors.As(err, &exit) {
-			line := CrashLine(exit.output)
-			if n >= 2 && line != "" && line == lastCrash {
-				p.unset("llama-server crashes the same way at every start")
-				return &CrashError{Line: line, Exits: n, Output: exit.output}
-			}
-			lastCrash = line
+		if !ready && p.opts.GiveUpOnSameCrash && errors.As(err, &exit) && n >= 2 {
+			p.unset("llama-server exits at every start")
+			return &CrashError{Line: CrashLine(exit.output), Signal: signalOf(exit.err), Exits: n, Output: exit.output}
 		}
 		if time.Since(began) > 2*p.opts.MaxBackoff {
 			backoff = p.opts.MinBackoff // it ran a good while: not a crash loop
@@ -272,11 +268,13 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// CrashError is a llama-server that crashed the same way at every start before it was ever
+// CrashError is a llama-server that exited at each of two starts before it was ever
 // ready (Options.GiveUpOnSameCrash).
 type CrashError struct {
-	// Line is the crash line both exits ended with (an assertion, an error).
+	// Line is the cause the last start's output gave (CrashLine: an assertion, the first error).
 	Line string
+	// Signal is the signal that ended it ("SIGSEGV"), "" when it exited with a status.
+	Signal string
 	// Exits is how many times it was started.
 	Exits int
 	// Output is the last start's output, its end.
@@ -284,7 +282,11 @@ type CrashError struct {
 }
 
 func (e *CrashError) Error() string {
-	return fmt.Sprintf("llama-server crashed the same way at each of %d starts before it was ready: %s", e.Exits, e.Line)
+	how := ""
+	if e.Signal != "" {
+		how = " (" + e.Signal + ")"
+	}
+	return fmt.Sprintf("llama-server exited at each of %d starts before it was ready%s: %s", e.Exits, how, e.Line)
 }
 
 var (
@@ -293,31 +295,67 @@ var (
 	logStamp = regexp.MustCompile(`^[0-9][0-9.:]*\s+[A-Z]\s+`)
 )
 
-// CrashLine is the line of llama-server's output that says why it stopped: the last
-// GGML_ASSERT or GGML_ABORT line, else the last line that says error, failed or abort, else the
-// last non-empty line; the log's time stamp is dropped and addresses are blanked, so that two
-// crashes at one place compare equal.
+// CrashLine is the line of llama-server's output that says why it stopped, its cause: the first
+// GGML_ASSERT or GGML_ABORT line, else the first line that says error, failed, abort or not
+// found other than the consequences ("failed to load model", "exiting due to ..."), else the
+// first consequence, else the last non-empty line; the log's time stamp is dropped and
+// addresses are blanked, so that two crashes at one place compare equal.
 func CrashLine(output string) string {
 	lines := strings.Split(strings.ReplaceAll(output, "\r", ""), "\n")
-	pick := func(match func(string) bool) string {
-		for i := len(lines) - 1; i >= 0; i-- {
-			l := logStamp.ReplaceAllString(strings.TrimSpace(lines[i]), "")
-			if l != "" && match(l) {
+	clean := func(l string) string { return logStamp.ReplaceAllString(strings.TrimSpace(l), "") }
+	first := func(match func(string) bool) string {
+		for _, l := range lines {
+			if l = clean(l); l != "" && match(l) {
 				return hexAddr.ReplaceAllString(l, "0x?")
 			}
 		}
 		return ""
 	}
-	if l := pick(func(l string) bool { return strings.Contains(l, "GGML_ASSERT") || strings.Contains(l, "GGML_ABORT") }); l != "" {
+	if l := first(func(l string) bool { return strings.Contains(l, "GGML_ASSERT") || strings.Contains(l, "GGML_ABORT") }); l != "" {
 		return l
 	}
-	if l := pick(func(l string) bool {
-		low := strings.ToLower(l)
-		return strings.Contains(low, "error") || strings.Contains(low, "failed") || strings.Contains(low, "abort")
-	}); l != "" {
+	// the first error is the cause; "failed to load model" and "exiting due to" follow from it
+	consequence := func(low string) bool {
+		return strings.Contains(low, "exiting due to") || strings.Contains(low, "failed to load model")
+	}
+	errorLine := func(low string) bool {
+		return strings.Contains(low, "error") || strings.Contains(low, "failed") || strings.Contains(low, "abort") ||
+			strings.Contains(low, "not found") || strings.Contains(low, "segmentation fault")
+	}
+	if l := first(func(l string) bool { low := strings.ToLower(l); return errorLine(low) && !consequence(low) }); l != "" {
 		return l
 	}
-	return pick(func(string) bool { return true })
+	if l := first(func(l string) bool { return errorLine(strings.ToLower(l)) }); l != "" {
+		return l
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := clean(lines[i]); l != "" {
+			return hexAddr.ReplaceAllString(l, "0x?")
+		}
+	}
+	return ""
+}
+
+// signalOf names the signal that ended a process ("SIGSEGV"), "" for an exit status.
+func signalOf(err error) string {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return ""
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalName(ws.Signal())
+	}
+	return ""
+}
+
+// signalName is a signal's conventional name.
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGILL: "SIGILL",
+		syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d (%s)", int(s), s)
 }
 
 // stopping is why there is no llama-server once its owner stops it.
