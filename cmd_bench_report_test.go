@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/internal/enginetest"
@@ -115,5 +117,108 @@ func TestBenchReportIsThePageOfTheCampaign(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "bench", "report", dir, "--leaderboard", "nope"); code != 2 || !strings.Contains(stderr, "standing records are") {
 		t.Errorf("leaderboard of an unknown run: exit %d %s", code, stderr)
+	}
+}
+
+// markdownIt is markdown-it (a CommonMark renderer with GFM tables) from npm, installed once into
+// the test cache; scripts/test.sh installs node and npm.
+func markdownIt(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		enginetest.SkipUnlessCI(t, "node is not installed (apt-get install nodejs npm; scripts/test.sh does)")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cache, "llbuild-test", "npm", "markdown-it-14.1.0")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "markdown-it", "package.json")); err != nil {
+		if out, err := exec.Command("npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--silent", "markdown-it@14.1.0").CombinedOutput(); err != nil {
+			enginetest.SkipUnlessCI(t, "npm install markdown-it: "+err.Error()+"\n"+string(out))
+		}
+	}
+	script := filepath.Join(dir, "render.js")
+	js := `const md = require(process.argv[2] + "/node_modules/markdown-it")({html: true});
+const fs = require("fs");
+process.stdout.write("<!DOCTYPE html><html><head><title>rendered</title></head><body>" + md.render(fs.readFileSync(process.argv[3], "utf8")) + "</body></html>");
+`
+	if err := os.WriteFile(script, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return node + "\x00" + script + "\x00" + dir
+}
+
+// A campaign whose notes, labels, reasons and arguments are hostile (raw HTML that runs a script,
+// a note whose line breaks start a heading and a table row, a 10 KB word) makes a page nobody can
+// forge: report.md rendered by a real CommonMark renderer with raw HTML on, and both pages in
+// headless Chromium (scripts run there), keep their sections, their rows and their title; each
+// hostile string is one cell's text.
+func TestBenchReportCannotBeForgedInARealRenderer(t *testing.T) {
+	browser := chromium(t)
+	renderer := strings.Split(markdownIt(t), "\x00")
+	dir := t.TempDir()
+	hostile := []string{
+		"<script>document.title='FORGED'</script>",
+		`<img src=x onerror="document.title='FORGED'">`,
+		"fine\n## Decision\n| FORGED-RUN | 99999.99 |",
+		strings.Repeat("w", 10<<10),
+	}
+	at := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	rs := bench.Records{SchemaVersion: bench.RecordSchema}
+	for i, h := range hostile {
+		rs.Runs = append(rs.Runs, bench.Entry{Label: fmt.Sprintf("run%d", i), Dir: fmt.Sprintf("runs/run%d", i), Finished: at, Mode: bench.ModeFull,
+			Model: "sha256:m", Protocol: "p", Decision: bench.DecisionBelow, Reason: h, Note: h, Row0TPS: 100, Valid: true})
+	}
+	rs.Runs = append(rs.Runs, bench.Entry{Label: "rec", Dir: "runs/rec", Finished: at, Mode: bench.ModeFull, Model: "sha256:m", Protocol: "p",
+		Decision: bench.DecisionPromoted, Reason: hostile[2], Row0TPS: 200, Valid: true})
+	rec := bench.Record{Identity: bench.Identity{Label: "rec", Command: []string{"llama-server", "--alias", "it's <b>$(x)</b>"}, Env: map[string]string{"K": "a b"}}}
+	for _, f := range []struct {
+		path string
+		v    any
+	}{{"records.json", rs}, {"runs/rec/record.json", rec}} {
+		b, err := json.Marshal(f.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.path), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := runCLI(t, "bench", "report", dir); code != 0 {
+		t.Fatalf("bench report: exit %d\n%s", code, stderr)
+	}
+	rendered := filepath.Join(t.TempDir(), "md.html")
+	out, err := exec.Command(renderer[0], renderer[1], renderer[2], filepath.Join(dir, "report.md")).Output()
+	if err != nil {
+		t.Fatalf("markdown-it: %v", err)
+	}
+	if err := os.WriteFile(rendered, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for page, title := range map[string]string{rendered: "rendered", filepath.Join(dir, "report.html"): "Campaign " + filepath.Base(dir)} {
+		dom, err := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://"+page).Output()
+		if err != nil {
+			t.Fatalf("chromium --dump-dom %s: %v", page, err)
+		}
+		d := string(dom)
+		if !strings.Contains(d, "<title>"+title+"</title>") || strings.Contains(d, "<img") || strings.Contains(d, "<script") {
+			t.Errorf("%s in Chromium: the title changed or an element came in:\n%.3000s", filepath.Base(page), d)
+		}
+		for _, h := range []string{"Decision", "Validity", "Delta from the previous record", "Command identity", "Screens and full runs", "A/B comparisons", "Learning"} {
+			if n := strings.Count(d, "<h2>"+h+"</h2>"); n != 1 {
+				t.Errorf("%s: section %q %d times, want once", filepath.Base(page), h, n)
+			}
+		}
+		// the Screens table: a header and one row per run, the forged row's text inside a note
+		if strings.Contains(d, "<td>FORGED-RUN") || strings.Count(d, "<tr>") < len(rs.Runs)+1 {
+			t.Errorf("%s: a forged table row, or rows lost:\n%.3000s", filepath.Base(page), d)
+		}
+		if !strings.Contains(d, `'K=a b' llama-server --alias 'it'\''s &lt;b&gt;$(x)&lt;/b&gt;'`) {
+			t.Errorf("%s: the command identity is not shell-quoted text:\n%.3000s", filepath.Base(page), d)
+		}
 	}
 }

@@ -145,20 +145,39 @@ func negativeRun(d string) bool {
 
 // WriteMarkdown writes the campaign's page as a lab publishes its week: Decision, Validity,
 // Delta from the previous record, Command identity, Screens and full runs, A/B comparisons,
-// Learning.
+// Learning. Every string a lab typed or a record holds is text: escaped for CommonMark, HTML
+// included, so that no note, label, argument or path can add markup, a heading or a row.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
-	ew := &errWriter{w: w}
-	p := func(format string, a ...any) { fmt.Fprintf(ew, format, a...) }
-	p("# Campaign %s\n\n", filepath.Base(filepath.Clean(rep.Dir)))
-	p("## Decision\n\n")
+	_, err := io.WriteString(w, renderMarkdown("Campaign "+filepath.Base(filepath.Clean(rep.Dir)), rep.page()))
+	return err
+}
+
+// block is one piece of the page: a heading, a paragraph, a table (its first row the header),
+// a list or a code block. Every string in it is plain text; the renderers escape it.
+type block struct {
+	heading string
+	para    string
+	table   [][]string
+	list    []listItem
+	code    []string
+}
+
+// listItem is a list entry: a text, a part of it in bold, and the rest.
+type listItem struct{ before, bold, after string }
+
+// page is the campaign's page as blocks, the one source of report.md and report.html.
+func (rep *Report) page() []block {
+	var out []block
+	add := func(b block) { out = append(out, b) }
+	add(block{heading: "Decision"})
 	if st := rep.standing(); len(st) == 0 {
-		p("No record yet: no valid full run has been promoted.\n\n")
+		add(block{para: "No record yet: no valid full run has been promoted."})
 	} else {
-		p("| standing record | row 0 tok/s | model | protocol | since |\n|---|---|---|---|---|\n")
+		t := [][]string{{"standing record", "row 0 tok/s", "model", "protocol", "since"}}
 		for _, r := range st {
-			p("| %s | %.2f | %s | %s | %s |\n", r.Label, r.Row0TPS, short8(r.Model), r.Protocol, r.Finished.UTC().Format(time.RFC3339))
+			t = append(t, []string{r.Label, fmt.Sprintf("%.2f", r.Row0TPS), short8(r.Model), r.Protocol, r.Finished.UTC().Format(time.RFC3339)})
 		}
-		p("\n")
+		add(block{table: t})
 	}
 	valid, invalid, crashed, canary := 0, 0, 0, 0
 	for _, r := range rep.Runs {
@@ -173,60 +192,252 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			invalid++
 		}
 	}
-	p("## Validity\n\n%d runs: %d valid, %d rejected by their canaries, %d crashed, %d invalid or incomplete.\n\n", len(rep.Runs), valid, canary, crashed, invalid)
-	p("## Delta from the previous record\n\n")
+	add(block{heading: "Validity"})
+	add(block{para: fmt.Sprintf("%d runs: %d valid, %d rejected by their canaries, %d crashed, %d invalid or incomplete.", len(rep.Runs), valid, canary, crashed, invalid)})
+	add(block{heading: "Delta from the previous record"})
 	if prom := rep.promotions(); len(prom) == 0 {
-		p("No promotion yet.\n\n")
+		add(block{para: "No promotion yet."})
 	} else {
-		p("| promoted | over | ratio | reason |\n|---|---|---|---|\n")
+		t := [][]string{{"promoted", "over", "ratio", "reason"}}
 		for _, pr := range prom {
 			over, ratio := "(first record)", "-"
 			if pr[1] != nil {
 				over, ratio = pr[1].Label, fmt.Sprintf("%.3f×", pr[0].Row0TPS/pr[1].Row0TPS)
 			}
-			p("| %s | %s | %s | %s |\n", pr[0].Label, over, ratio, mdCell(pr[0].Reason))
+			t = append(t, []string{pr[0].Label, over, ratio, pr[0].Reason})
 		}
-		p("\n")
+		add(block{table: t})
 	}
-	p("## Command identity\n\n")
+	add(block{heading: "Command identity"})
 	for _, r := range rep.standing() {
-		p("%s (plan %s, llama.cpp %s, manifest %s):\n\n```\n", r.Label, short8(r.PlanHash), short8(r.Commit), short8(r.Manifest))
-		for _, k := range slices.Sorted(maps.Keys(r.Env)) {
-			p("%s=%s \\\n", k, r.Env[k])
-		}
-		p("%s\n```\n\n", strings.Join(r.Command, " "))
+		add(block{para: fmt.Sprintf("%s (plan %s, llama.cpp %s, manifest %s):", r.Label, short8(r.PlanHash), short8(r.Commit), short8(r.Manifest))})
+		add(block{code: []string{shellCommand(r.Env, r.Command)}})
 	}
-	p("## Screens and full runs\n\n| finished | run | mode | canary | row 0 tok/s | acceptance | decision | note |\n|---|---|---|---|---|---|---|---|\n")
+	add(block{heading: "Screens and full runs"})
+	t := [][]string{{"finished", "run", "mode", "canary", "row 0 tok/s", "acceptance", "decision", "note"}}
 	for _, r := range rep.Runs {
-		p("| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", r.Finished.UTC().Format("2006-01-02 15:04"), r.Label, r.Mode, r.Canary, r.Row0TPS,
-			acceptanceCell(r.Acceptance), r.Decision, mdCell(r.Note))
+		t = append(t, []string{r.Finished.UTC().Format("2006-01-02 15:04"), r.Label, r.Mode, r.Canary, fmt.Sprintf("%.2f", r.Row0TPS),
+			acceptanceCell(r.Acceptance), r.Decision, r.Note})
 	}
-	p("\n## A/B comparisons\n\n")
+	add(block{table: t})
+	add(block{heading: "A/B comparisons"})
 	if len(rep.Comparisons) == 0 {
-		p("None.\n\n")
+		add(block{para: "None."})
 	} else {
-		p("| B / A | rounds | min | median | max | verdict |\n|---|---|---|---|---|---|\n")
+		t := [][]string{{"B / A", "rounds", "min", "median", "max", "verdict"}}
 		for _, c := range rep.Comparisons {
-			p("| %s / %s | %d | %.3f | %.3f | %.3f | %s |\n", c.BLabel, c.ALabel, len(c.Ratios), c.Min, c.Median, c.Max, mdCell(c.Verdict.Text))
+			t = append(t, []string{c.BLabel + " / " + c.ALabel, fmt.Sprint(len(c.Ratios)), fmt.Sprintf("%.3f", c.Min), fmt.Sprintf("%.3f", c.Median),
+				fmt.Sprintf("%.3f", c.Max), c.Verdict.Text})
 		}
-		p("\n")
+		add(block{table: t})
 	}
-	p("## Learning\n\nNegative results, kept so that nobody tries them again:\n\n")
-	n := 0
+	add(block{heading: "Learning"})
+	add(block{para: "Negative results, kept so that nobody tries them again:"})
+	var items []listItem
 	for _, r := range rep.Runs {
 		if negativeRun(r.Decision) {
-			n++
-			p("- %s: **%s**: %s", r.Label, r.Decision, r.Reason)
+			it := listItem{before: r.Label + ": ", bold: r.Decision, after: ": " + r.Reason}
 			if r.Note != "" {
-				p(" (note: %s)", r.Note)
+				it.after += " (note: " + r.Note + ")"
 			}
-			p("\n")
+			items = append(items, it)
 		}
 	}
-	if n == 0 {
-		p("- none\n")
+	if len(items) == 0 {
+		items = []listItem{{before: "none"}}
 	}
-	return ew.err
+	add(block{list: items})
+	return out
+}
+
+// shellCommand is the command identity as one shell line: each environment assignment and
+// argument quoted where the shell would read it otherwise, so that pasting it runs the same
+// command.
+func shellCommand(env map[string]string, args []string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		parts = append(parts, shellQuote(k+"="+env[k]))
+	}
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell: as it is when it holds only characters no shell
+// treats specially, else in single quotes ('\'' for a quote inside).
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// longWord is where text is broken for a reader: a run of this many characters without a space
+// gets a zero-width space, so that a 10 KB word wraps instead of running off the page.
+const longWord = 48
+
+// mdText escapes plain text for CommonMark and GFM: every character that can start markup
+// inline (\\ ` * _ [ ] < > & | ~ # !) backslash-escaped, and at the start of the text what would
+// start a block there (- + = > and a number's . or )), so that no emphasis, link, raw HTML,
+// entity, table pipe, heading or list can start in it; a line break kept as the visible text
+// \\n, so that it can end neither a cell nor a list item; long words made breakable.
+func mdText(s string) string {
+	var b strings.Builder
+	run, digits := 0, true
+	for i, r := range []rune(readable(s)) {
+		switch {
+		case r == '\n':
+			b.WriteString(`\\n`)
+			run, digits = 0, false
+			continue
+		case strings.ContainsRune("\\`*_[]<>&|~#!", r),
+			i == 0 && strings.ContainsRune("-+=>", r),
+			digits && i > 0 && (r == '.' || r == ')'):
+			b.WriteByte('\\')
+		}
+		digits = digits && r >= '0' && r <= '9'
+		b.WriteRune(r)
+		if run = run + 1; r == ' ' {
+			run = 0
+		} else if run >= longWord {
+			b.WriteRune('\u200b')
+			run = 0
+		}
+	}
+	return b.String()
+}
+
+// readable is s with its line breaks as "\n", a tab as a space and other control characters
+// dropped: what a cell can show.
+func readable(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n':
+			return r
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f:
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// fence is a code fence longer than any run of backticks in lines (CommonMark closes a block
+// only at a fence at least as long as its opening).
+func fence(lines []string) string {
+	longest := 0
+	for _, l := range lines {
+		n := 0
+		for _, r := range l {
+			if r == '`' {
+				n++
+				longest = max(longest, n)
+			} else {
+				n = 0
+			}
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
+}
+
+func renderMarkdown(title string, blocks []block) string {
+	var b strings.Builder
+	b.WriteString("# " + mdText(title) + "\n\n")
+	for _, bl := range blocks {
+		switch {
+		case bl.heading != "":
+			b.WriteString("## " + mdText(bl.heading) + "\n\n")
+		case bl.para != "":
+			b.WriteString(mdText(bl.para) + "\n\n")
+		case bl.table != nil:
+			for i, row := range bl.table {
+				cells := make([]string, len(row))
+				for k, c := range row {
+					cells[k] = mdText(c)
+				}
+				b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+				if i == 0 {
+					b.WriteString(strings.Repeat("|---", len(row)) + "|\n")
+				}
+			}
+			b.WriteString("\n")
+		case bl.list != nil:
+			for _, it := range bl.list {
+				b.WriteString("- " + mdText(it.before))
+				if it.bold != "" {
+					b.WriteString("**" + mdText(it.bold) + "**")
+				}
+				b.WriteString(mdText(it.after) + "\n")
+			}
+			b.WriteString("\n")
+		case bl.code != nil:
+			f := fence(bl.code)
+			b.WriteString(f + "sh\n")
+			for _, l := range bl.code {
+				b.WriteString(strings.Map(func(r rune) rune {
+					if r == '\r' {
+						return -1
+					}
+					return r
+				}, l) + "\n")
+			}
+			b.WriteString(f + "\n\n")
+		}
+	}
+	return b.String()
+}
+
+// htmlText escapes plain text for HTML, line breaks shown as \n as the Markdown page shows them.
+func htmlText(s string) string {
+	return html.EscapeString(strings.ReplaceAll(readable(s), "\n", `\n`))
+}
+
+func renderHTML(blocks []block) string {
+	var b strings.Builder
+	for _, bl := range blocks {
+		switch {
+		case bl.heading != "":
+			b.WriteString("<h2>" + htmlText(bl.heading) + "</h2>\n")
+		case bl.para != "":
+			b.WriteString("<p>" + htmlText(bl.para) + "</p>\n")
+		case bl.table != nil:
+			b.WriteString("<table>\n")
+			for i, row := range bl.table {
+				tag := "td"
+				if i == 0 {
+					tag = "th"
+				}
+				b.WriteString("<tr>")
+				for _, c := range row {
+					b.WriteString("<" + tag + ">" + htmlText(c) + "</" + tag + ">")
+				}
+				b.WriteString("</tr>\n")
+			}
+			b.WriteString("</table>\n")
+		case bl.list != nil:
+			b.WriteString("<ul>\n")
+			for _, it := range bl.list {
+				b.WriteString("<li>" + htmlText(it.before))
+				if it.bold != "" {
+					b.WriteString("<b>" + htmlText(it.bold) + "</b>")
+				}
+				b.WriteString(htmlText(it.after) + "</li>\n")
+			}
+			b.WriteString("</ul>\n")
+		case bl.code != nil:
+			b.WriteString("<pre>")
+			for _, l := range bl.code {
+				b.WriteString(html.EscapeString(l) + "\n")
+			}
+			b.WriteString("</pre>\n")
+		}
+	}
+	return b.String()
 }
 
 func short8(s string) string {
@@ -240,7 +451,6 @@ func short8(s string) string {
 	return s
 }
 
-func mdCell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 
 func acceptanceCell(a *float64) string {
 	if a == nil {
@@ -272,18 +482,14 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	p := func(format string, a ...any) { fmt.Fprintf(ew, format, a...) }
 	title := html.EscapeString("Campaign " + filepath.Base(filepath.Clean(rep.Dir)))
 	p("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title>\n", title)
-	p("<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}" +
+	p("<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;overflow-wrap:anywhere;max-width:40em}p,li{overflow-wrap:anywhere}pre{white-space:pre-wrap;overflow-wrap:anywhere}" +
 		"svg{background:#fafafa;border:1px solid #ddd}.run{fill:#1f77b4}.run.rejected{fill:#d62728}.run.screen{fill:#9ecae1}.record{fill:none;stroke:#2ca02c;stroke-width:2}" +
 		".ratio{stroke:#555;stroke-width:2}.median{fill:#ff7f0e}.acc{fill:#9467bd}.axis{stroke:#999}text{font-size:11px;fill:#444}</style></head><body>\n")
 	p("<h1>%s</h1>\n", title)
 	rep.row0Chart(p)
 	rep.ratioChart(p)
 	rep.acceptanceChart(p)
-	var md strings.Builder
-	if err := rep.WriteMarkdown(&md); err != nil {
-		return err
-	}
-	p("%s", markdownTablesToHTML(md.String()))
+	p("%s", renderHTML(rep.page()))
 	p("</body></html>\n")
 	return ew.err
 }
@@ -414,79 +620,6 @@ func trimLabel(s string) string {
 		return s[:20] + "…"
 	}
 	return s
-}
-
-// markdownTablesToHTML renders the page's Markdown (headings, paragraphs, lists, tables,
-// fenced code) as HTML: the subset WriteMarkdown writes.
-func markdownTablesToHTML(md string) string {
-	var b strings.Builder
-	lines := strings.Split(md, "\n")
-	inTable, inCode, inList := false, false, false
-	cells := func(l string) []string {
-		l = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(l), "|"), "|")
-		var out []string
-		for _, c := range strings.Split(strings.ReplaceAll(l, "\\|", "\x00"), "|") {
-			out = append(out, html.EscapeString(strings.ReplaceAll(strings.TrimSpace(c), "\x00", "|")))
-		}
-		return out
-	}
-	closeAll := func() {
-		if inTable {
-			b.WriteString("</table>\n")
-			inTable = false
-		}
-		if inList {
-			b.WriteString("</ul>\n")
-			inList = false
-		}
-	}
-	for i, l := range lines {
-		switch {
-		case strings.HasPrefix(l, "```"):
-			closeAll()
-			if inCode {
-				b.WriteString("</pre>\n")
-			} else {
-				b.WriteString("<pre>")
-			}
-			inCode = !inCode
-		case inCode:
-			b.WriteString(html.EscapeString(l) + "\n")
-		case strings.HasPrefix(l, "# "):
-			closeAll() // the title is the page's h1 already
-		case strings.HasPrefix(l, "## "):
-			closeAll()
-			b.WriteString("<h2>" + html.EscapeString(l[3:]) + "</h2>\n")
-		case strings.HasPrefix(l, "|"):
-			if strings.HasPrefix(l, "|---") {
-				continue
-			}
-			tag := "td"
-			if !inTable {
-				closeAll()
-				b.WriteString("<table>\n")
-				inTable = true
-				tag = "th"
-			} else if i > 0 && strings.HasPrefix(lines[i-1], "|---") {
-				tag = "td"
-			}
-			b.WriteString("<tr><" + tag + ">" + strings.Join(cells(l), "</"+tag+"><"+tag+">") + "</" + tag + "></tr>\n")
-		case strings.HasPrefix(l, "- "):
-			if !inList {
-				closeAll()
-				b.WriteString("<ul>\n")
-				inList = true
-			}
-			b.WriteString("<li>" + strings.ReplaceAll(strings.ReplaceAll(html.EscapeString(l[2:]), "**", ""), "&#34;", "\"") + "</li>\n")
-		case strings.TrimSpace(l) == "":
-			closeAll()
-		default:
-			closeAll()
-			b.WriteString("<p>" + html.EscapeString(l) + "</p>\n")
-		}
-	}
-	closeAll()
-	return b.String()
 }
 
 // LeaderboardEntry is a promoted run as a public leaderboard takes it.
