@@ -265,7 +265,7 @@ func shellCommand(env map[string]string, args []string) string {
 }
 
 // shellQuote quotes s for a POSIX shell: as it is when it holds only characters no shell
-// treats specially, else in single quotes ('\'' for a quote inside).
+// treats specially, else in single quotes ('\” for a quote inside).
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r))
@@ -450,7 +450,6 @@ func short8(s string) string {
 	}
 	return s
 }
-
 
 func acceptanceCell(a *float64) string {
 	if a == nil {
