@@ -265,7 +265,8 @@ func shellCommand(env map[string]string, args []string) string {
 }
 
 // shellQuote quotes s for a POSIX shell: as it is when it holds only characters no shell
-// treats specially, else in single quotes ('\” for a quote inside).
+// treats specially, else in single quotes, a quote inside closing them, escaped, and opening
+// them again.
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r))
