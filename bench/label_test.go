@@ -194,6 +194,10 @@ func TestShellSwitchesAreInTheIdentity(t *testing.T) {
 	t.Setenv("LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL", "7")
 	t.Setenv("GGML_CUDA_DISABLE_GRAPHS", "1")
 	t.Setenv("HF_TOKEN", "hf_secretsecret")
+	t.Setenv("OMP_NUM_THREADS", "6")
+	t.Setenv("GOMP_SPINCOUNT", "0")
+	t.Setenv("NVIDIA_TF32_OVERRIDE", "0")
+	t.Setenv("GGML_REMOTE_API_KEY", "sk-remote-secret") // a secret in a computing family: by name only
 	fake := &fakeLlama{flipAt: -1}
 	b := testBundle(func(m *manifest.Manifest) { m.Server.Env = map[string]string{"GGML_CUDA_DISABLE_GRAPHS": "0"} })
 	res, err := Run(context.Background(), []*Bundle{b}, Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), Rounds: 1, start: fake.starter()})
@@ -204,6 +208,14 @@ func TestShellSwitchesAreInTheIdentity(t *testing.T) {
 	if r.Identity.Env["LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL"] != "7" || !strings.Contains(r.Identity.Label, "-llama_mtp_draft_direct_argmax_unroll7-") {
 		t.Errorf("identity env %v, label %s: want the shell's switch in both", r.Identity.Env, r.Identity.Label)
 	}
+	for k, v := range map[string]string{"OMP_NUM_THREADS": "6", "GOMP_SPINCOUNT": "0", "NVIDIA_TF32_OVERRIDE": "0"} {
+		if r.Identity.Env[k] != v {
+			t.Errorf("%s = %q in the identity, want the shell's %q (a knob bundle --env sets, recorded by value)", k, r.Identity.Env[k], v)
+		}
+	}
+	if _, ok := r.Identity.Env["GGML_REMOTE_API_KEY"]; ok || !slices.Contains(r.EnvNames, "GGML_REMOTE_API_KEY") {
+		t.Errorf("a secret's value in the identity, or its name missing: %v", r.Identity.Env)
+	}
 	if r.Identity.Env["GGML_CUDA_DISABLE_GRAPHS"] != "0" {
 		t.Errorf("GGML_CUDA_DISABLE_GRAPHS = %q, want the manifest's 0", r.Identity.Env["GGML_CUDA_DISABLE_GRAPHS"])
 	}
@@ -211,7 +223,7 @@ func TestShellSwitchesAreInTheIdentity(t *testing.T) {
 		t.Errorf("envNames %v, want every inherited name", r.EnvNames)
 	}
 	saved, _ := os.ReadFile(filepath.Join(r.Dir, "record.json"))
-	if strings.Contains(string(saved), "hf_secret") {
+	if strings.Contains(string(saved), "hf_secret") || strings.Contains(string(saved), "sk-remote-secret") {
 		t.Errorf("record.json holds a value of the shell's that changes no computation")
 	}
 	// the bundle's manifest, unchanged by the run

@@ -267,16 +267,33 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	return rec
 }
 
-// computePrefixes are the families of variables that change what llama-server computes.
-var computePrefixes = []string{"LLAMA_", "GGML_", "CUDA_", "ONEAPI_", "ZE_", "SYCL_"}
+// computePrefixes are the families of variables that change what llama-server computes or how
+// fast: llama.cpp's and ggml's own switches, the GPU runtimes' (CUDA, NVIDIA's TF32 override,
+// oneAPI, Level Zero, SYCL) and the OpenMP runtimes' thread and spin settings (OMP_NUM_THREADS,
+// GOMP_SPINCOUNT, KMP_BLOCKTIME), the knobs bundle --env sets.
+var computePrefixes = []string{"LLAMA_", "GGML_", "CUDA_", "NVIDIA_TF32", "ONEAPI_", "ZE_", "SYCL_", "OMP_", "GOMP_", "KMP_"}
+
+// secret says a variable's value is nobody's business but the shell's: its name says key,
+// token, secret, password or credential. A record keeps such a variable by name only, whatever
+// its family.
+func secret(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"} {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // computeEnv splits the environment a server inherits: the variables that change computation
-// and that the manifest does not set (KEY=VALUE, sorted), and the names of all it inherits.
+// and that the manifest does not set (KEY=VALUE, sorted), by value unless secret, and the names
+// of all it inherits (every other variable is recorded by name only).
 func computeEnv(environ []string, manifest map[string]string) (compute, names []string) {
 	for _, kv := range environ {
 		k, _, _ := cutEq(kv)
 		names = append(names, k)
-		if _, set := manifest[k]; set || k == "LLAMA_API_KEY" {
+		if _, set := manifest[k]; set || secret(k) {
 			continue
 		}
 		for _, p := range computePrefixes {
