@@ -42,6 +42,9 @@ type Identity struct {
 	// directory, not a checkout of LlamaCommit (which nothing then checked): the label names it
 	// instead of the commit.
 	SourceTree string `json:"sourceTree,omitempty"`
+	// Unverified says nothing checked that the server was built from LlamaCommit: its source was
+	// a plain directory (SourceTree). Every page and export that names the commit says so.
+	Unverified bool `json:"unverified,omitempty"`
 	// Image is the digest of the runtime image the server came out of (bundle --image); for a
 	// foreign image, which has no plan, the label names it instead of the plan.
 	Image   string   `json:"image,omitempty"`
@@ -72,6 +75,7 @@ func newIdentity(b *Bundle, p Protocol, gpu string, at time.Time) Identity {
 		PlanHash:       m.Build.PlanHash,
 		LlamaCommit:    m.Build.Source.Commit,
 		SourceTree:     m.Build.Source.Tree,
+		Unverified:     m.Build.Source.Tree != "",
 		Image:          imageDigest(m),
 		GPU:            gpu,
 		Mode:           p.Mode,

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -318,5 +319,45 @@ func TestLongLabelsNameBoundedDirectories(t *testing.T) {
 	}
 	if a, b := dirName(long+"a"), dirName(long+"b"); a == b || len(a) != maxDirName {
 		t.Errorf("dirName: %q and %q, want two names of %d bytes", a, b, maxDirName)
+	}
+}
+
+// A build from a plain directory never passes for a commit: the record says unverified and names
+// the tree, the page's command identity says so, and the leaderboard entry carries
+// "unverified": true for a site to filter on.
+func TestPlainTreeBuildIsUnverifiedEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	fake := &fakeLlama{flipAt: -1}
+	b := testBundle(func(m *manifest.Manifest) { m.Build.Source.Tree = "sha256:7ee" + strings.Repeat("0", 61) })
+	res, err := Run(context.Background(), []*Bundle{b}, Options{Protocol: fastProtocol(ModeFull), Dir: dir, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if !r.Identity.Unverified || r.Identity.SourceTree == "" {
+		t.Errorf("identity %+v: want unverified with its tree", r.Identity)
+	}
+	rep, err := ReadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "a plain tree 7ee00000, unverified (not checked to be llama.cpp 1425386f)") {
+		t.Errorf("the command identity does not say unverified:\n%s", md.String())
+	}
+	e, err := rep.Leaderboard(r.Identity.Label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(e); !e.Unverified || e.SourceTree == "" || !strings.Contains(string(raw), `"unverified":true`) {
+		t.Errorf("leaderboard entry %s: want unverified and the tree", raw)
+	}
+	b2 := testBundle()
+	res, err = Run(context.Background(), []*Bundle{b2}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: fake.starter()})
+	if err != nil || res.Runs[0].Identity.Unverified {
+		t.Errorf("a checkout's build said unverified (%v)", err)
 	}
 }

@@ -82,6 +82,18 @@ type ReportRun struct {
 	PlanHash   string            `json:"planHash,omitempty"`
 	Manifest   string            `json:"manifestSha256,omitempty"`
 	Commit     string            `json:"llamaCommit,omitempty"`
+	// SourceTree and Unverified: a build from a plain directory (Identity.Unverified).
+	SourceTree string `json:"sourceTree,omitempty"`
+	Unverified bool   `json:"unverified,omitempty"`
+}
+
+// source names what the run's server was built from: the commit, or for a plain directory's
+// build its tree and that the commit is unverified.
+func (r ReportRun) source() string {
+	if r.Unverified || r.SourceTree != "" {
+		return fmt.Sprintf("a plain tree %s, unverified (not checked to be llama.cpp %s)", short8(r.SourceTree), short8(r.Commit))
+	}
+	return "llama.cpp " + short8(r.Commit)
 }
 
 // ReadReport reads the campaign in dir: records.json, each run's record.json (a record that
@@ -102,6 +114,7 @@ func ReadReport(dir string) (*Report, error) {
 			if json.Unmarshal(data, &r) == nil {
 				rr.Acceptance, rr.Command, rr.Env = r.Summary.Acceptance, r.Identity.Command, r.Identity.Env
 				rr.PlanHash, rr.Manifest, rr.Commit = r.Identity.PlanHash, r.Identity.ManifestSHA256, r.Identity.LlamaCommit
+				rr.SourceTree, rr.Unverified = r.Identity.SourceTree, r.Identity.Unverified || r.Identity.SourceTree != ""
 			}
 		}
 		rep.Runs = append(rep.Runs, rr)
@@ -210,7 +223,7 @@ func (rep *Report) page() []block {
 	}
 	add(block{heading: "Command identity"})
 	for _, r := range rep.standing() {
-		add(block{para: fmt.Sprintf("%s (plan %s, llama.cpp %s, manifest %s):", r.Label, short8(r.PlanHash), short8(r.Commit), short8(r.Manifest))})
+		add(block{para: fmt.Sprintf("%s (plan %s, %s, manifest %s):", r.Label, short8(r.PlanHash), r.source(), short8(r.Manifest))})
 		add(block{code: []string{shellCommand(r.Env, r.Command)}})
 	}
 	add(block{heading: "Screens and full runs"})
@@ -624,19 +637,23 @@ func trimLabel(s string) string {
 
 // LeaderboardEntry is a promoted run as a public leaderboard takes it.
 type LeaderboardEntry struct {
-	Label          string            `json:"label"`
-	Model          string            `json:"model"`
-	Protocol       string            `json:"protocol"`
-	PlanHash       string            `json:"planHash"`
-	ManifestSHA256 string            `json:"manifestSha256"`
-	LlamaCommit    string            `json:"llamaCommit"`
-	Command        []string          `json:"command"`
-	Env            map[string]string `json:"env,omitempty"`
-	Row0TPS        float64           `json:"row0TokPerSec"`
-	Canary         string            `json:"canary"`
-	Valid          bool              `json:"valid"`
-	Decision       string            `json:"decision"`
-	Finished       time.Time         `json:"finished"`
+	Label          string `json:"label"`
+	Model          string `json:"model"`
+	Protocol       string `json:"protocol"`
+	PlanHash       string `json:"planHash"`
+	ManifestSHA256 string `json:"manifestSha256"`
+	LlamaCommit    string `json:"llamaCommit"`
+	// SourceTree is the plain directory's tree a build came from; Unverified says its commit was
+	// not checked (always present, so that a site can filter on it).
+	SourceTree string            `json:"sourceTree,omitempty"`
+	Unverified bool              `json:"unverified"`
+	Command    []string          `json:"command"`
+	Env        map[string]string `json:"env,omitempty"`
+	Row0TPS    float64           `json:"row0TokPerSec"`
+	Canary     string            `json:"canary"`
+	Valid      bool              `json:"valid"`
+	Decision   string            `json:"decision"`
+	Finished   time.Time         `json:"finished"`
 }
 
 // Leaderboard is the export of the promoted run label (a standing record) for a public
@@ -650,7 +667,7 @@ func (rep *Report) Leaderboard(label string) (*LeaderboardEntry, error) {
 			return nil, fmt.Errorf("run %s is %s, not a standing record: only a promoted run goes to a leaderboard", label, r.Decision)
 		}
 		return &LeaderboardEntry{Label: r.Label, Model: r.Model, Protocol: r.Protocol, PlanHash: r.PlanHash, ManifestSHA256: r.Manifest,
-			LlamaCommit: r.Commit, Command: r.Command, Env: r.Env, Row0TPS: r.Row0TPS, Canary: r.Canary, Valid: r.Valid, Decision: r.Decision, Finished: r.Finished}, nil
+			LlamaCommit: r.Commit, SourceTree: r.SourceTree, Unverified: r.Unverified, Command: r.Command, Env: r.Env, Row0TPS: r.Row0TPS, Canary: r.Canary, Valid: r.Valid, Decision: r.Decision, Finished: r.Finished}, nil
 	}
 	var promoted []string
 	for _, r := range rep.standing() {

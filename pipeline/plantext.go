@@ -19,6 +19,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "devel image:   %s\nruntime image: %s\n", p.Images.Devel.Ref, p.Images.Runtime.Ref)
 	fmt.Fprintf(&b, "source:        %s @ %s\n", p.Source.URL, p.Source.Commit)
+	if p.Source.Tree != "" {
+		fmt.Fprintf(&b, "source tree:   %s, a plain directory: UNVERIFIED, nothing checks that it is %s\n", p.Source.Tree, p.Source.Commit)
+	}
 	if p.Source.Ref != "" {
 		fmt.Fprintf(&b, "ref:           %s\n", p.Source.Ref)
 	}

@@ -22,3 +22,22 @@ func TestCheckSourceTree(t *testing.T) {
 		t.Errorf("a vendoring plan: %v", err)
 	}
 }
+
+// A plan of a plain directory's build says in its text that the commit is unverified, and names
+// the tree; a checkout's plan says nothing of a tree.
+func TestPlanTextSaysAPlainTreeIsUnverified(t *testing.T) {
+	commit := strings.Repeat("a", 40)
+	for _, tc := range []struct {
+		tree string
+		want bool
+	}{{"sha256:1111", true}, {"", false}} {
+		var b strings.Builder
+		p := &Plan{Hash: strings.Repeat("b", 64), Reproducible: true, Source: Source{URL: "https://github.com/ggml-org/llama.cpp", Commit: commit, Tree: tc.tree}}
+		if err := p.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "source tree:   sha256:1111, a plain directory: UNVERIFIED"); got != tc.want {
+			t.Errorf("tree %q: the text says unverified: %v, want %v\n%s", tc.tree, got, tc.want, b.String())
+		}
+	}
+}
