@@ -29,6 +29,9 @@ type Result struct {
 	// were loaded on alike, with those entries: the lanes shared a GPU, so their figures are
 	// not independent (a list that names one device twice, or CUDA_VISIBLE_DEVICES already set).
 	SharedDevices map[string][]string `json:"sharedDevices,omitempty"`
+	// Continuing is what the bench found of the campaign before its first run: the runs, the
+	// incomplete ones, those adopted from a bench that was killed.
+	Continuing *Continuing `json:"continuing,omitempty"`
 	// Records are the campaign's decisions of this invocation's pending runs against the
 	// standing records, by the judge (one per bundle that had any).
 	Records []Judgement `json:"records,omitempty"`
@@ -136,11 +139,18 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
 	}
+	cont, err := adopt(o.Dir, o.now())
+	if err != nil {
+		return nil, err
+	}
+	if cont.Runs > 0 || len(cont.SetAside) > 0 {
+		o.progress("continuing campaign %s: %s", o.Dir, cont)
+	}
 	rs, err := ReadRecords(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Dir: o.Dir, RecordsFile: filepath.Join(o.Dir, RecordsFile)}
+	res := &Result{Dir: o.Dir, RecordsFile: filepath.Join(o.Dir, RecordsFile), Continuing: cont}
 	for _, b := range bundles {
 		for _, e := range rs.Previous(b.ManifestSHA256) {
 			why := e.Reason
@@ -195,6 +205,7 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			}
 		}
 	}
+	invocation := fmt.Sprintf("%s-%d", o.now().UTC().Format("20060102T150405.000000000Z"), os.Getpid())
 	controls := map[string][]*Record{}
 	records := make([][]*Record, len(bundles))
 	for i := range records {
@@ -226,7 +237,20 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 				if err != nil {
 					errs = append(errs, err)
 				}
+				// the comparisons of the rounds done so far, kept now: a bench killed later
+				// leaves them in comparisons.json
+				var cs []*Comparison
+				for i := 1; i < len(bundles) && err == nil; i++ {
+					cs = append(cs, compare(o.Judge, bundles[0].Name, bundles[i].Name, records[0], records[i]))
+				}
 				mu.Unlock()
+				if len(cs) > 0 && slices.ContainsFunc(cs, func(c *Comparison) bool { return len(c.Ratios) > 0 }) {
+					if err := saveComparisons(o.Dir, invocation, cs, o.now()); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("keeping the comparisons in %s: %w", ComparisonsFile, err))
+						mu.Unlock()
+					}
+				}
 				if rec.Error != "" {
 					o.progress("%s: %s", rec.Identity.Label, rec.Error)
 				}
@@ -270,7 +294,7 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	for i := 1; i < len(bundles); i++ {
 		res.Comparisons = append(res.Comparisons, compare(o.Judge, bundles[0].Name, bundles[i].Name, records[0], records[i]))
 	}
-	if err := saveComparisons(o.Dir, res.Comparisons, o.now()); err != nil {
+	if err := saveComparisons(o.Dir, invocation, res.Comparisons, o.now()); err != nil {
 		errs = append(errs, fmt.Errorf("keeping the comparisons in %s: %w", ComparisonsFile, err))
 	}
 	return res, errors.Join(errs...)

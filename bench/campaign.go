@@ -348,8 +348,15 @@ func commit(dir string, r *Record) error {
 	if err != nil {
 		return err
 	}
+	return commitLocked(dir, rs, r)
+}
+
+// commitLocked is commit with the campaign's lock held and its records read: rs gains r's entry
+// and is written.
+func commitLocked(dir string, rs *Records, r *Record) error {
+	var err error
 	if r.tmp == "" { // the run could not make its directory: the record still goes in one
-		if r.tmp, err = os.MkdirTemp(filepath.Join(dir, "runs"), ".tmp-"); err != nil {
+		if r.tmp, err = os.MkdirTemp(filepath.Join(dir, "runs"), tmpPrefix()); err != nil {
 			return fmt.Errorf("making the run's directory: %w", err)
 		}
 	}
@@ -374,6 +381,10 @@ func commit(dir string, r *Record) error {
 	}
 	if err := atomicfile.WriteFile(filepath.Join(r.tmp, "record.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the run's record: %w", err)
+	}
+	// the pending record goes before the directory is in place: a run in runs/ is whole
+	if err := os.Remove(filepath.Join(r.tmp, pendingFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	if err := os.Rename(r.tmp, final); err != nil {
 		return fmt.Errorf("moving the run into %s: %w", final, err)

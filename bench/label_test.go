@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -359,5 +361,72 @@ func TestPlainTreeBuildIsUnverifiedEverywhere(t *testing.T) {
 	res, err = Run(context.Background(), []*Bundle{b2}, Options{Protocol: fastProtocol(ModeFull), Dir: t.TempDir(), start: fake.starter()})
 	if err != nil || res.Runs[0].Identity.Unverified {
 		t.Errorf("a checkout's build said unverified (%v)", err)
+	}
+}
+
+// What a killed bench leaves is adopted by the next, never a live one's: a run directory whose
+// owner is gone becomes an incomplete run ("killed"), one whose owner runs (this process) is
+// left alone, an empty one of a dead owner is removed, and an old one without a record is set
+// aside; the bench says it continues the campaign.
+func TestLeftOverRunsAreAdoptedOrSetAside(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := owner{PID: dead.Process.Pid, Start: "1"}
+	mk := func(name string, rec *Record) string {
+		p := filepath.Join(runs, name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if rec != nil {
+			b, _ := json.Marshal(pending{Record: rec, Owner: gone})
+			if err := os.WriteFile(filepath.Join(p, pendingFile), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	killed := &Record{SchemaVersion: RecordSchema, Identity: newIdentity(testBundle(), fastProtocol(ModeFull), "", time.Now()), Bundle: "b",
+		Protocol: fastProtocol(ModeFull), Rows: []Row{{DecodeTPS: 10}}}
+	killed.Dir = filepath.Join(runs, "killed-run")
+	mk(fmt.Sprintf(".tmp-%d-1-abc", gone.PID), killed)
+	live := mk(tmpPrefix()+"live", nil)
+	mk(fmt.Sprintf(".tmp-%d-1-empty", gone.PID), nil)
+	old := mk(".tmp-123456", nil)
+	if err := os.WriteFile(filepath.Join(old, "server.log"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(old, past, past)
+	var progress strings.Builder
+	fake := &fakeLlama{flipAt: -1}
+	res, err := Run(context.Background(), []*Bundle{testBundle()}, Options{Protocol: fastProtocol(ModeScreen), Dir: dir, Progress: &progress, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Continuing
+	if c == nil || len(c.Adopted) != 1 || len(c.SetAside) != 1 || c.Runs != 1 || c.Incomplete != 1 ||
+		!strings.Contains(progress.String(), "continuing campaign "+dir+": 1 runs, 1 incomplete (1 adopted from a bench that was killed)") {
+		t.Errorf("continuing %+v, progress:\n%s", c, progress.String())
+	}
+	rs, _ := ReadRecords(dir)
+	if rs.Runs[0].Decision != DecisionIncomplete || !strings.Contains(rs.Runs[0].Reason, "killed") {
+		t.Errorf("adopted run %+v, want incomplete, killed", rs.Runs[0])
+	}
+	if _, err := os.Stat(filepath.Join(dir, rs.Runs[0].Dir, pendingFile)); err == nil {
+		t.Error("the adopted run kept its pending record")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live bench's run directory was taken: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(runs, ".tmp-*"))
+	if len(left) != 1 || left[0] != live {
+		t.Errorf("left %v, want only the live one", left)
 	}
 }

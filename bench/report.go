@@ -23,11 +23,16 @@ const ComparisonsFile = "comparisons.json"
 // SavedComparison is an A/B comparison as the campaign keeps it.
 type SavedComparison struct {
 	Finished time.Time `json:"finished"`
+	// Invocation names the bench that measured it: its comparisons are kept as its rounds
+	// finish, each save replacing the one before, so that a bench killed mid-campaign leaves
+	// the rounds it finished.
+	Invocation string `json:"invocation,omitempty"`
 	*Comparison
 }
 
-// saveComparisons appends an invocation's comparisons to the campaign's comparisons.json.
-func saveComparisons(dir string, cs []*Comparison, at time.Time) error {
+// saveComparisons keeps an invocation's comparisons in the campaign's comparisons.json,
+// replacing what the same invocation saved before.
+func saveComparisons(dir, invocation string, cs []*Comparison, at time.Time) error {
 	if len(cs) == 0 {
 		return nil
 	}
@@ -40,8 +45,9 @@ func saveComparisons(dir string, cs []*Comparison, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	saved = slices.DeleteFunc(saved, func(s SavedComparison) bool { return invocation != "" && s.Invocation == invocation })
 	for _, c := range cs {
-		saved = append(saved, SavedComparison{Finished: at.UTC(), Comparison: c})
+		saved = append(saved, SavedComparison{Finished: at.UTC(), Invocation: invocation, Comparison: c})
 	}
 	data, err := json.MarshalIndent(saved, "", "  ")
 	if err != nil {

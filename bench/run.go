@@ -178,6 +178,17 @@ func (o *Options) status(rec *Record, format string, args ...any) {
 	}
 }
 
+// keepPending writes what the run has measured so far into its pending record, for a bench that
+// adopts it if this one is killed; a failure to write it is said, and the run goes on.
+func (o *Options) keepPending(rec *Record) {
+	if rec.tmp == "" {
+		return
+	}
+	if err := writePending(rec.tmp, rec); err != nil {
+		o.progress("%s: keeping the rows so far for a later bench to adopt: %v", rec.Identity.Label, err)
+	}
+}
+
 func (o *Options) progress(format string, args ...any) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "bench: "+format+"\n", args...)
@@ -239,7 +250,11 @@ func (o *Options) runOne(ctx context.Context, b *Bundle, round int, gpu string) 
 	err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755)
 	var tmp string
 	if err == nil {
-		tmp, err = os.MkdirTemp(filepath.Join(o.Dir, "runs"), ".tmp-")
+		tmp, err = os.MkdirTemp(filepath.Join(o.Dir, "runs"), tmpPrefix())
+	}
+	if err == nil {
+		rec.tmp = tmp
+		err = writePending(tmp, rec)
 	}
 	if prev := o.crashed.get(b.Name + "\x00" + b.Dir); prev != nil && err == nil {
 		// the same crash at every start: an earlier round saw it twice; not started again
@@ -415,6 +430,7 @@ func (o *Options) measure(ctx context.Context, b *Bundle, rec *Record, gpu, dir 
 		o.progress("%s: %s", rec.Identity.Label, can.summary())
 		return nil // the figures would not count: no rows
 	}
+	o.keepPending(rec)
 	return o.rows(ctx, c, rec, prompt)
 }
 
@@ -642,6 +658,7 @@ func (o *Options) rows(ctx context.Context, c *llamaserver.Client, rec *Record, 
 		}
 		row := rowOf(i, r)
 		rec.Rows = append(rec.Rows, row)
+		o.keepPending(rec)
 		o.progress("%s: row %d: %.2f tok/s decode (client %.2f), %d tokens, ttft %.1f ms", rec.Identity.Label, i,
 			row.DecodeTPS, row.ClientTPS, row.Generated, row.TTFTMS)
 	}
