@@ -35,6 +35,9 @@ type Result struct {
 	// Records are the campaign's decisions of this invocation's pending runs against the
 	// standing records, by the judge (one per bundle that had any).
 	Records []Judgement `json:"records,omitempty"`
+	// PreviousPatches are the patches of these bundles that the campaign tried before and did
+	// not keep, by sha256, whatever tree or flags carried them.
+	PreviousPatches []PatchFate `json:"previousPatches,omitempty"`
 	// Previous are the campaign's negative results for a bundle benched again (Records.Previous).
 	Previous []Entry `json:"previous,omitempty"`
 	// Devices are the control bundle's row 0 on each device (--control), and Spread how much
@@ -159,6 +162,23 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 			}
 			o.progress("warning: %s was measured before in this campaign, the same build, flags and environment: %s %s (row 0 %.2f tok/s): %s", b.Name, e.Label, e.Decision, e.Row0TPS, why)
 			res.Previous = append(res.Previous, e)
+		}
+	}
+	fates := rs.PatchFates()
+	for _, b := range bundles {
+		for _, p := range b.Manifest.Build.Patches {
+			for _, f := range fates {
+				if f.SHA256 != strings.TrimPrefix(p.SHA256, "sha256:") || !f.Negative() {
+					continue
+				}
+				last := f.Runs[len(f.Runs)-1]
+				why := last.Reason
+				if len(why) > 200 {
+					why = why[:200] + "…"
+				}
+				o.progress("warning: %s carries patch %s (sha256 %s), which this campaign tried and did not keep: %s %s (row 0 %.2f tok/s): %s", b.Name, p.Name, short8(f.SHA256), last.Label, last.Decision, last.Row0TPS, why)
+				res.PreviousPatches = append(res.PreviousPatches, f)
+			}
 		}
 	}
 	if len(o.GPUs) > 0 {

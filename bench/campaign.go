@@ -88,6 +88,70 @@ type Entry struct {
 	// Manifest is the sha256 of the bundle's manifest: the build (its files' digests), the
 	// arguments and the environment. Benching the same again is said (Previous).
 	Manifest string `json:"manifest,omitempty"`
+	// Patches are the server's patches by name and sha256, so that a patch's fate follows its
+	// bytes across trees and flags (PatchFates).
+	Patches []KeptPatch `json:"patches,omitempty"`
+}
+
+// PatchFate is what the campaign made of one patch (by sha256): the runs that carried it where
+// no standing record did, with their decisions. A patch every record carries is the baseline,
+// not a result of its own.
+type PatchFate struct {
+	Name   string  `json:"name"`
+	SHA256 string  `json:"sha256"`
+	Runs   []Entry `json:"runs"`
+}
+
+// Negative says the patch was tried and not kept: rejected, below the record, or crashed, and
+// never promoted.
+func (f PatchFate) Negative() bool {
+	neg := false
+	for _, e := range f.Runs {
+		switch {
+		case e.Decision == DecisionPromoted || e.Decision == DecisionSuperseded:
+			return false
+		case negative(e.Decision) || strings.HasPrefix(e.Decision, DecisionBelow):
+			neg = true
+		}
+	}
+	return neg
+}
+
+// PatchFates are the fates of the patches the campaign's runs carried beyond the baseline (the
+// patches of every promoted run of the same model and protocol), in the order first seen.
+func (rs *Records) PatchFates() []PatchFate {
+	baseline := map[string]map[string]bool{} // model+protocol -> sha256 carried by a promoted run
+	for _, e := range rs.Runs {
+		if e.Decision == DecisionPromoted || e.Decision == DecisionSuperseded {
+			k := e.Model + "\x00" + e.Protocol
+			if baseline[k] == nil {
+				baseline[k] = map[string]bool{}
+			}
+			for _, p := range e.Patches {
+				baseline[k][p.SHA256] = true
+			}
+		}
+	}
+	var out []PatchFate
+	at := map[string]int{}
+	for _, e := range rs.Runs {
+		if e.Decision == DecisionPromoted || e.Decision == DecisionSuperseded {
+			continue
+		}
+		for _, p := range e.Patches {
+			if baseline[e.Model+"\x00"+e.Protocol][p.SHA256] {
+				continue
+			}
+			i, ok := at[p.SHA256]
+			if !ok {
+				i = len(out)
+				at[p.SHA256] = i
+				out = append(out, PatchFate{Name: p.Name, SHA256: p.SHA256})
+			}
+			out[i].Runs = append(out[i].Runs, e)
+		}
+	}
+	return out
 }
 
 // Previous are the campaign's runs of a bundle with this manifest that were not kept: rejected,
@@ -402,7 +466,8 @@ func commitLocked(dir string, rs *Records, r *Record) error {
 	}
 	rs.Runs = append(rs.Runs, Entry{Label: r.Identity.Label, Dir: rel, Bundle: r.Bundle, Finished: r.Finished, Mode: r.Protocol.Mode,
 		Model: r.Identity.Model.SHA256, Protocol: r.Identity.Protocol, Canary: r.canaryCell(), Row0TPS: r.Summary.Row0TPS,
-		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note, Manifest: r.Identity.ManifestSHA256})
+		Repeated: r.Summary.RepeatedMeanTPS, Valid: r.Valid, Decision: decision, Reason: reason, Note: r.Identity.Note, Manifest: r.Identity.ManifestSHA256,
+		Patches: r.Patches})
 	data, err = json.MarshalIndent(rs, "", "  ")
 	if err != nil {
 		return err

@@ -430,3 +430,52 @@ func TestLeftOverRunsAreAdoptedOrSetAside(t *testing.T) {
 		t.Errorf("left %v, want only the live one", left)
 	}
 }
+
+// A patch's fate follows its bytes: a patch a rejected run carried (beyond what the record
+// carries) warns when another bundle, on another tree or with other flags, carries it again,
+// with that run's decision; the page's Learning lists it; the record's own patches are the
+// baseline, no result of their own.
+func TestRejectedPatchWarnsOnAnyTree(t *testing.T) {
+	dir := t.TempDir()
+	withPatch := func(args ...string) func(*manifest.Manifest) {
+		return func(m *manifest.Manifest) {
+			m.Build.Patches = append(m.Build.Patches, manifest.Patch{Name: "0012-try.patch", SHA256: "sha256:" + strings.Repeat("c", 64)})
+			m.Server.Args = append(m.Server.Args, args...)
+		}
+	}
+	base := testBundle()
+	tried := testBundle(withPatch("--poll", "0"))
+	tried.Name = "tried"
+	speeds := map[string]int{"b": 1000, "tried": 500, "again": 1000}
+	fake := &fakeLlama{flipAt: -1, speed: func(b *Bundle) int { return speeds[b.Name] }}
+	if _, err := Run(context.Background(), []*Bundle{base, tried}, Options{Protocol: fastProtocol(ModeFull), Dir: dir, start: fake.starter()}); err != nil {
+		t.Fatal(err)
+	}
+	again := testBundle(withPatch("--poll", "50"), func(m *manifest.Manifest) { m.Build.Source.Tree = "sha256:" + strings.Repeat("d", 64) })
+	again.Name = "again"
+	var progress strings.Builder
+	res, err := Run(context.Background(), []*Bundle{again}, Options{Protocol: fastProtocol(ModeScreen), Dir: dir, Progress: &progress, start: fake.starter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.PreviousPatches) != 1 || !strings.Contains(progress.String(), "again carries patch 0012-try.patch (sha256 cccccccc), which this campaign tried and did not keep") ||
+		!strings.Contains(progress.String(), DecisionBelow) {
+		t.Errorf("no warning of the rejected patch:\n%s", progress.String())
+	}
+	var progress2 strings.Builder
+	if _, err := Run(context.Background(), []*Bundle{base}, Options{Protocol: fastProtocol(ModeScreen), Dir: dir, Progress: &progress2, start: fake.starter()}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(progress2.String(), "did not keep") || strings.Contains(progress2.String(), "measured before") {
+		t.Errorf("the record's own bundle warned as a negative result:\n%s", progress2.String())
+	}
+	rep, err := ReadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	rep.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "| 0012-try.patch | cccccccc | not kept: ") {
+		t.Errorf("Learning lacks the patch's fate:\n%s", md.String())
+	}
+}

@@ -266,6 +266,31 @@ func (rep *Report) page() []block {
 		items = []listItem{{before: "none"}}
 	}
 	add(block{list: items})
+	rs := &Records{}
+	for _, r := range rep.Runs {
+		rs.Runs = append(rs.Runs, r.Entry)
+	}
+	if fates := rs.PatchFates(); len(fates) > 0 {
+		add(block{para: "Patches tried beyond the records' own, by their bytes (sha256), and what came of each:"})
+		t := [][]string{{"patch", "sha256", "fate", "runs"}}
+		for _, f := range fates {
+			fate, last := "not judged yet", f.Runs[len(f.Runs)-1]
+			if f.Negative() {
+				fate = "not kept"
+				for _, e := range f.Runs {
+					if negativeRun(e.Decision) {
+						last = e // the run that said so
+					}
+				}
+			}
+			fate += ": " + last.Label + " " + last.Decision
+			if last.Reason != "" {
+				fate += " (" + last.Reason + ")"
+			}
+			t = append(t, []string{f.Name, short8(f.SHA256), fate, fmt.Sprint(len(f.Runs))})
+		}
+		add(block{table: t})
+	}
 	return out
 }
 
@@ -296,8 +321,9 @@ func shellQuote(s string) string {
 }
 
 // longWord is where text is broken for a reader: a run of this many characters without a space
-// gets a zero-width space, so that a 10 KB word wraps instead of running off the page.
-const longWord = 48
+// gets a zero-width space, so that a 10 KB word wraps instead of running off a Markdown page
+// (report.html wraps with CSS instead). Labels, which a reader copies, are shorter.
+const longWord = 256
 
 // mdText escapes plain text for CommonMark and GFM: every character that can start markup
 // inline (\\ ` * _ [ ] < > & | ~ # !) backslash-escaped, and at the start of the text what would
