@@ -314,8 +314,12 @@ func TestBenchABInterleavesRealBundles(t *testing.T) {
 		if want := bs[i%2]; r.Bundle != want || r.Round != i/2 {
 			t.Errorf("run %d: %s round %d, want %s round %d", i, r.Bundle, r.Round, want, i/2)
 		}
-		if i > 0 && r.Started.Before(res.Runs[i-1].Finished) {
-			t.Errorf("run %d started before run %d finished", i, i-1)
+	}
+	// one at a time, the order turning every round: A B, then B A
+	inTime := []*bench.Record{res.Runs[0], res.Runs[1], res.Runs[3], res.Runs[2]}
+	for i := 1; i < len(inTime); i++ {
+		if inTime[i].Started.Before(inTime[i-1].Finished) {
+			t.Errorf("%s round %d started before %s round %d finished: want A B, then B A, one at a time", inTime[i].Bundle, inTime[i].Round, inTime[i-1].Bundle, inTime[i-1].Round)
 		}
 	}
 	c := res.Comparisons[0]
