@@ -84,7 +84,7 @@ func TestBenchSurvivesSignalsAndKillsAtEveryPhase(t *testing.T) {
 	}
 	bs := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil, []string{"--threads", "1"})
 	// generous canaries (progress says every 64th) and rows: each phase lasts long enough to be hit
-	common := []string{"--mode", "full", "--canaries", "130", "--canary-tokens", "8", "--prompt-tokens", "32", "--generate", "256", "--rows", "4"}
+	common := []string{"--mode", "full", "--canaries", "130", "--canary-tokens", "8", "--prompt-tokens", "32", "--generate", "128", "--rows", "3"}
 	phases := []struct{ name, marker string }{
 		{"loading", ": starting llama-server"},
 		{"canaries", ": canaries 64/130"},
@@ -111,7 +111,9 @@ func TestBenchSurvivesSignalsAndKillsAtEveryPhase(t *testing.T) {
 				err := cmd.Wait()
 				took := time.Since(sent)
 				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.ExitCode() != 130 || took > 15*time.Second {
+				// within seconds: a llama-server busy in a request may take its stop's grace
+				// (SIGTERM, then SIGKILL after 10 s) to go; a loaded CI machine adds some
+				if !errors.As(err, &ee) || ee.ExitCode() != 130 || took > 25*time.Second {
 					t.Fatalf("after %s: %v in %v, want exit 130 within seconds\n%s", sig, err, took, rest())
 				}
 				rs := validJSON(dir)
