@@ -39,21 +39,10 @@ func self() owner {
 
 // procStart is a process's start time as /proc has it, "" where it cannot be read.
 func procStart(pid int) string {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
+	if f := procStat(pid); len(f) >= 20 {
+		return f[19] // field 22 overall: starttime
 	}
-	// the command name, field 2, is in parentheses and may hold spaces: count after its end
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[19] // field 22 overall: starttime
+	return ""
 }
 
 // alive says the owner still runs: its pid is there with the same start time.

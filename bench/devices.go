@@ -97,22 +97,28 @@ func memoryOf(apps []computeApp, serverPID int) int {
 // processGroup is pid's process group, 0 when unknown (a process of another PID namespace,
 // or gone).
 func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
+	f := procStat(pid)
 	if len(f) < 3 {
 		return 0
 	}
-	g, _ := strconv.Atoi(f[2])
+	g, _ := strconv.Atoi(f[2]) // pgrp, field 5
 	return g
+}
+
+// procStat is /proc/PID/stat's fields after the command name (state, ppid, pgrp, ...: the 3rd
+// field on), nil where it cannot be read. The name, in parentheses, may hold spaces and
+// parentheses: the fields start after its last ')'.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }
 
 // sharedDevices names the devices that runs given different --gpus entries were loaded on

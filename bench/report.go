@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/shellquote"
 )
 
 // ComparisonsFile holds the campaign's A/B comparisons, one per pair and invocation.
@@ -300,24 +301,12 @@ func (rep *Report) page() []block {
 func shellCommand(env map[string]string, args []string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		parts = append(parts, shellQuote(k+"="+env[k]))
+		parts = append(parts, shellquote.Quote(k+"="+env[k]))
 	}
 	for _, a := range args {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, shellquote.Quote(a))
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell: as it is when it holds only characters no shell
-// treats specially, else in single quotes, a quote inside closing them, escaped, and opening
-// them again.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // longWord is where text is broken for a reader: a run of this many characters without a space

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/shellquote"
 )
 
 // WriteText writes the plan as `llbuild plan` prints it: what a build will do, one line per
@@ -54,10 +56,10 @@ func (p *Plan) WriteText(w io.Writer) error {
 	}
 	b.WriteString("configure:     cmake -S " + SourceDirToken + " -B build \\\n")
 	for i := 0; i < len(p.Configure); i++ {
-		a := shellQuote(p.Configure[i])
+		a := shellquote.Quote(p.Configure[i])
 		if p.Configure[i] == "-G" && i+1 < len(p.Configure) {
 			i++
-			a += " " + shellQuote(p.Configure[i])
+			a += " " + shellquote.Quote(p.Configure[i])
 		}
 		sep := " \\"
 		if i == len(p.Configure)-1 {

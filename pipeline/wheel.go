@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/digest"
+	"github.com/llbuild/llbuild/internal/shellquote"
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
@@ -264,16 +265,9 @@ func WithArchitectures(t *targets.Target, archs []string) (*targets.Target, erro
 func (w *WheelPlan) CMakeArgsEnv(src string) string {
 	q := make([]string, len(w.CMakeArgs))
 	for i, a := range w.CMakeArgs {
-		q[i] = shellQuote(strings.ReplaceAll(a, SourceDirToken, src))
+		q[i] = shellquote.Quote(strings.ReplaceAll(a, SourceDirToken, src))
 	}
 	return strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Interpreter is the Python program that runs the build: python3.N, or python3.

@@ -88,7 +88,7 @@ func (g *Gate) settings() string {
 }
 
 func (g *Gate) store(d string) string {
-	return filepath.Join(g.Dir, "verdicts", strings.TrimPrefix(d, "sha256:")[:min(64, len(strings.TrimPrefix(d, "sha256:")))]+"-"+short(g.Reference.ManifestSHA256)+".json")
+	return filepath.Join(g.Dir, "verdicts", strings.TrimPrefix(d, "sha256:")+"-"+short(g.Reference.ManifestSHA256)+".json")
 }
 
 func short(s string) string { return s[:min(16, len(s))] }
