@@ -14,8 +14,8 @@
 #                                 asks whether the candidates make the pin as fast as the old one,
 #                                 PAIR="new fix" what they add to the pin
 #   STAGE build-minus             the new pin with its series less the patches named in DROP
-#                                 (default the series' last, 0011: the draft's work overlaps the
-#                                 target's decode again), into /tmp/pins/minus; PAIR="minus new"
+#                                 (default the series' last, 0012: the server's worker woken only
+#                                 for tasks), into /tmp/pins/minus; PAIR="minus new"
 #                                 is that patch's own effect
 #   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
 #   .carry/llama.cpp-history.git.tar, which holds both pins)
