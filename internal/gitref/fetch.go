@@ -76,9 +76,10 @@ func Refspecs(ref string) []string {
 	return []string{"+refs/tags/" + ref + ":refs/tags/" + ref, "+refs/heads/" + ref + ":refs/heads/" + ref}
 }
 
-// fetchHint says how to fetch ref into repo so that Resolve finds it, each command last or
-// followed by a space, so that it can be copied as it is.
-func fetchHint(repo, ref string) string {
+// FetchHint says how to fetch ref into repo so that Resolve (or any lookup of the name by git
+// rev-parse) finds it: "fetch it where llbuild looks: COMMAND", each command last or followed
+// by a space, so that it can be copied as it is.
+func FetchHint(repo, ref string) string {
 	cmd := func(spec string) string {
 		return "git -C " + shellquote.Quote(repo) + " fetch origin " + shellquote.Quote(spec)
 	}
@@ -87,9 +88,9 @@ func fetchHint(repo, ref string) string {
 	}
 	specs := Refspecs(ref)
 	if len(specs) == 1 {
-		return "name another, or fetch it where llbuild looks: " + cmd(specs[0])
+		return "fetch it where llbuild looks: " + cmd(specs[0])
 	}
-	return "name another, or fetch it where llbuild looks: " + cmd(specs[0]) + " for a tag; " + cmd(specs[1]) + " for a branch"
+	return "fetch it where llbuild looks: " + cmd(specs[0]) + " for a tag; " + cmd(specs[1]) + " for a branch"
 }
 
 var hexPrefix = regexp.MustCompile(`^[0-9a-f]{4,40}$`)

@@ -294,7 +294,7 @@ func TestRefspecs(t *testing.T) {
 			t.Errorf("Refspecs(%q) = %q, want %q", tt.ref, got, tt.want)
 		}
 	}
-	if h := fetchHint("/m", "34af94cd9"); !strings.Contains(h, "full hash") {
-		t.Errorf("fetchHint() of an abbreviated hash = %q, want it to ask for the full hash", h)
+	if h := FetchHint("/m", "34af94cd9"); !strings.Contains(h, "full hash") {
+		t.Errorf("FetchHint() of an abbreviated hash = %q, want it to ask for the full hash", h)
 	}
 }
