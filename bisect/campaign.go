@@ -73,7 +73,7 @@ func (g Given) Problems() []string {
 		problems = append(problems, fmt.Sprintf("--max-rounds %d is below --rounds %d", g.MaxRounds, g.Rounds))
 	}
 	if a := g.Alpha; a <= 0 || a >= 0.5 {
-		problems = append(problems, fmt.Sprintf("--alpha %v: want a level between 0 and 0.5 (0.05 is the default)", a))
+		problems = append(problems, fmt.Sprintf("--alpha %v: want a level between 0 and 0.5 (%v is the default)", a, bench.DefaultAlpha))
 	}
 	for _, f := range []struct {
 		flag string
@@ -84,7 +84,7 @@ func (g Given) Problems() []string {
 		}
 	}
 	if s := g.MinStep; s < 0 || s >= 1 {
-		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (0.01, 1%%, is the default)", s))
+		problems = append(problems, fmt.Sprintf("--min-step %v: want a fraction from 0 to 1 (%v, 1%%, is the default)", s, bench.DefaultMinStep))
 	}
 	return problems
 }
@@ -197,7 +197,8 @@ type Request struct {
 // Campaign is a Request checked against the campaign's log and resolved: what Run builds and
 // benches with.
 type Campaign struct {
-	// Dir is the campaign directory, absolute.
+	// Dir is the campaign directory, absolute; Repo the repository of the range; Out where
+	// builds put their artifacts.
 	Dir, Repo, Out string
 	// Settings and Path are the settings and the range given (nil when the campaign resumes from
 	// its log alone); Start is the campaign's settings, given or logged.

@@ -23,7 +23,8 @@ func TestGivenProblemsAreSaidTogether(t *testing.T) {
 	g := Given{Metric: "speed", Mode: "quick", Rounds: 1, MaxRounds: 0, Alpha: 0.5, Rows: -1, MinStep: 1}
 	got := strings.Join(g.Problems(), "; ")
 	for _, want := range []string{"--good is needed", "--bad is needed", "--target is needed", "--template is needed",
-		`--metric "speed"`, `--mode "quick"`, "--rounds 1", "--max-rounds 0 is below --rounds 1", "--alpha 0.5", "--rows -1", "--min-step 1"} {
+		`--metric "speed"`, `--mode "quick"`, "--rounds 1", "--max-rounds 0 is below --rounds 1", "--alpha 0.5: want a level between 0 and 0.5 (0.05 is the default)", "--rows -1: want 1 or more",
+		"--min-step 1: want a fraction from 0 to 1 (0.01, 1%, is the default)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Problems() = %q, want it to say %q", got, want)
 		}
