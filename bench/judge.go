@@ -73,7 +73,8 @@ func (j Judge) test() string {
 	return j.Test
 }
 
-func (j Judge) alpha() float64 {
+// Level is the level the judge decides at: Alpha, or DefaultAlpha where Alpha is not set.
+func (j Judge) Level() float64 {
 	if j.Alpha > 0 {
 		return j.Alpha
 	}
@@ -142,7 +143,7 @@ func (j Judge) Against(ratios []float64, x float64) Verdict {
 }
 
 func (j Judge) judge(ratios []float64, x, step float64) Verdict {
-	v := Verdict{Test: j.test(), Alpha: j.alpha(), MinStep: step, Against: x, Rounds: len(ratios), Needed: RoundsNeeded(j.alpha())}
+	v := Verdict{Test: j.test(), Alpha: j.Level(), MinStep: step, Against: x, Rounds: len(ratios), Needed: RoundsNeeded(j.Level())}
 	v.Min, v.Median, v.Max = Spread(ratios)
 	below, above := OneSided(v.Test, ratios, x)
 	v.P = math.Min(1, 2*math.Min(below, above))

@@ -64,7 +64,7 @@ type Settings struct {
 	// MinStep is the least |bad/good - 1| (median) that counts as a step worth bisecting.
 	MinStep float64 `json:"minStep"`
 	// Alpha is the sign test's level: rounds decide a side when as many of them fall on it as
-	// chance gives with probability alpha or less. 0 means DefaultAlpha.
+	// chance gives with probability alpha or less. 0 means the judge's default, bench.DefaultAlpha.
 	Alpha float64 `json:"alpha,omitempty"`
 	// Test is how rounds are judged against a ratio: TestSignedRank (Wilcoxon's signed-rank
 	// test of the rounds' log ratios, what campaigns start with) or TestSign (the sign test;
@@ -76,9 +76,6 @@ type Settings struct {
 	Canaries int `json:"canaries,omitempty"`
 }
 
-// DefaultAlpha is the judge's default level (bench.DefaultAlpha), the same everywhere.
-const DefaultAlpha = bench.DefaultAlpha
-
 // Tests that judge rounds against a ratio: bench's judge's.
 const (
 	// TestSign counts the rounds on each side: only logs from before the signed-rank test was
@@ -89,9 +86,10 @@ const (
 	TestSignedRank = bench.TestSignedRank
 )
 
-// judge is the bench library's judge at the campaign's settings.
+// judge is the bench library's judge at the campaign's settings; it takes an unset Alpha as its
+// default level.
 func (s *Settings) judge() bench.Judge {
-	return bench.Judge{Alpha: s.alpha(), MinStep: s.MinStep, Test: s.test()}
+	return bench.Judge{Alpha: s.Alpha, MinStep: s.MinStep, Test: s.test()}
 }
 
 func (s *Settings) test() string {
@@ -101,12 +99,8 @@ func (s *Settings) test() string {
 	return s.Test
 }
 
-func (s *Settings) alpha() float64 {
-	if s.Alpha > 0 {
-		return s.Alpha
-	}
-	return DefaultAlpha
-}
+// alpha is the level the campaign is judged at.
+func (s *Settings) alpha() float64 { return s.judge().Level() }
 
 // Event is one line of the log.
 type Event struct {

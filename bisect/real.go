@@ -10,7 +10,6 @@ import (
 	slashpath "path" // the tests' path() helper takes the package's name
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/llbuild/llbuild/artifacts"
@@ -240,8 +239,8 @@ func (m *BenchMeasurer) Measure(ctx context.Context, a, b Side, rounds int) (*Me
 		var vals [2]float64
 		ok := true
 		for i, r := range pair {
-			side := []string{a.Commit.Short(), b.Commit.Short()}[i]
 			if r == nil {
+				side := []string{a.Commit.Short(), b.Commit.Short()}[i]
 				out.Invalid = append(out.Invalid, fmt.Sprintf("%s round %d: not run", side, round))
 				ok = false
 				continue
@@ -249,14 +248,8 @@ func (m *BenchMeasurer) Measure(ctx context.Context, a, b Side, rounds int) (*Me
 			v, has := MetricOf(m.Metric, r)
 			vals[i] = v
 			if !r.Valid || !r.Complete || !has {
-				why := r.Decision
-				if len(r.Invalid) > 0 {
-					why = strings.Join(r.Invalid, ", ")
-				}
-				if r.Error != "" {
-					why += ": " + r.Error
-				}
-				out.Invalid = append(out.Invalid, fmt.Sprintf("%s round %d: %s", side, round, why))
+				// a side's bundle is named by its commit (Bundle)
+				out.Invalid = append(out.Invalid, bench.InvalidRun(r))
 				ok = false
 			}
 		}

@@ -2,8 +2,58 @@ package bisect
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
+
+// Restart starts a campaign in dir from the log file from (one edited to drop a wrong verdict,
+// say), its measurements judged again by test (Rejudge; at alpha, or the log's level when alpha
+// is 0) where test is not "", and writes it to w as f says; a run resumes it. A log that cannot
+// be read or judged, and a dir that holds a campaign already, are inputerr.Errors.
+func Restart(w io.Writer, from, dir, test string, alpha float64, f Format, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l, err := ReadLogFile(from)
+	if err != nil {
+		return &inputerr.Error{Err: err}
+	}
+	events := l.Events
+	if test != "" {
+		var changes []string
+		if events, changes, err = Rejudge(events, test, alpha); err != nil {
+			return &inputerr.Error{Err: err}
+		}
+		for _, ch := range changes {
+			log.Info("bisect replay: judged again", "change", ch)
+		}
+		if len(changes) == 0 {
+			log.Info("bisect replay: every verdict stands under the " + test + " test")
+		}
+	}
+	st, err := Replay(events)
+	if err != nil {
+		return &inputerr.Error{Err: err}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	if _, err := ReadLog(dir); !errors.Is(err, ErrNoLog) {
+		return inputerr.Errorf("%s already holds a campaign: replay into a new --dir", dir)
+	}
+	l = &Log{Dir: dir}
+	for _, e := range events {
+		if err := l.Append(e); err != nil {
+			return err
+		}
+	}
+	return st.Write(w, dir, f)
+}
 
 // Rejudge judges every measurement a log holds again under another test (and, when alpha > 0,
 // another level): the start event records them, the ends give the threshold again, and each

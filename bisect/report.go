@@ -1,11 +1,63 @@
 package bisect
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
+
+// Format is how a campaign is written: as a person reads it (WriteText), as JSON (Summary), or
+// its verdict lines alone (Lines).
+type Format struct {
+	JSON, Verdicts bool
+}
+
+// Write writes st, the campaign in dir, to w as f says; JSON wins over Verdicts.
+func (st *State) Write(w io.Writer, dir string, f Format) error {
+	switch {
+	case f.JSON:
+		b, err := json.MarshalIndent(Summary{Dir: dir, Settings: st.Settings, State: st, Commits: len(st.Path) - 1}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	case f.Verdicts:
+		_, err := fmt.Fprint(w, st.Lines())
+		return err
+	}
+	return st.WriteText(w, st.Settings)
+}
+
+// Show writes the campaign that name holds to w as f says: a campaign directory, or a log file
+// kept apart from its campaign (a copy carried back from a GPU machine). A name that holds no
+// log is an inputerr.Error wrapping ErrNoLog.
+func Show(w io.Writer, name string, f Format) error {
+	var l *Log
+	var err error
+	if fi, serr := os.Stat(name); serr == nil && fi.Mode().IsRegular() {
+		l, err = ReadLogFile(name)
+	} else {
+		l, err = ReadLog(name)
+	}
+	if errors.Is(err, ErrNoLog) {
+		return &inputerr.Error{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	st, err := Replay(l.Events)
+	if err != nil {
+		return err
+	}
+	return st.Write(w, name, f)
+}
 
 // WriteText writes the campaign as a person reads it: the ends, every probe in path order
 // with its ratios, and where the search stands or what it found.
