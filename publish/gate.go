@@ -185,11 +185,7 @@ func (g *Gate) verdict(ctx context.Context, p *pipeline.Plan, d string) (*GateVe
 			v.SlotContext[side] = r.Server.SlotContext
 		}
 		if !r.Valid || !r.Complete {
-			why := strings.Join(r.Invalid, ", ")
-			if r.Error != "" {
-				why += " " + r.Error
-			}
-			invalid = append(invalid, fmt.Sprintf("%s round %d: %s", r.Bundle, r.Round, strings.TrimSpace(why)))
+			invalid = append(invalid, bench.InvalidRun(r))
 		}
 	}
 	var cmp *bench.Comparison
