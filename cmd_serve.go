@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -71,13 +72,21 @@ func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 	return o, nil
 }
 
-// runServe serves the bundle (an archive unpacked into a temporary directory, removed when serve
-// stops) on o.Addr until ctx ends.
+// runServe verifies the bundle (an archive unpacked into a temporary directory, removed when
+// serve stops), starts its llama-server as its manifest says and serves the shim on o.Addr
+// until ctx ends.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	dir, cleanup, err := bundleDir(ctx, o.Bundle)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	return shim.ServeBundle(ctx, dir, shim.Options{Addr: o.Addr, APIKey: o.APIKey}, log)
+	s, err := manifest.OpenServing(dir)
+	if err != nil {
+		return err
+	}
+	opts := shim.Options{ServerPath: s.Path, ServerArgs: s.Args, Env: append(os.Environ(), s.Env...), Dir: s.Dir,
+		Addr: o.Addr, APIKey: o.APIKey, ModelName: s.ModelName, NoPromptLogprobs: s.NoPromptLogprobs}
+	shim.WarnBeyondLoopback(log, opts)
+	return shim.Run(ctx, opts, log)
 }
