@@ -70,30 +70,25 @@ func patchesStatusOptionsOf(c *cli.Context) (patchesStatusOptions, error) {
 // runPatchesStatus applies the series at the commit (or bisects the range) and writes the
 // report; it fails when a patch is left that does not apply.
 func runPatchesStatus(ctx context.Context, o patchesStatusOptions, out io.Writer) error {
-	if o.IsRange {
-		rep, err := patches.StatusRange(ctx, o.Source, o.From, o.To, o.Series)
-		if err != nil {
-			return usageError{err}
-		}
-		if o.JSON {
-			err = writeJSON(out, rep)
-		} else {
-			err = rep.WriteText(out)
-		}
-		if err != nil {
-			return err
-		}
-		return rep.Blocked()
+	var rep interface {
+		WriteText(io.Writer) error
+		Blocked() error
 	}
-	rep, err := patches.Status(ctx, o.Source, o.Commit, o.Series)
+	var err error
+	if o.IsRange {
+		rep, err = patches.StatusRange(ctx, o.Source, o.From, o.To, o.Series)
+	} else {
+		rep, err = patches.Status(ctx, o.Source, o.Commit, o.Series)
+	}
 	if err != nil {
 		return usageError{err}
 	}
 	if o.JSON {
-		if err := writeJSON(out, rep); err != nil {
-			return noCommitIsUsage(err)
-		}
-	} else if err := rep.WriteText(out); err != nil {
+		err = writeJSON(out, rep)
+	} else {
+		err = rep.WriteText(out)
+	}
+	if err != nil {
 		return err
 	}
 	return rep.Blocked()
