@@ -581,26 +581,6 @@ func TestVerifyArchiveRefusesTraversalWithoutWriting(t *testing.T) {
 	}
 }
 
-func TestSourceDateEpoch(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"", 0, false},
-		{"1784810751", 1784810751, false},
-		{"-1", 0, true},
-		{"1.5", 0, true},
-		{"soon", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := sourceDateEpoch(func(string) string { return tt.in })
-		if (err != nil) != tt.wantErr || err == nil && got.Unix() != tt.want {
-			t.Errorf("sourceDateEpoch(%q) = %v, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestVerifyExtractUnpacksOnlySoundArchives(t *testing.T) {
 	in := newBundleInputs(t)
 	out := t.TempDir()
@@ -731,7 +711,7 @@ func TestBundleWarnsOfADraftWithAnUnpatchedServer(t *testing.T) {
 	in := newBundleInputs(t)
 	files := []artifacts.InputFile{{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable}}
 	patched := writeTestArtifactsWithPatches(t, filepath.Join(in.Dir, "patched"), "cpu-v3", files,
-		[]artifacts.Patch{{Name: noDraftWithProbs, SHA256: strings.Repeat("f", 64)}})
+		[]artifacts.Patch{{Name: patches.NoDraftWithProbs, SHA256: strings.Repeat("f", 64)}})
 	for _, tt := range []struct {
 		name, artifacts string
 		draft, warn     bool
@@ -749,8 +729,8 @@ func TestBundleWarnsOfADraftWithAnUnpatchedServer(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("bundle exit %d: %s", code, stderr)
 			}
-			if got := strings.Contains(stderr, noDraftWithProbs); got != tt.warn {
-				t.Errorf("bundle warned of %s: %v, want %v\n%s", noDraftWithProbs, got, tt.warn, stderr)
+			if got := strings.Contains(stderr, patches.NoDraftWithProbs); got != tt.warn {
+				t.Errorf("bundle warned of %s: %v, want %v\n%s", patches.NoDraftWithProbs, got, tt.warn, stderr)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -51,30 +50,25 @@ something could not be checked (or preflight was called wrongly).`,
 // preflightOptions is what preflight checks and against which host (the target named, or this
 // machine when none is).
 type preflightOptions struct {
-	Bundle     string
-	Binaries   []string
-	Image      preflight.ImageSource
-	DriverOnly bool
-	Target     string
-	TargetFile string
-	JSON       bool
+	preflight.Sources
+	Target, TargetFile string
+	JSON               bool
 }
 
 func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
 	o := preflightOptions{
-		Bundle: c.String("bundle"), Binaries: c.StringSlice("binary"),
-		Image:      preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive"), Log: loggerOf(c)},
-		DriverOnly: c.Bool("driver-only"), Target: c.String("target"), TargetFile: c.String("target-file"), JSON: c.Bool("json"),
+		Sources: preflight.Sources{Bundle: c.String("bundle"), Binaries: c.StringSlice("binary"), DriverOnly: c.Bool("driver-only"),
+			Image: preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive"), Log: loggerOf(c)}},
+		Target: c.String("target"), TargetFile: c.String("target-file"), JSON: c.Bool("json"),
 	}
-	image := o.Image.Ref != "" || o.Image.Archive != ""
 	switch {
 	case c.NArg() > 0:
 		return o, usagef("preflight takes no arguments (got %q); name files with --binary", c.Args().Slice())
-	case o.Bundle == "" && len(o.Binaries) == 0 && !image:
+	case o.Bundle == "" && len(o.Binaries) == 0 && !o.HasImage():
 		return o, usagef("nothing to check: give --bundle, --binary, --image or --image-archive")
 	case o.Image.Ref != "" && o.Image.Archive != "":
 		return o, usagef("give --image or --image-archive, not both")
-	case o.DriverOnly && (!image || o.Bundle != "" || len(o.Binaries) > 0):
+	case o.DriverOnly && (!o.HasImage() || o.Bundle != "" || len(o.Binaries) > 0):
 		return o, usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
 	}
 	return o, nil
@@ -83,25 +77,20 @@ func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
 // runPreflight reads what o names, checks it against the host and writes the report; its exit
 // status is the report's.
 func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, stdout io.Writer) error {
-	var (
-		host     targets.Host
-		hostName string
-	)
+	host, hostName := targets.Host{}, "this machine"
 	if o.Target != "" || o.TargetFile != "" {
 		t, err := targets.ResolveHost(o.Target, o.TargetFile)
 		if err != nil {
 			return usageError{err}
 		}
 		host, hostName = t.Host, "target "+t.Name
+	} else if h, err := preflight.DetectHost(ctx); err != nil {
+		return cli.Exit(fmt.Sprintf("preflight: reading this machine: %v", err), exitUsage)
 	} else {
-		h, err := preflight.DetectHost(ctx)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("preflight: reading this machine: %v", err), exitUsage)
-		}
-		host, hostName = h, "this machine"
+		host = h
 	}
 	start := time.Now()
-	in, err := preflightInput(ctx, o)
+	in, err := preflight.ReadSources(ctx, o.Sources)
 	if err != nil {
 		return cli.Exit("preflight: "+err.Error(), exitUsage)
 	}
@@ -120,43 +109,4 @@ func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, std
 		return cli.Exit("", code)
 	}
 	return nil
-}
-
-// preflightInput reads the files o names: binaries, a bundle's, an image's (its config alone
-// with DriverOnly).
-func preflightInput(ctx context.Context, o preflightOptions) (preflight.Input, error) {
-	var in preflight.Input
-	var names []string
-	if len(o.Binaries) > 0 {
-		b, err := preflight.ReadFiles(ctx, o.Binaries)
-		if err != nil {
-			return in, err
-		}
-		in.Binaries = append(in.Binaries, b...)
-		names = append(names, strings.Join(o.Binaries, " "))
-	}
-	if o.Bundle != "" {
-		b, err := preflight.ReadBundle(ctx, o.Bundle)
-		if err != nil {
-			return in, err
-		}
-		in.Binaries = append(in.Binaries, b...)
-		names = append(names, o.Bundle)
-	}
-	if o.Image.Ref != "" || o.Image.Archive != "" {
-		read := preflight.ReadImage
-		if o.DriverOnly {
-			read = preflight.ReadImageConfig
-		}
-		img, err := read(ctx, o.Image)
-		if err != nil {
-			return in, err
-		}
-		in.Binaries = append(in.Binaries, img.Binaries...)
-		in.Env = img.Env
-		in.Read = img.Read
-		names = append(names, img.Name)
-	}
-	in.Name = strings.Join(names, " + ")
-	return in, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
 )
 
@@ -48,29 +46,6 @@ func recipeCommand() *cli.Command {
 	}
 }
 
-// copyBuiltins writes the built-in server recipe and patch series into dir, which must not
-// exist, for recipe bump --out to move; it returns the two files.
-func copyBuiltins(dir string) (recipe, series string, err error) {
-	if _, err := os.Stat(dir); err == nil {
-		return "", "", usagef("--out %s exists: give a new directory (recipe bump --out never overwrites)", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", err
-	}
-	raw, err := recipes.Raw("server")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "server.yaml"), raw, 0o644)
-	}
-	if err == nil {
-		err = patches.WriteSeries(dir)
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", "", err
-	}
-	return filepath.Join(dir, "server.yaml"), filepath.Join(dir, "series"), nil
-}
-
 // recipeBumpOptions is recipes.Bump's options and, with --out, the directory the built-in recipe
 // and series are copied into first (removed again if the bump fails).
 type recipeBumpOptions struct {
@@ -94,41 +69,25 @@ func recipeBumpOptionsOf(c *cli.Context) (recipeBumpOptions, error) {
 	if o.Out != "" && (c.IsSet("recipe-file") || c.IsSet("series")) {
 		return o, usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
 	}
+	if _, err := os.Stat(o.Out); err == nil && o.Out != "" {
+		return o, usagef("--out %s exists: give a new directory (recipe bump --out never overwrites)", o.Out)
+	}
 	return o, nil
 }
 
 // runRecipeBump moves the recipe and series (a copy of the built-in ones with o.Out) and prints
 // each file it wrote.
 func runRecipeBump(ctx context.Context, o recipeBumpOptions, log *slog.Logger, stdout io.Writer) error {
+	var res *recipes.BumpResult
+	var err error
 	if o.Out != "" {
-		var err error
-		if o.RecipeFile, o.SeriesFile, err = copyBuiltins(o.Out); err != nil {
-			return err
-		}
+		res, err = recipes.BumpCopy(ctx, o.Out, o.BumpOptions)
+	} else {
+		res, err = recipes.Bump(ctx, o.BumpOptions)
 	}
-	res, err := recipes.Bump(ctx, o.BumpOptions)
 	if err != nil {
-		if o.Out != "" {
-			os.RemoveAll(o.Out) // nothing half-written
-		}
 		return noCommitIsUsage(err)
 	}
-	for _, d := range res.Dropped {
-		log.Info("dropped from the series: already upstream; git rm the file when you commit", "patch", d, "commit", res.Status.Commit)
-	}
-	if len(res.Written) == 0 {
-		log.Info("the recipe is already at the commit and the series is current", "commit", res.Status.Commit)
-	}
-	for _, f := range res.Removed {
-		log.Info("removed from the series: the new series does not name it; git rm it when you commit", "patch", f, "recorded in", res.Recorded)
-	}
-	for _, f := range append(res.Written, res.Recorded) {
-		if f == "" {
-			continue
-		}
-		if _, err := fmt.Fprintln(stdout, f); err != nil {
-			return err
-		}
-	}
-	return nil
+	res.Log(log)
+	return res.WriteFiles(stdout)
 }

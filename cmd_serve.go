@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/manifest"
-	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -74,46 +72,21 @@ func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 	return o, nil
 }
 
-// runServe verifies the bundle, starts its llama-server as its manifest says and serves the
-// shim on o.Addr until ctx ends.
+// runServe verifies the bundle (an archive unpacked into a temporary directory, removed when
+// serve stops), starts its llama-server as its manifest says and serves the shim on o.Addr
+// until ctx ends.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
-	// an archive is checked and unpacked into a temporary directory, removed when serve stops
 	dir, cleanup, err := bundleDir(ctx, o.Bundle)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if problems := manifest.Verify(dir); len(problems) > 0 {
-		var b strings.Builder
-		for _, p := range problems {
-			b.WriteString("\n  " + p.String())
-		}
-		return fmt.Errorf("bundle %s does not verify:%s", dir, b.String())
-	}
-	m, err := manifest.Load(dir)
+	s, err := manifest.OpenServing(dir)
 	if err != nil {
 		return err
 	}
-	l, err := m.Launch(dir)
-	if err != nil {
-		return err
-	}
-	if host, _, _ := net.SplitHostPort(o.Addr); host != "localhost" {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			log.Warn("listening beyond loopback", "addr", o.Addr, "api_key", o.APIKey != "")
-		}
-	}
-	opts := shim.Options{
-		ServerPath: l.Path,
-		ServerArgs: l.Args,
-		Env:        append(os.Environ(), l.Env...),
-		Dir:        l.Dir,
-		Addr:       o.Addr,
-		APIKey:     o.APIKey,
-		ModelName:  strings.TrimSuffix(path.Base(m.Models.Model.Path), ".gguf"),
-	}
-	if m.Build.Series == patches.SeriesPlain {
-		opts.NoPromptLogprobs = "this bundle's llama-server was built with the plain series (upstream plus patch 0001), which keeps no prompt-logprob contract: echo with logprobs needs the scoring series; rebuild with llbuild build --series scoring and bundle that"
-	}
+	opts := shim.Options{ServerPath: s.Path, ServerArgs: s.Args, Env: append(os.Environ(), s.Env...), Dir: s.Dir,
+		Addr: o.Addr, APIKey: o.APIKey, ModelName: s.ModelName, NoPromptLogprobs: s.NoPromptLogprobs}
+	shim.WarnBeyondLoopback(log, opts)
 	return shim.Run(ctx, opts, log)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,35 +69,20 @@ func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
 // runVerify checks every file of the bundle against its manifest and writes the problems (or
 // one JSON object); an archive that verifies is unpacked where o.Extract says.
 func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Writer) error {
-	var problems []manifest.Problem
-	var err error
-	if o.IsDir {
-		problems = manifest.Verify(o.Path)
-	} else if problems, err = manifest.VerifyArchive(o.Path); err != nil {
+	v, err := manifest.VerifyPath(o.Path, o.IsDir)
+	if err != nil {
 		return usageOf(err)
 	}
 	if o.JSON {
-		if problems == nil {
-			problems = []manifest.Problem{}
-		}
-		b, err := json.MarshalIndent(struct {
-			Path     string             `json:"path"`
-			OK       bool               `json:"ok"`
-			Problems []manifest.Problem `json:"problems"`
-		}{o.Path, len(problems) == 0, problems}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := out.Write(append(b, '\n')); err != nil {
-			return err
-		}
+		err = writeJSON(out, v)
 	} else {
-		for _, p := range problems {
-			fmt.Fprintln(out, p.String())
-		}
+		err = v.WriteProblems(out)
 	}
-	if len(problems) > 0 {
-		return cli.Exit(fmt.Sprintf("%s: %d problem(s)", o.Path, len(problems)), exitFailed)
+	if err != nil {
+		return err
+	}
+	if !v.OK {
+		return cli.Exit(fmt.Sprintf("%s: %d problem(s)", o.Path, len(v.Problems)), exitFailed)
 	}
 	if o.Extract != "" {
 		if err := manifest.ExtractArchive(ctx, o.Path, o.Extract, o.Force); err != nil {

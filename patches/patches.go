@@ -27,6 +27,10 @@ const PromptLogprobs = "0002-server-prompt-logprobs.patch"
 // request shares no batch with another, so its log probabilities do not depend on the traffic.
 const PromptLogprobsAlone = "0007-server-prompt-logprobs-alone.patch"
 
+// NoDraftWithProbs is the patch that makes llama-server generate without drafting for a
+// request that asks for token probabilities, so that no drafted token is answered logprob 0.
+const NoDraftWithProbs = "0004-server-no-draft-with-probs.patch"
+
 // Patch is one entry of the series.
 type Patch struct {
 	Name   string `json:"name"`
