@@ -204,6 +204,10 @@ func TestExtractServerFindsWhatTheLoaderWould(t *testing.T) {
 	if s.Path != "/app/bin/llama-server" || s.Loader != "ld-linux-x86-64.so.2" || !slices.Equal(s.Host, []string{"libcuda.so.1"}) {
 		t.Errorf("server %s, loader %q, host %v: want /app/bin/llama-server, the image's loader, libcuda.so.1 from the host", s.Path, s.Loader, s.Host)
 	}
+	wantBackends := []Backend{{Name: "libggml-cpu-haswell.so", Backend: "cpu", Variant: "haswell", ImagePath: "/app/bin/libggml-cpu-haswell.so", Search: "the server's directory"}}
+	if !slices.Equal(s.Backends, wantBackends) || s.BackendDir != "" || s.BackendPath != "" {
+		t.Errorf("backends %+v (dir %q, path %q), want %+v", s.Backends, s.BackendDir, s.BackendPath, wantBackends)
+	}
 	for _, sf := range s.Files {
 		if sf.Link != "" {
 			continue
