@@ -179,7 +179,7 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io.Writer) error {
 	in, out := o.In, o.Out
 	if o.Image != "" {
-		server, cleanup, err := imagebundle.Server(ctx, log, o.Image, imagebundle.OutputDir(out))
+		server, cleanup, err := imagebundle.Server(ctx, log, o.Image, imagebundle.OutputDir(out), in.Target)
 		if err != nil {
 			return usageOf(err)
 		}

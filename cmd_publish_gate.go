@@ -170,7 +170,7 @@ func (o *gateOptions) open(ctx context.Context, specs []targetSpec, plans []*pip
 // directory (kept: the verdicts name it), with explicit --ctx-size and --parallel.
 func (o *gateOptions) bundleImage(ctx context.Context, t *targets.Target, log *slog.Logger) (string, error) {
 	dir := filepath.Join(o.Dir, "reference", digest.SHA256Hex([]byte(o.Ref + "\x00" + o.Model + "\x00" + o.Draft + fmt.Sprint(o.CtxSize, o.Parallel)))[:16])
-	server, cleanup, err := imagebundle.Server(ctx, log, o.Ref, filepath.Dir(dir))
+	server, cleanup, err := imagebundle.Server(ctx, log, o.Ref, filepath.Dir(dir), t)
 	if err != nil {
 		return "", usageOf(fmt.Errorf("--not-slower-than: %w", err))
 	}
