@@ -161,6 +161,11 @@ func backendsOf(s *image.Server, t *targets.Target, places map[string]string) (*
 	for _, f := range s.Files {
 		from[f.Name] = f.From
 	}
+	for _, f := range s.Files {
+		if f.Link != "" {
+			from[f.Name] = from[f.Link] // a backend the image reaches through a symbolic link
+		}
+	}
 	var cpu []*preflight.Binary
 	for _, b := range s.Backends {
 		p := places[b.Name]

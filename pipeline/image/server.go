@@ -170,7 +170,8 @@ type foundBackend struct {
 }
 
 // backends finds what ggml's loader (ggml_backend_load_all) would dlopen when the image runs
-// the server: the backend files of the GGML_BACKEND_DIR compiled into its libggml.so (read off
+// the server, when its libggml.so is a GGML_BACKEND_DL build (it links no CPU backend; a
+// server without libggml.so links ggml statically): the backend files of the GGML_BACKEND_DIR compiled into its libggml.so (read off
 // the library against the image's directories that hold backends), of the server's directory
 // and of the working directory, in that order, a name met twice kept where ggml meets it first
 // (of two variants that score the same it keeps the first); then the file GGML_BACKEND_PATH
@@ -191,10 +192,19 @@ func (fsys *imageFS) backends(s *Server, env map[string]string, files map[string
 	}
 	type place struct{ dir, search string }
 	var search []place
+	dl := false
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if !strings.HasPrefix(name, "libggml.so") {
 			continue
 		}
+		d, err := readDeps(fsys.elves[files[name]])
+		if err != nil {
+			return nil, fmt.Errorf("reading %s in the image: %w", files[name], err)
+		}
+		if slices.ContainsFunc(d.needed, func(n string) bool { return strings.HasPrefix(n, "libggml-cpu") }) {
+			continue // ggml links its backends; what a search finds beside it is never loaded
+		}
+		dl = true
 		lib, err := os.ReadFile(fsys.elves[files[name]])
 		if err != nil {
 			return nil, err
@@ -203,6 +213,9 @@ func (fsys *imageFS) backends(s *Server, env map[string]string, files map[string
 			s.BackendDir = d
 			search = append(search, place{d, "GGML_BACKEND_DIR"})
 		}
+	}
+	if !dl {
+		return nil, nil
 	}
 	search = append(search, place{path.Dir(s.Path), "the server's directory"}, place{wd, "the working directory"})
 	var out []foundBackend
