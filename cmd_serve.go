@@ -13,6 +13,7 @@ import (
 
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -92,6 +93,9 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	}
 	m, err := manifest.Load(dir)
 	if err != nil {
+		return err
+	}
+	if err := preflight.BackendsLoad(ctx, dir); err != nil {
 		return err
 	}
 	l, err := m.Launch(dir)
