@@ -328,34 +328,53 @@ func TestBundleImageTakesTheGGMLBackends(t *testing.T) {
 	}
 
 	// the Debian bundle as bundle --image made it before: no backends
-	old := filepath.Join(dir, "old")
-	if err := os.CopyFS(old, os.DirFS(bundles[0])); err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifest.Load(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.SchemaVersion, m.Server.GGML = 2, nil
-	m.Files = slices.DeleteFunc(m.Files, func(f manifest.File) bool {
-		if strings.HasPrefix(path.Base(f.Path), "libggml-cpu-") {
-			os.Remove(filepath.Join(old, f.Path))
-			return true
+	rewrite := func(name string, change func(m *manifest.Manifest, dir string)) string {
+		t.Helper()
+		to := filepath.Join(dir, name)
+		if err := os.CopyFS(to, os.DirFS(bundles[0])); err != nil {
+			t.Fatal(err)
 		}
-		return false
+		m, err := manifest.Load(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(m, to)
+		enc, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, manifest.FileName), enc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return to
+	}
+	old := rewrite("old", func(m *manifest.Manifest, old string) {
+		m.SchemaVersion, m.Server.GGML = 2, nil
+		m.Files = slices.DeleteFunc(m.Files, func(f manifest.File) bool {
+			if strings.HasPrefix(path.Base(f.Path), "libggml-cpu-") {
+				os.Remove(filepath.Join(old, f.Path))
+				return true
+			}
+			return false
+		})
 	})
-	enc, err := m.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(old, manifest.FileName), enc, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if code, r := preflightOf(old, "-t", "cpu-v3"); code != 1 || backendVerdict(r).Status != preflight.Fail || !strings.Contains(backendVerdict(r).Reason, "no backends are loaded") {
 		t.Errorf("the bundle without backends: exit %d, CPU backend %+v; want would fail, saying why", code, backendVerdict(r))
 	}
 	code, _, stderr = runCLI(t, "serve", old, "--addr", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(stderr, "no CPU backend") || strings.Contains(stderr, "restarting") {
 		t.Errorf("serve of the bundle without backends: exit %d, want 1 before starting llama-server, saying why\n%s", code, stderr)
+	}
+
+	// on a machine where the directory compiled into libggml.so holds backends (Debian's
+	// libggml0 installed), ggml would weigh them with the bundle's: serve says so
+	here := t.TempDir()
+	if err := os.WriteFile(filepath.Join(here, "libggml-cpu-haswell.so"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withHost := rewrite("host-backends", func(m *manifest.Manifest, _ string) { m.Server.GGML.CompiledDir = here })
+	srv := startServe(t, withHost)
+	if c := srv.stop(t); c != 0 || !strings.Contains(srv.stderr.String(), "this machine has ggml backends in the directory compiled into") {
+		t.Errorf("serve with backends in the compiled-in directory: exit %d, want a warning\n%s", c, srv.stderr.String())
 	}
 }

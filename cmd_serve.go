@@ -95,7 +95,7 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight.BackendsLoad(ctx, dir); err != nil {
+	if err := preflight.BackendsLoad(ctx, dir, log); err != nil {
 		return err
 	}
 	l, err := m.Launch(dir)

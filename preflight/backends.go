@@ -3,9 +3,12 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path"
 	"strings"
 
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -160,10 +163,28 @@ func backendVerdicts(host targets.Host, bins []*Binary, choices []GGMLChoice) []
 // only restart. It reads the files' facts alone, no code, so it takes a moment; a CPU variant
 // whose name ggml's list does not know is scored as baseline x86-64 then. The error names
 // every device without a backend and why.
-func BackendsLoad(ctx context.Context, dir string) error {
+//
+// It also warns when the GGML_BACKEND_DIR compiled into the bundle's libggml.so (the image's
+// directory, server.ggml.compiledDir) holds backends on this machine: ggml searches it before
+// the bundle's own, and of two variants that score the same it loads the first it met, so the
+// server would run this machine's backend rather than the bundle's.
+func BackendsLoad(ctx context.Context, dir string, log *slog.Logger) error {
 	bins, err := readBundle(ctx, dir, func(string) bool { return false })
 	if err != nil {
 		return err
+	}
+	if m, err := manifest.Load(dir); err == nil && m.Server.GGML != nil && m.Server.GGML.CompiledDir != "" {
+		var here []string
+		entries, _ := os.ReadDir(m.Server.GGML.CompiledDir)
+		for _, e := range entries {
+			if _, ok := ggmlBackendFile(e.Name()); ok {
+				here = append(here, e.Name())
+			}
+		}
+		if len(here) > 0 {
+			log.Warn("this machine has ggml backends in the directory compiled into the bundle's libggml.so: ggml searches it first, and of two variants that score the same it loads this machine's, not the bundle's",
+				"dir", m.Server.GGML.CompiledDir, "backends", strings.Join(here, " "))
+		}
 	}
 	if dlGGML(bins) == nil {
 		return nil
