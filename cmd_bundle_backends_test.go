@@ -242,7 +242,7 @@ func TestBundleImageTakesTheGGMLBackends(t *testing.T) {
 	ownB, _ := bundle("own", "--artifacts", a.Dir)
 	layouts := []struct {
 		name, cpu, search, from string
-		backends               int
+		backends                int
 	}{
 		// cpu-v3 is x86-64-v3 with nothing above: haswell scores highest
 		{"debian", "lib/libggml-cpu-haswell.so", "GGML_BACKEND_DIR", "/usr/lib/x86_64-linux-gnu/ggml/backends0/libggml-cpu-haswell.so", 14},
