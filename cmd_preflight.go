@@ -63,7 +63,7 @@ type preflightOptions struct {
 func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
 	o := preflightOptions{
 		Bundle: c.String("bundle"), Binaries: c.StringSlice("binary"),
-		Image:      preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive")},
+		Image:      preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive"), Log: loggerOf(c)},
 		DriverOnly: c.Bool("driver-only"), Target: c.String("target"), TargetFile: c.String("target-file"), JSON: c.Bool("json"),
 	}
 	image := o.Image.Ref != "" || o.Image.Archive != ""

@@ -3,18 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"strings"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/imagebundle"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish"
+	"github.com/llbuild/llbuild/targets"
 )
 
 func publishCommand() *cli.Command {
@@ -66,23 +67,28 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one"},
 			seriesFlag,
 			refFlag,
-		}, append(gateFlags(), executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...)...),
+			// the speed gate
+			&cli.StringFlag{Name: "not-slower-than", Usage: "push a new image, or move a tag to one the registry holds, only when the judge says its server is not slower than `REF`'s: a bundle directory or archive, or an image (" + image.SpecForms + ") bundled as bundle --image does with --gate-model. The image's artifacts are bundled as the reference is and benched against it, interleaved, on this machine"},
+			&cli.StringFlag{Name: "gate-model", Usage: "with an image as --not-slower-than: the model `FILE.gguf` both sides serve"},
+			&cli.StringFlag{Name: "gate-draft", Usage: "with an image as --not-slower-than: a draft model `FILE.gguf`"},
+			&cli.IntFlag{Name: "gate-ctx-size", Value: 4096, Usage: "with an image as --not-slower-than: llama-server --ctx-size `N` of both sides"},
+			&cli.IntFlag{Name: "gate-parallel", Value: 1, Usage: "with an image as --not-slower-than: llama-server --parallel `N` of both sides (so both have the same per-slot context)"},
+			&cli.IntFlag{Name: "gate-rounds", Usage: "interleaved A/B `ROUNDS` of the gate (default: the fewest the judge can decide with, 6 at --alpha 0.05)"},
+			&cli.StringFlag{Name: "gate-mode", Value: bench.ModeScreen, Usage: "the gate's bench `MODE`: screen or full"},
+			&cli.IntFlag{Name: "gate-canaries", Usage: "canary checks per run (`N`; default: the mode's)"},
+			&cli.IntFlag{Name: "gate-generate", Usage: "tokens each measured row generates (`N`; default: the mode's)"},
+			&cli.BoolFlag{Name: "gate-chat", Usage: "send the rows' prompt as a chat turn (bench --chat)"},
+			&cli.StringFlag{Name: "gate-dir", Value: "gate", Usage: "`DIR` for the gate's bundles, bench records and verdicts (verdicts/DIGEST-REFERENCE.json, gate-TARGET.json)"},
+			&cli.Float64Flag{Name: "gate-ratio", Hidden: true},
+		}, append(judgeFlags(), executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...)...),
 		Action: func(c *cli.Context) error {
-			creds, err := publish.CredentialsFromEnv(os.Getenv, "")
-			if err != nil {
-				return usageError{err}
-			}
-			red := publish.NewRedactor(creds)
-			o, err := publishOptionsOf(c, creds)
+			o, err := publishOptionsOf(c)
 			if err == nil {
 				err = runPublish(c.Context, o, streamsOf(c))
 			}
-			var ue usageError
-			if errors.As(err, &ue) {
-				return usageError{red.Error(ue.err)}
-			}
+			red := publish.NewRedactor(o.Creds)
 			// The redacted error keeps no chain: say here what run would have read from it.
-			if errors.Is(err, pipeline.ErrFloating) {
+			if errors.As(err, new(usageError)) || errors.Is(err, pipeline.ErrFloating) {
 				return usageError{red.Error(err)}
 			}
 			return red.Error(err)
@@ -95,34 +101,38 @@ type publishOptions struct {
 	Repo  name.Repository
 	Creds *publish.Credentials
 	Tmpl  *publish.Templates
-	Specs []targetSpec
 	Plans []*pipeline.Plan
 	Exec  executorOptions
 	In    *serverInputs
-	// Gate, when set, judges each image's server before it is pushed or a tag moved to it.
-	Gate       *gateOptions
+	// Gate, when set, judges each image's server, bundled for Target, before it is pushed.
+	Gate       *publish.GateOptions
+	Target     *targets.Target
 	JSON       bool
 	DigestFile string
 }
 
 // publishOptionsOf reads the flags and resolves the plans and the tags' templates; usage errors
 // are found here, before anything is built or contacted.
-func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOptions, error) {
-	o := publishOptions{Creds: creds, JSON: c.Bool("json"), DigestFile: c.String("digest-file")}
+func publishOptionsOf(c *cli.Context) (publishOptions, error) {
+	o := publishOptions{JSON: c.Bool("json"), DigestFile: c.String("digest-file")}
+	var err error
+	if o.Creds, err = publish.CredentialsFromEnv(os.Getenv, ""); err != nil {
+		return o, usageError{err}
+	}
 	if c.NArg() > 0 {
 		return o, usagef("publish takes no arguments, got %q", c.Args().Slice())
 	}
-	var err error
 	if o.Repo, err = publish.ParseRegistry(c.String("registry")); err != nil {
 		return o, usageError{err}
 	}
-	if creds != nil {
-		creds.Host = o.Repo.RegistryStr()
+	if o.Creds != nil {
+		o.Creds.Host = o.Repo.RegistryStr()
 	}
 	if o.Tmpl, err = publish.ParseTemplates(c.StringSlice("tag-template")); err != nil {
 		return o, usageError{err}
 	}
-	if o.Specs = targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file")); len(o.Specs) == 0 {
+	specs := targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file"))
+	if len(specs) == 0 {
 		return o, usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}
 	if o.Exec, err = executorOptionsOf(c); err != nil {
@@ -137,120 +147,73 @@ func publishOptionsOf(c *cli.Context, creds *publish.Credentials) (publishOption
 	if o.In, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
 		return o, err
 	}
-	if o.Plans, err = resolveServerPlans(o.Specs, o.In, c.Bool("allow-floating")); err != nil {
+	if o.Plans, err = resolveServerPlans(specs, o.In, c.Bool("allow-floating")); err != nil {
 		return o, err
 	}
-	if o.Gate, err = gateOptionsOf(c); err != nil {
-		return o, err
+	if c.IsSet("gate-ratio") {
+		return o, usagef("--gate-ratio is gone: the gate asks the bench's judge (Wilcoxon's signed-rank test at --alpha, differences under --min-step ignored) whether the new server is slower")
+	}
+	imageOnly := []string{"gate-model", "gate-draft", "gate-ctx-size", "gate-parallel"}
+	if ref := c.String("not-slower-than"); ref == "" {
+		for _, f := range append(imageOnly, "gate-rounds", "gate-mode", "gate-canaries", "gate-generate", "gate-chat", "gate-dir", "alpha", "min-step") {
+			if c.IsSet(f) {
+				return o, usagef("--%s needs --not-slower-than REF", f)
+			}
+		}
+	} else {
+		o.Gate = &publish.GateOptions{Reference: ref, Model: c.String("gate-model"), Draft: c.String("gate-draft"), CtxSize: c.Int("gate-ctx-size"),
+			Parallel: c.Int("gate-parallel"), Rounds: c.Int("gate-rounds"), Log: loggerOf(c), Progress: stderrOf(c), Invocation: os.Args}
+		g := o.Gate
+		if g.Judge, err = judgeOf(c); err != nil {
+			return o, err
+		}
+		if g.Protocol, err = bench.DefaultProtocol(c.String("gate-mode")); err != nil {
+			return o, usagef("--gate-mode: %v", err)
+		}
+		if c.IsSet("gate-canaries") {
+			g.Protocol.Canaries = c.Int("gate-canaries")
+		}
+		if c.IsSet("gate-generate") {
+			g.Protocol.Generate = c.Int("gate-generate")
+		}
+		g.Protocol.Chat = c.Bool("gate-chat")
+		if g.Dir, err = filepath.Abs(c.String("gate-dir")); err != nil {
+			return o, err
+		}
+		if err := g.Validate(); err != nil {
+			return o, usageOf(err)
+		}
+		for _, f := range imageOnly {
+			if c.IsSet(f) && !imagebundle.IsImageRef(ref) {
+				return o, usagef("--%s is for an image as --not-slower-than; bundle %s brings its own", f, ref)
+			}
+		}
+		// The gate judges one target's plans (OpenGate refuses others): the first's.
+		if o.Target, err = loadTarget(specs[0].name, specs[0].file); err != nil {
+			return o, err
+		}
+	}
+	// Every tag is checked before anything is built or contacted.
+	if _, err := o.Tmpl.RenderAll(o.Plans, version); err != nil {
+		return o, usageError{err}
 	}
 	return o, nil
 }
 
-// runPublish renders every tag, makes or reuses each plan's image (through the gate, when set),
-// pushes it and reports the digests.
+// runPublish opens the gate, when set, makes or reuses each plan's image, pushes it through the
+// gate and reports the digests.
 func runPublish(ctx context.Context, o publishOptions, s streams) error {
-	repo, tmpl, plans, eo, in, creds := o.Repo, o.Tmpl, o.Plans, o.Exec, o.In, o.Creds
-	var errs []error
-	// Every tag is checked before anything is built or contacted.
-	tags, err := tmpl.RenderAll(plans, version)
+	g, cleanup, err := publish.OpenGate(ctx, o.Gate, o.Exec.Out, o.Plans, o.Target)
 	if err != nil {
-		return usageError{err}
+		return usageOf(err)
 	}
-	log := s.Log
-	var g *publish.Gate
-	if o.Gate != nil {
-		var cleanup func()
-		if g, cleanup, err = o.Gate.open(ctx, o.Specs, plans, eo.Out, s); err != nil {
-			return err
-		}
-		defer cleanup()
-	}
-	for i, p := range plans {
-		if !p.Reproducible {
-			log.Warn("the plan is not reproducible: its plan-hash tag does not pin the base image's content", "target", p.Target, "warnings", strings.Join(p.Warnings, "; "))
-		}
-		log.Info("publishing", "target", p.Target, "plan", p.ShortHash(), "repository", repo.Name(), "tags", strings.Join(tags[i], ","))
-	}
-
-	ropts := []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(creds)), remote.WithPlatform(image.Platform)}
-	images := publish.FromArtifacts{
-		Out:         eo.Out,
-		Executor:    func() (pipeline.Executor, error) { return newExecutor(s, eo, in.series, s.Term) },
-		Jobs:        eo.Jobs,
-		RuntimeBase: eo.Bases["runtime"],
-		Remote:      ropts,
-		Logger:      log,
-	}.Images
-	results, err := publish.Publish(ctx, plans, publish.Options{
-		Repository: repo,
-		Templates:  tmpl,
-		Version:    version,
-		Remote:     ropts,
-		Jobs:       eo.Jobs,
-		Logger:     log,
-		Progress:   s.Term,
-		Gate:       admitter(g),
-	}, images)
+	defer cleanup()
+	opts := publish.Options{Repository: o.Repo, Templates: o.Tmpl, Version: version, Jobs: o.Exec.Jobs, Logger: s.Log, Progress: s.Term, Gate: g.Admitter(),
+		Remote: []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(o.Creds)), remote.WithPlatform(image.Platform)}}
+	results, err := publish.PublishArtifacts(ctx, o.Plans, opts, publish.FromArtifacts{Out: o.Exec.Out, RuntimeBase: o.Exec.Bases["runtime"],
+		Executor: func() (pipeline.Executor, error) { return newExecutor(s, o.Exec, o.In.series, s.Term) }})
 	if err != nil {
 		return err
 	}
-	if g != nil {
-		if err := g.Pushed(results); err != nil {
-			errs = append(errs, fmt.Errorf("writing the gate's verdicts: %w", err))
-		}
-	}
-	stdout := s.Stdout
-	type published struct {
-		Target   string   `json:"target"`
-		Tags     []string `json:"tags"`
-		Digest   string   `json:"digest,omitempty"`
-		Ref      string   `json:"ref,omitempty"`
-		Existing bool     `json:"existing"`
-		Moved    []string `json:"moved"`
-		Error    string   `json:"error,omitempty"`
-		// Gate is the speed gate's verdict (--not-slower-than) for an image it benched.
-		Gate *publish.GateVerdict `json:"gate,omitempty"`
-	}
-	report := []published{}
-	for _, r := range results {
-		p := published{Target: r.Target, Tags: nonNil(r.Tags), Digest: r.Digest, Ref: r.Ref, Existing: r.Existing, Moved: nonNil(r.Moved)}
-		if g != nil {
-			p.Gate = g.Verdict(r.Target)
-		}
-		if r.Err != nil {
-			errs = append(errs, r.Err)
-			p.Error = r.Err.Error()
-			report = append(report, p)
-			continue
-		}
-		report = append(report, p)
-		if r.Existing {
-			log.Info("already published", "target", r.Target, "ref", r.Ref, "moved", strings.Join(r.Moved, ","))
-		}
-		if !o.JSON {
-			fmt.Fprintln(stdout, r.Digest)
-		}
-	}
-	if o.JSON {
-		if err := writeJSON(stdout, report); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if f := o.DigestFile; f != "" {
-		if err := atomicfile.WriteFile(f, publish.DigestLines(results), 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("writing --digest-file: %w", err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// publishExecutor starts the executor for the plans that need building, with the built-in
-// patch series.
-
-// admitter is the gate as publish.Options takes it: no gate, no Admitter (not a nil *Gate).
-func admitter(g *publish.Gate) publish.Admitter {
-	if g == nil {
-		return nil
-	}
-	return g
+	return publish.WriteReport(s.Stdout, results, g, o.JSON, o.DigestFile)
 }

@@ -377,24 +377,3 @@ func TestPublishOnATerminalDrawsEachPushInPlace(t *testing.T) {
 		t.Errorf("%d pushed-image log lines and %q left at the bottom, want %d and nothing\n%s", pushed, lines[len(lines)-1], len(fx.plans), strings.Join(lines, "\n"))
 	}
 }
-
-func TestGateReferenceIsAnImageOrABundle(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		ref   string
-		image bool
-	}{
-		{"ghcr.io/you/llama-server:olares-one", true},
-		{"localhost:5000/llama-server", true},
-		{"127.0.0.1:34567/llbuild/llama-server:cpu-v3", true},
-		{"ghcr.io/you/llama-server@sha256:" + strings.Repeat("a", 64), true},
-		{"oci-archive:today.oci.tar", true},
-		{"today", false},
-		{"gate/today", false},
-		{dir, false},
-	} {
-		if got := isImageRef(tc.ref); got != tc.image {
-			t.Errorf("isImageRef(%q) = %v, want %v", tc.ref, got, tc.image)
-		}
-	}
-}

@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/recipes"
-	"github.com/llbuild/llbuild/targets"
 	"github.com/llbuild/llbuild/wheel"
 )
 
@@ -61,6 +56,7 @@ type wheelOptions struct {
 	Plan      *pipeline.WheelPlan
 	PrintPlan bool
 	Exec      executorOptions
+	Series    []patches.Patch
 	// LlamaSource is the llama.cpp source vendored into the package; BuildJobs the host build's
 	// parallelism (0: the default).
 	LlamaSource string
@@ -73,17 +69,20 @@ func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 	if c.NArg() > 0 {
 		return o, usagef("wheel takes no arguments, got %q", c.Args().Slice())
 	}
-	archs := splitList(c.StringSlice("arch"))
-	t, err := wheelTarget(c.String("target"), c.String("target-file"), archs)
+	name, file, archs := c.String("target"), c.String("target-file"), wheel.Architectures(c.StringSlice("arch"))
+	if name == "" && file == "" && len(archs) == 0 {
+		name = defaultTarget
+	}
+	t, err := wheel.Target(name, file, archs, loadTarget)
 	if err != nil {
-		return o, err
+		return o, usageOf(err)
 	}
 	if c.IsSet("commit") {
 		if err := recipes.ValidateCommit(c.String("commit")); err != nil {
 			return o, usagef("--commit: %v", err)
 		}
 	}
-	if c.IsSet("python") && !isPythonVersion(c.String("python")) {
+	if c.IsSet("python") && !wheel.IsPythonVersion(c.String("python")) {
 		return o, usagef("--python %q: want a version such as 3.12", c.String("python"))
 	}
 	if o.Plan, err = resolveWheelPlan(t, c.String("python"), c.String("commit"), c.Bool("allow-floating")); err != nil {
@@ -96,39 +95,13 @@ func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 		return o, err
 	}
 	o.LlamaSource, o.BuildJobs = c.String("llama-source"), c.Int("build-jobs")
-	for _, f := range []string{"source", "llama-source"} {
-		if dir := c.String(f); dir != "" {
-			if err := checkDirFlag(f, dir); err != nil {
-				return o, err
-			}
-		}
+	setup := wheel.Setup{Executor: o.Exec.Executor, Engine: o.Exec.Engine, Bases: o.Exec.Bases, Package: o.Exec.Source, Llama: o.LlamaSource,
+		Out: o.Exec.Out, OutDefault: !c.IsSet("out")}
+	if err := setup.Validate(); err != nil {
+		return o, usageOf(err)
 	}
-	if !c.IsSet("out") {
-		for _, f := range []string{"source", "llama-source"} {
-			if c.String(f) == "" {
-				continue
-			}
-			if abs, _ := filepath.Abs(c.String(f)); isWithin(o.Exec.Out, abs) {
-				return o, usagef("the default --out %s is inside --%s %s: pass --out", o.Exec.Out, f, abs)
-			}
-		}
-	}
-	if o.Exec.Bases["runtime"] != "" {
-		return o, usagef("--base runtime= has no use for a wheel: only the devel image builds it")
-	}
-	switch o.Exec.Executor {
-	case pipeline.ExecutorHost:
-		if o.Exec.Engine != "" || o.Exec.Bases["devel"] != "" {
-			return o, usagef("--engine and --base are for --executor dagger: the host executor is the build environment")
-		}
-		if o.Exec.Source == "" || o.LlamaSource == "" {
-			return o, usagef("--executor host needs --source DIR (llama-cpp-python) and --llama-source DIR (llama.cpp); it fetches nothing")
-		}
-	case pipeline.ExecutorDagger:
-	default:
-		return o, usagef("--executor must be dagger or host, got %q", o.Exec.Executor)
-	}
-	return o, nil
+	o.Series, err = patches.Series()
+	return o, err
 }
 
 // runWheel prints the plan, or builds the wheel and prints its path.
@@ -137,69 +110,16 @@ func runWheel(ctx context.Context, o wheelOptions, s streams) error {
 		_, err := s.Stdout.Write(o.Plan.JSON())
 		return err
 	}
-	series, err := patches.Series()
+	ex, err := newWheelExecutor(s, o.Exec, o.Series, o.LlamaSource, o.BuildJobs)
 	if err != nil {
 		return err
 	}
-	ex, err := newWheelExecutor(s, o.Exec, series, o.LlamaSource, o.BuildJobs)
+	whl, err := wheel.Build(ctx, ex, o.Plan, o.Exec.Out)
 	if err != nil {
 		return err
 	}
-	if cl, ok := ex.(io.Closer); ok {
-		defer cl.Close()
-	}
-	dir, err := ex.BuildWheel(ctx, o.Plan, o.Exec.Out)
-	if err != nil {
-		return err
-	}
-	whls, _ := filepath.Glob(filepath.Join(dir, "*.whl"))
-	if len(whls) != 1 {
-		return fmt.Errorf("artifact directory %s holds %d wheels, want 1", dir, len(whls))
-	}
-	fmt.Fprintln(s.Stdout, whls[0])
+	fmt.Fprintln(s.Stdout, whl)
 	return nil
-}
-
-func splitList(vals []string) []string {
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-func isPythonVersion(v string) bool {
-	major, minor, ok := strings.Cut(v, ".")
-	return ok && major == "3" && minor != "" && len(minor) <= 2 && strings.Trim(minor, "0123456789") == ""
-}
-
-// wheelTarget chooses the target: --target/--target-file, with --arch replacing its CUDA
-// architectures; --arch alone, the built-in CUDA target building exactly those; neither, the
-// default target.
-func wheelTarget(name, file string, archs []string) (*targets.Target, error) {
-	if name == "" && file == "" {
-		if len(archs) == 0 {
-			return loadTarget(defaultTarget, "")
-		}
-		t, err := targets.ForCUDAArchitectures(archs)
-		return t, usageOf(err)
-	}
-	t, err := loadTarget(name, file)
-	if err != nil {
-		return nil, err
-	}
-	if len(archs) == 0 {
-		return t, nil
-	}
-	t, err = pipeline.WithArchitectures(t, archs)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return t, nil
 }
 
 func indexCommand() *cli.Command {
@@ -224,30 +144,7 @@ func indexCommand() *cli.Command {
 			if output == "" {
 				return usagef("index needs -o DIR, the directory to write the index to")
 			}
-			var all []wheel.Entry
-			for _, root := range roots {
-				es, err := wheel.Collect(c.Context, root)
-				if err != nil {
-					return notThere(err)
-				}
-				all = append(all, es...)
-			}
-			if err := wheel.WriteIndex(output, all); err != nil {
-				return err
-			}
-			count := map[string]int{}
-			var variants []string
-			for _, e := range all {
-				if count[e.Variant] == 0 {
-					variants = append(variants, e.Variant)
-				}
-				count[e.Variant]++
-			}
-			sort.Strings(variants)
-			for _, v := range variants {
-				fmt.Fprintf(stdoutOf(c), "%s\t%s\t%d\n", v, filepath.Join(output, v, "simple"), count[v])
-			}
-			return nil
+			return usageOf(wheel.Index(c.Context, roots, output, stdoutOf(c)))
 		},
 	}
 }

@@ -18,14 +18,19 @@ import (
 	"github.com/llbuild/llbuild/internal/atomicfile"
 )
 
-// SchemaVersion is the version of artifacts.json.
-const SchemaVersion = 1
+// SchemaVersion is the version of artifacts.json this llbuild writes. Version 2 names the
+// patch series (Series); Open still reads version 1.
+const SchemaVersion = 2
 
-// ProvenanceSchemaVersion is the version of provenance.json this llbuild writes. Version 2
+// minSchemaVersion is the oldest artifacts.json Open reads.
+const minSchemaVersion = 1
+
+// ProvenanceSchemaVersion is the version of provenance.json this llbuild writes. Version 3
+// names the patch series (Series). Version 2
 // names the images a build used (marking a substitution of the plan's), marks a source built
 // from a plain directory as unverified with the tree's hash, and records the apt pins; Open
 // still reads version 1, whose images are always the plan's.
-const ProvenanceSchemaVersion = 2
+const ProvenanceSchemaVersion = 3
 
 // minProvenanceSchemaVersion is the oldest provenance.json Open reads.
 const minProvenanceSchemaVersion = 1
@@ -51,7 +56,10 @@ type Manifest struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	Target        string `json:"target"`
 	PlanHash      string `json:"planHash"`
-	Files         []File `json:"files"`
+	// Series names the patch series the build applied (scoring, plain, none, custom: the
+	// plan's series); empty in a version 1 file.
+	Series string `json:"series,omitempty"`
+	Files  []File `json:"files"`
 }
 
 // File is one output file. A symbolic link (libllama.so -> libllama.so.0) has Link set and no
@@ -67,12 +75,14 @@ type File struct {
 // Provenance is provenance.json: the materials of the build, the resolved plan and the builder.
 // It holds no host facts and no wall time.
 type Provenance struct {
-	SchemaVersion int             `json:"schemaVersion"`
-	Target        string          `json:"target"`
-	PlanHash      string          `json:"planHash"`
-	Materials     Materials       `json:"materials"`
-	Plan          json.RawMessage `json:"plan"`
-	Builder       Builder         `json:"builder"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Target        string `json:"target"`
+	PlanHash      string `json:"planHash"`
+	// Series is artifacts.json's Series; empty before version 3.
+	Series    string          `json:"series,omitempty"`
+	Materials Materials       `json:"materials"`
+	Plan      json.RawMessage `json:"plan"`
+	Builder   Builder         `json:"builder"`
 }
 
 // Materials are the inputs of a build, as the build used them.
@@ -163,8 +173,10 @@ type Builder struct {
 
 // Input is what Write needs: where each output file is now and what it is.
 type Input struct {
-	Target     string
-	PlanHash   string
+	Target   string
+	PlanHash string
+	// Series names the patch series the build applied (the plan's Series).
+	Series     string
 	Files      []InputFile
 	Provenance Provenance
 }
@@ -222,7 +234,7 @@ func Write(out string, in Input) (dir string, err error) {
 		return "", err
 	}
 
-	m := Manifest{SchemaVersion: SchemaVersion, Target: in.Target, PlanHash: in.PlanHash}
+	m := Manifest{SchemaVersion: SchemaVersion, Target: in.Target, PlanHash: in.PlanHash, Series: in.Series}
 	seen := map[string]bool{}
 	files := append([]InputFile(nil), in.Files...)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
@@ -247,7 +259,7 @@ func Write(out string, in Input) (dir string, err error) {
 	}
 	prov := in.Provenance
 	prov.SchemaVersion = ProvenanceSchemaVersion
-	prov.Target, prov.PlanHash = in.Target, in.PlanHash
+	prov.Target, prov.PlanHash, prov.Series = in.Target, in.PlanHash, in.Series
 	if prov.Materials.Patches == nil {
 		prov.Materials.Patches = []Patch{}
 	}
@@ -386,13 +398,13 @@ func Open(dir string) (*Artifacts, error) {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{dir}, args...)...))
 	}
-	if a.Manifest.SchemaVersion != SchemaVersion {
-		bad("%s: schemaVersion is %d, this llbuild reads %d", ManifestFile, a.Manifest.SchemaVersion, SchemaVersion)
+	if v := a.Manifest.SchemaVersion; v < minSchemaVersion || v > SchemaVersion {
+		bad("%s: schemaVersion is %d, this llbuild reads %d to %d", ManifestFile, v, minSchemaVersion, SchemaVersion)
 	}
 	if v := a.Provenance.SchemaVersion; v < minProvenanceSchemaVersion || v > ProvenanceSchemaVersion {
 		bad("%s: schemaVersion is %d, this llbuild reads %d to %d", ProvenanceFile, v, minProvenanceSchemaVersion, ProvenanceSchemaVersion)
 	}
-	if a.Provenance.PlanHash != a.Manifest.PlanHash || a.Provenance.Target != a.Manifest.Target {
+	if a.Provenance.PlanHash != a.Manifest.PlanHash || a.Provenance.Target != a.Manifest.Target || a.Provenance.Series != a.Manifest.Series {
 		bad("%s and %s name different builds", ManifestFile, ProvenanceFile)
 	}
 	listed := map[string]bool{ManifestFile: true, ProvenanceFile: true}

@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ func TestOpenReadsProvenanceVersions(t *testing.T) {
 	}{
 		{"this version", "", ""},
 		{"version 1, from before substitution was recorded", provenanceV1, ""},
-		{"a newer version", strings.Replace(provenanceV1, `"schemaVersion": 1`, `"schemaVersion": 3`, 1), "schemaVersion is 3, this llbuild reads 1 to 2"},
+		{"a newer version", strings.Replace(provenanceV1, `"schemaVersion": 1`, `"schemaVersion": 4`, 1), "schemaVersion is 4, this llbuild reads 1 to 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,5 +86,66 @@ func TestWriteRecordsSubstitutionAndUnverifiedSource(t *testing.T) {
 	}
 	if a.Manifest.SchemaVersion != SchemaVersion {
 		t.Errorf("artifacts.json schemaVersion = %d, want %d", a.Manifest.SchemaVersion, SchemaVersion)
+	}
+}
+
+// TestWriteRecordsTheSeries: artifacts.json and provenance.json both name the series the build
+// applied, and Open refuses a pair that names two; files from before the series was recorded
+// (artifacts.json version 1, provenance.json version 2) still open, with no series.
+func TestWriteRecordsTheSeries(t *testing.T) {
+	in := input(t, "server")
+	in.Series = "scoring"
+	dir, err := Write(t.TempDir(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{ManifestFile, ProvenanceFile} {
+		var got struct {
+			Series string `json:"series"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &got); err != nil || got.Series != "scoring" {
+			t.Errorf("%s: series = %q (%v), want scoring", f, got.Series, err)
+		}
+	}
+	a, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Manifest.Series != "scoring" || a.Provenance.Series != "scoring" {
+		t.Errorf("Open() series = %q and %q, want scoring in both", a.Manifest.Series, a.Provenance.Series)
+	}
+
+	rewrite := func(f string, edit func(map[string]any)) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		if b, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(ProvenanceFile, func(m map[string]any) { m["series"] = "plain" })
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "name different builds") {
+		t.Errorf("Open() of files naming two series = %v, want an error saying they name different builds", err)
+	}
+	rewrite(ManifestFile, func(m map[string]any) { delete(m, "series"); m["schemaVersion"] = 1 })
+	rewrite(ProvenanceFile, func(m map[string]any) { delete(m, "series"); m["schemaVersion"] = 2 })
+	if a, err := Open(dir); err != nil {
+		t.Errorf("Open() of files from before the series = %v, want them read", err)
+	} else if a.Manifest.Series != "" || a.Provenance.Series != "" {
+		t.Errorf("Open() of files from before the series: series %q and %q, want none", a.Manifest.Series, a.Provenance.Series)
 	}
 }

@@ -373,6 +373,42 @@ func meanOf(xs []*float64) *float64 {
 	return &m
 }
 
+// WriteText writes the result as llbuild bench prints it: the campaign's records file, then
+// the table (WriteTable).
+func (res *Result) WriteText(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "records: %s\n\n", res.RecordsFile); err != nil {
+		return err
+	}
+	return res.WriteTable(w)
+}
+
+// InterruptedError is a bench stopped (Ctrl-C, SIGTERM) before every run was done; the runs
+// measured so far are kept in RecordsFile.
+type InterruptedError struct{ RecordsFile string }
+
+func (e *InterruptedError) Error() string {
+	return "bench: interrupted; the runs measured so far are in " + e.RecordsFile
+}
+
+// Err says whether the result's runs all count: an InterruptedError when the bench was
+// stopped, an error naming each run that does not count (invalid, failed, below its canaries)
+// with its decision, nil when every run is valid.
+func (res *Result) Err() error {
+	if res.Interrupted {
+		return &InterruptedError{RecordsFile: res.RecordsFile}
+	}
+	var bad []string
+	for _, run := range res.Runs {
+		if !run.Valid {
+			bad = append(bad, fmt.Sprintf("%s: %s", run.Identity.Label, run.Decision))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d runs do not count:\n  %s", len(bad), len(res.Runs), strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
 // WriteTable writes the lab's table of the runs (Run | Canary | Fresh row 0 tok/s | Repeated
 // mean | Decision) and, for A/B, each comparison's ratios.
 func (res *Result) WriteTable(w io.Writer) error {

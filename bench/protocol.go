@@ -65,6 +65,19 @@ func DefaultProtocol(mode string) (Protocol, error) {
 	return p, nil
 }
 
+// FullMode is the full-mode protocol for a sweep's leader measured with p's settings: full
+// mode's canaries and rows, p's prompt, generation, canary tokens and chat, and p's canaries
+// too when keepCanaries (the user gave them).
+func (p Protocol) FullMode(keepCanaries bool) Protocol {
+	fp, _ := DefaultProtocol(ModeFull)
+	fp.Prompt, fp.PromptTokens, fp.PromptFile, fp.PromptText = p.Prompt, p.PromptTokens, p.PromptFile, p.PromptText
+	fp.Generate, fp.CanaryTokens, fp.Chat = p.Generate, p.CanaryTokens, p.Chat
+	if keepCanaries {
+		fp.Canaries = p.Canaries
+	}
+	return fp
+}
+
 // Validate reports every problem of p together.
 func (p Protocol) Validate() error {
 	var errs []error

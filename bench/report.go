@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -675,6 +676,31 @@ type LeaderboardEntry struct {
 	Valid      bool              `json:"valid"`
 	Decision   string            `json:"decision"`
 	Finished   time.Time         `json:"finished"`
+}
+
+// WriteFiles writes the campaign's page into dir (made if missing): report.md (WriteMarkdown)
+// and report.html (WriteHTML), each whole or not at all. It returns the paths written, in that
+// order, the ones written before an error included.
+func (rep *Report) WriteFiles(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"report.md", rep.WriteMarkdown}, {"report.html", rep.WriteHTML}} {
+		var b bytes.Buffer
+		if err := f.write(&b); err != nil {
+			return paths, err
+		}
+		path := filepath.Join(dir, f.name)
+		if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return paths, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
 }
 
 // Leaderboard is the export of the promoted run label (a standing record) for a public

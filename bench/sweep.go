@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
+
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // SweepOptions are a sweep's: the screen's options (its protocol in screen mode) and the full
@@ -34,6 +38,10 @@ type SweepResult struct {
 	// none of the next ones; empty otherwise. Conclusion says the outcome in a sentence.
 	Winner     string `json:"winner,omitempty"`
 	Conclusion string `json:"conclusion"`
+
+	// bundle is the swept bundle as the user named it (SweepBundle), variants how many were made.
+	bundle   string
+	variants int
 }
 
 // Ranked is a variant's place in the screen.
@@ -63,7 +71,7 @@ func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions
 		screen.Rounds = 1
 	}
 	sres, err := Run(ctx, all, screen)
-	out := &SweepResult{Screen: sres}
+	out := &SweepResult{Screen: sres, bundle: base.Name, variants: len(variants)}
 	if sres == nil || err != nil || sres.Interrupted {
 		return out, err
 	}
@@ -117,6 +125,71 @@ func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions
 	return out, nil
 }
 
+// SweepBundle sweeps the bundle the user named name (a directory, or an archive that unpack
+// unpacks for the sweep's time) over sweeps, each SETTING=V1,V2,... (manifest.Grid): it makes a
+// variant of the bundle for each combination of their values (manifest.Variant: files
+// hard-linked, under o.Dir/sweep/, each named by the bundle and its settings) and hands them to
+// Sweep with the bundle itself as "defaults". Settings that cannot be read, a bundle that
+// cannot be opened or a variant that cannot be made is an error with no result, before
+// anything runs.
+func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []string, o SweepOptions) (*SweepResult, error) {
+	grid, err := manifest.Grid(sweeps)
+	if err != nil {
+		return nil, err
+	}
+	dir, cleanup, err := unpack(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	base, err := OpenBundle(dir, "defaults")
+	if err != nil {
+		return nil, err
+	}
+	stem := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
+	var variants []*Bundle
+	for _, g := range grid {
+		var parts []string
+		for _, s := range g {
+			parts = append(parts, strings.TrimLeft(s.Name, "-")+"="+s.Value)
+		}
+		vname := stem + "-" + strings.Join(parts, "-")
+		vdir := filepath.Join(o.Dir, "sweep", vname)
+		if _, err := manifest.Variant(ctx, dir, vdir, g); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", vname, err)
+		}
+		b, err := OpenBundle(vdir, vname)
+		if err != nil {
+			return nil, err
+		}
+		variants = append(variants, b)
+	}
+	res, err := Sweep(ctx, base, variants, o)
+	if res != nil {
+		res.bundle = name
+	}
+	return res, err
+}
+
+// Err says how the sweep ended, given the error sweepErr that came with it: an
+// InterruptedError (joined with sweepErr) when the screen or the full run was stopped,
+// sweepErr, or the conclusion as an error when no variant led the screen; nil when the judge
+// could compare the leader.
+func (s *SweepResult) Err(sweepErr error) error {
+	for _, r := range []*Result{s.Screen, s.Full} {
+		if r != nil && r.Interrupted {
+			return errors.Join(sweepErr, &InterruptedError{RecordsFile: r.RecordsFile})
+		}
+	}
+	if sweepErr != nil {
+		return sweepErr
+	}
+	if s.Leader == "" {
+		return errors.New(s.Conclusion)
+	}
+	return nil
+}
+
 // rank orders bundles by the median of their valid runs' row 0, best first; bundles without a
 // valid run last, in their order.
 func rank(bundles []*Bundle, runs []*Record) []Ranked {
@@ -152,6 +225,26 @@ func (res *Result) Compare(j Judge, a, b string) *Comparison {
 		}
 	}
 	return compare(j, a, b, as, bs)
+}
+
+// WriteTables writes the sweep as llbuild bench --sweep prints it: the records file, the
+// screen's table, the full run's table when there was one, then the outcome (WriteText).
+// A sweep stopped before its screen had a result writes nothing.
+func (s *SweepResult) WriteTables(w io.Writer) error {
+	if s.Screen == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "records: %s\n\nsweep of %s, %d variants and the defaults, screened:\n", s.Screen.RecordsFile, s.bundle, s.variants)
+	if err := s.Screen.WriteTable(w); err != nil {
+		return err
+	}
+	if s.Full != nil {
+		fmt.Fprintf(w, "\nfull mode: the screen's leader %s against the defaults and the next ones:\n", s.Leader)
+		if err := s.Full.WriteTable(w); err != nil {
+			return err
+		}
+	}
+	return s.WriteText(w)
 }
 
 // WriteText writes the sweep's outcome: the ranking, each verdict and the conclusion.

@@ -49,6 +49,26 @@ func DefaultTinyProjector(text TinyOptions) TinyProjectorOptions {
 	}
 }
 
+// TinyProjectorFor is DefaultTinyProjector for the text model model, read from its header: it
+// projects to the model's embedding length, which llama.cpp requires of a projector, and is
+// named after it. A file that is itself a projector, or names no embedding length, is refused.
+func TinyProjectorFor(model *File) (TinyProjectorOptions, error) {
+	fa := model.Facts()
+	switch {
+	case fa.Architecture == "":
+		return TinyProjectorOptions{}, fmt.Errorf("the model names no general.architecture")
+	case fa.Architecture == "clip":
+		return TinyProjectorOptions{}, fmt.Errorf("the model is itself a projector (general.architecture clip): give the text model it is for")
+	case fa.EmbeddingLength == 0 || fa.EmbeddingLength > 1<<20:
+		return TinyProjectorOptions{}, fmt.Errorf("the model's %s.embedding_length is %d: no projector fits it", fa.Architecture, fa.EmbeddingLength)
+	}
+	name := fa.Name
+	if name == "" {
+		name = fa.Architecture
+	}
+	return DefaultTinyProjector(TinyOptions{Name: name, Embd: int(fa.EmbeddingLength)}), nil
+}
+
 func (o TinyProjectorOptions) withDefaults() TinyProjectorOptions {
 	d := DefaultTinyProjector(DefaultTiny())
 	if o.Name == "" {

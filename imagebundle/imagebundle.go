@@ -249,3 +249,20 @@ func OutputDir(out manifest.BundleOutput) string {
 	}
 	return filepath.Dir(abs)
 }
+
+// IsImageRef says ref names an image rather than a bundle: one of image.Open's prefixed forms,
+// or, where no such path exists here, a reference with a tag or a registry host (ghcr.io/o/r,
+// localhost:5000/r, repo:tag). Anything else is a bundle path, and a missing one says so when
+// it is opened.
+func IsImageRef(ref string) bool {
+	for _, p := range []string{"oci-archive:", "oci-layout:", "docker-archive:"} {
+		if strings.HasPrefix(ref, p) {
+			return true
+		}
+	}
+	if _, err := os.Stat(ref); err == nil {
+		return false
+	}
+	first, _, _ := strings.Cut(ref, "/")
+	return strings.Contains(ref, ":") || strings.Contains(ref, "@") || strings.ContainsAny(first, ".:") && strings.Contains(ref, "/")
+}

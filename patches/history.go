@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/gitref"
 )
 
 // RangeReport is where each patch of a series stopped applying, or became upstream, over a
@@ -72,7 +74,7 @@ func StatusRange(ctx context.Context, repo, from, to string, series []Patch) (*R
 	for i, rev := range []string{from, to} {
 		full, err := g.run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 		if err != nil {
-			return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another range%w", repo, rev, ErrNoCommit)
+			return nil, fmt.Errorf("%s has no commit %q: give another range, or %s%w", repo, rev, gitref.FetchHint(repo, rev), ErrNoCommit)
 		}
 		ends[i] = strings.TrimSpace(full)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/internal/srctree"
 )
 
@@ -125,7 +126,7 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 	}
 	full, err := g.run(ctx, "rev-parse", "--verify", "--quiet", commit+"^{commit}")
 	if err != nil {
-		return nil, fmt.Errorf("%s has no commit %q: fetch it into the repository, or give another with --commit%w", repo, commit, ErrNoCommit)
+		return nil, fmt.Errorf("%s has no commit %q: give another with --commit, or %s%w", repo, commit, gitref.FetchHint(repo, commit), ErrNoCommit)
 	}
 	rep, err := g.loadCommit(ctx, repo, strings.TrimSpace(full))
 	if err != nil {

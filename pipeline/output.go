@@ -118,6 +118,7 @@ func WriteArtifacts(p *Plan, root, out string, b Builder, opts ...ProvenanceOpti
 	return artifacts.Write(out, artifacts.Input{
 		Target:     p.Target,
 		PlanHash:   p.Hash,
+		Series:     p.Series,
 		Files:      files,
 		Provenance: ProvenanceOf(p, b, opts...),
 	})

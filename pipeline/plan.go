@@ -43,7 +43,10 @@ type Plan struct {
 	Source  Source    `json:"source"`
 	Vendor  *Source   `json:"vendor,omitempty"`
 	Patches []Patch   `json:"patches"`
-	Apt     *Apt      `json:"apt,omitempty"`
+	// Series names what Patches are (scoring, plain, none, custom; patches.NameOf). It follows
+	// from Patches, so it is left out of the plan's hash, as Source.Ref is.
+	Series string `json:"series,omitempty"`
+	Apt    *Apt   `json:"apt,omitempty"`
 
 	// Configure are CMake's arguments after -S and -B, in order.
 	Configure []string `json:"configure"`
@@ -263,6 +266,7 @@ func Resolve(t *targets.Target, r *recipes.Recipe, series []patches.Patch, vendo
 			p.Patches = append(p.Patches, Patch{Name: s.Name, SHA256: s.SHA256})
 		}
 	}
+	p.Series = seriesOf(p.Patches)
 	p.Env["SOURCE_DATE_EPOCH"] = fmt.Sprint(epoch)
 	p.Env["CCACHE_BASEDIR"] = SourceDirToken
 	p.Env["CCACHE_NOHASHDIR"] = "1"
@@ -493,6 +497,7 @@ func (p *Plan) computeHash() (string, error) {
 	c := *p
 	c.Hash = ""
 	c.Source.Ref = ""
+	c.Series = ""
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return "", err

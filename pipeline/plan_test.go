@@ -327,3 +327,60 @@ func mustInt(s string) int64 {
 	}
 	return n
 }
+
+// TestPlanNamesItsSeries: the plan says which series its patches are, in JSON and text; the
+// name follows from the patches, so it leaves the hash as it is.
+func TestPlanNamesItsSeries(t *testing.T) {
+	tg, err := targets.Load("cpu-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Load("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := patches.Series()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := patches.Named(patches.SeriesPlain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		want   string
+		series []patches.Patch
+	}{
+		{"scoring", all},
+		{"plain", plain},
+		{"none", nil},
+		{"custom", all[:2:2]},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			p, err := Resolve(tg, r, tt.series, nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var j struct {
+				Series string `json:"series"`
+			}
+			if err := json.Unmarshal(p.JSON(), &j); err != nil || j.Series != tt.want {
+				t.Errorf("plan JSON series = %q (%v), want %q", j.Series, err, tt.want)
+			}
+			var text strings.Builder
+			if err := p.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range []string{"series:        " + tt.want + "\n", "label:         io.llbuild.series=" + tt.want + "\n"} {
+				if !strings.Contains(text.String(), line) {
+					t.Errorf("plan text lacks %q", line)
+				}
+			}
+			renamed := *p
+			renamed.Series = "other"
+			if h, err := renamed.computeHash(); err != nil || h != p.Hash {
+				t.Errorf("hash with another series name = %s (%v), want %s", h, err, p.Hash)
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	for _, pt := range p.Patches {
 		fmt.Fprintf(&b, "patch:         %s sha256:%s\n", pt.Name, pt.SHA256)
 	}
+	if p.Series != "" {
+		fmt.Fprintf(&b, "series:        %s\n", p.Series)
+	}
 	if a := p.Apt; a != nil {
 		snap := a.Snapshot
 		if snap == "" {
@@ -79,8 +82,19 @@ func (p *Plan) WriteText(w io.Writer) error {
 	for _, e := range SortedEnv(p.Runtime.Env) {
 		fmt.Fprintf(&b, "runtime env:   %s\n", e)
 	}
-	for _, l := range SortedEnv(p.Runtime.Labels) {
-		fmt.Fprintf(&b, "label:         %s\n", l)
+	if p.Recipe == "wheel" {
+		// a wheel is no image: its labels are only the plan's
+		for _, l := range SortedEnv(p.Runtime.Labels) {
+			fmt.Fprintf(&b, "label:         %s\n", l)
+		}
+	} else {
+		// every label the image carries, so that a script can rely on one before building
+		for _, l := range SortedEnv(p.ImageLabels()) {
+			fmt.Fprintf(&b, "label:         %s\n", l)
+		}
+		fmt.Fprintf(&b, "label:         %s=<this plan, as compact JSON>\n", LabelPlan)
+		fmt.Fprintf(&b, "label:         %s=<the version of the llbuild that builds it>\n", LabelVersion)
+		b.WriteString("label:         (and the runtime image's own labels, unless one above replaces it)\n")
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

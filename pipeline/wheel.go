@@ -290,6 +290,12 @@ func (w *WheelPlan) JSON() []byte {
 func (w *WheelPlan) computeHash() (string, error) {
 	c := *w
 	c.Hash = ""
+	if w.Plan != nil {
+		// as in the plan's own hash: the series name follows from the patches
+		inner := *w.Plan
+		inner.Series = ""
+		c.Plan = &inner
+	}
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return "", err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -197,6 +197,16 @@ type ImageSource struct {
 	// Archive is a `docker save` tarball, an OCI image layout directory or an OCI archive
 	// (a tar of a layout, what llbuild build --image-out FILE writes).
 	Archive string
+	// Log is told when ReadImage starts reading the layers, which can be gigabytes; nil tells
+	// no one.
+	Log *slog.Logger
+}
+
+func (s ImageSource) logger() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
 }
 
 // ReadImageConfig reads an image's environment from its config alone: its layers are not
@@ -238,53 +248,45 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		in.Env[k] = v
 	}
-	// mutate.Extract reads a layer it cannot open as an empty one (an OCI layout missing a
-	// blob gives a clean end of archive): every layer is opened first, so that an image read
-	// in part is an error, not a report on the files that happened to be there.
 	layers, err := img.Layers()
 	if err != nil {
 		return in, fmt.Errorf("reading the layers of %s: %w", label, err)
 	}
-	for i, l := range layers {
-		if err := readable(l); err != nil {
-			d, _ := l.Digest()
-			return in, fmt.Errorf("reading the layers of %s: layer %d (%s): %w", label, i, d, err)
+	var size int64
+	for _, l := range layers {
+		if n, err := l.Size(); err == nil {
+			size += n
 		}
 	}
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		if err := ctx.Err(); err != nil {
-			return in, err
-		}
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return in, fmt.Errorf("reading the layers of %s: %w", label, err)
-		}
+	src.logger().Info("reading the image's layers for llama.cpp's files", "image", label, "layers", len(layers), "MiB", size>>20)
+	err = walkFlattened(ctx, layers, func(h *tar.Header, r io.Reader) error {
 		if h.Typeflag != tar.TypeReg || h.Size < 64 || !IsLlamaFile(h.Name) {
-			continue
+			return nil
 		}
 		var head [4]byte
-		if _, err := io.ReadFull(tr, head[:]); err != nil {
-			return in, fmt.Errorf("reading %s in %s: %w", h.Name, label, err)
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return fmt.Errorf("reading %s: %w", h.Name, err)
 		}
 		if !IsELF(head[:]) {
-			continue
+			return nil
 		}
 		data := make([]byte, h.Size)
 		copy(data, head[:])
-		if _, err := io.ReadFull(tr, data[4:]); err != nil {
-			return in, fmt.Errorf("reading %s in %s: %w", h.Name, label, err)
+		if _, err := io.ReadFull(r, data[4:]); err != nil {
+			return fmt.Errorf("reading %s: %w", h.Name, err)
 		}
 		b, err := ReadBinary("/"+strings.TrimPrefix(path.Clean(h.Name), "/"), bytes.NewReader(data))
 		if err != nil {
-			return in, err
+			return err
 		}
 		in.Binaries = append(in.Binaries, b)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return in, ctx.Err()
+		}
+		return in, fmt.Errorf("reading the layers of %s: %w", label, err)
 	}
 	wd := cfg.Config.WorkingDir
 	if wd == "" {
@@ -292,20 +294,6 @@ func ReadImage(ctx context.Context, src ImageSource) (Input, error) {
 	}
 	assignGGMLSearches(in.Binaries, func(b *Binary) string { return path.Dir(b.Path) }, path.Clean(wd), in.Env["GGML_BACKEND_PATH"])
 	return in, nil
-}
-
-// readable opens a layer's blob and reads its first byte.
-func readable(l v1.Layer) error {
-	rc, err := l.Compressed()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	var b [1]byte
-	if _, err := io.ReadFull(rc, b[:]); err != nil {
-		return fmt.Errorf("its blob cannot be read: %w", err)
-	}
-	return nil
 }
 
 // openImage opens the image src names. cleanup removes what it unpacked; call it once the

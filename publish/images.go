@@ -102,3 +102,10 @@ func (f FromArtifacts) image(ctx context.Context, dir string, want *pipeline.Pla
 	}
 	return img, nil
 }
+
+// PublishArtifacts is Publish with the images made by from, which takes its Remote, Jobs and
+// Logger from opts.
+func PublishArtifacts(ctx context.Context, plans []*pipeline.Plan, opts Options, from FromArtifacts) ([]Result, error) {
+	from.Remote, from.Jobs, from.Logger = opts.Remote, opts.Jobs, opts.Logger
+	return Publish(ctx, plans, opts, from.Images)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -100,6 +101,12 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 	tags, err := opts.Templates.RenderAll(plans, opts.Version)
 	if err != nil {
 		return nil, err
+	}
+	for i, p := range plans {
+		if !p.Reproducible {
+			opts.Logger.Warn("the plan is not reproducible: its plan-hash tag does not pin the base image's content", "target", p.Target, "warnings", strings.Join(p.Warnings, "; "))
+		}
+		opts.Logger.Info("publishing", "target", p.Target, "plan", p.ShortHash(), "repository", opts.Repository.Name(), "tags", strings.Join(tags[i], ","))
 	}
 	jobs := max(opts.Jobs, 1)
 	ropts := append([]remote.Option{remote.WithContext(ctx)}, opts.Remote...)
@@ -202,9 +209,12 @@ func Publish(ctx context.Context, plans []*pipeline.Plan, opts Options, images I
 		}
 		_ = g.Wait()
 	}
-	for i := range results {
-		if results[i].Err == nil {
-			results[i].Ref = opts.Repository.Name() + "@" + results[i].Digest
+	for i, r := range results {
+		if r.Err == nil {
+			results[i].Ref = opts.Repository.Name() + "@" + r.Digest
+			if r.Existing {
+				opts.Logger.Info("already published", "target", r.Target, "ref", results[i].Ref, "moved", strings.Join(r.Moved, ","))
+			}
 		}
 	}
 	return results, nil

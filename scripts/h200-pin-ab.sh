@@ -14,8 +14,8 @@
 #                                 asks whether the candidates make the pin as fast as the old one,
 #                                 PAIR="new fix" what they add to the pin
 #   STAGE build-minus             the new pin with its series less the patches named in DROP
-#                                 (default the series' last, 0011: the draft's work overlaps the
-#                                 target's decode again), into /tmp/pins/minus; PAIR="minus new"
+#                                 (default the series' last, 0012: the server's worker woken only
+#                                 for tasks), into /tmp/pins/minus; PAIR="minus new"
 #                                 is that patch's own effect
 #   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
 #   .carry/llama.cpp-history.git.tar, which holds both pins)
@@ -51,6 +51,15 @@
 #                                 (default 6) rounds, judged against B0 by llbuild;
 #                                 nvidia-smi's compute processes sampled every second throughout
 #                                 ($OUT/smi-apps.csv: which GPU each lane's server ran on, when)
+#   STAGE sweep                   issue 54's lab sweep (needs build-new, or build-fix with
+#                                 SWEEP_PIN=fix): the gemma4 bigram target with its MTP assistant,
+#                                 llama-server's defaults but for --threads 8, swept by llbuild
+#                                 bench --sweep over SWEEP (default the draft's n-max and p-min,
+#                                 12 variants; SWEEP="--ubatch-size=128,256,1024 --threads=4,16
+#                                 --poll=0,100" tries the others); the screen ranks, the leader
+#                                 meets the defaults and the next two in full mode over the
+#                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
+#                                 more, the full run's) and llbuild's judge names the winner or none
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
 # (OLD_PIN defaults to the one directory under patches/ named by a commit.)
 set -uo pipefail
@@ -256,5 +265,19 @@ PY
 	bench full /tmp/s4-B0 /tmp/s4-B1 /tmp/s4-B2 /tmp/s4-B3 --mode full --rounds "${ROUNDS:-6}" --gpus "$gpus"
 	kill $smi 2>/dev/null
 	tar -C /tmp -czf "$OUT/runs-screen4.tgz" --exclude=server.log runs-s4-one runs-s4-four runs-s4-same runs-s4-full 2>/dev/null ;;
+sweep)
+	pin=${SWEEP_PIN:-new}
+	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
+	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
+	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+	sweeps=()
+	for s in ${SWEEP:---spec-draft-n-max=2,4,8,16 --spec-draft-p-min=0,0.5,0.9}; do sweeps+=(--sweep "$s"); done
+	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
+	t0=$SECONDS
+	"$D"/llbuild bench /tmp/sw-"$pin" "${sweeps[@]}" ${ROUNDS:+--rounds "$ROUNDS"} --dir /tmp/runs-sweep >"$OUT/bench-sweep.txt" 2>"$OUT/bench-sweep.log"
+	echo "bench sweep ($pin; ${sweeps[*]}): exit $?, $((SECONDS - t0)) s"
+	cat "$OUT/bench-sweep.txt"
+	tail -5 "$OUT/bench-sweep.log"
+	tar -C /tmp -czf "$OUT/runs-sweep.tgz" --exclude=server.log runs-sweep ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

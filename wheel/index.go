@@ -15,6 +15,7 @@ import (
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
 // Entry is one wheel of an index.
@@ -283,6 +284,41 @@ func copyWheel(from, to string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("copying %s: %w", from, err)
+	}
+	return nil
+}
+
+// Index collects the wheels under each root (Collect), writes the index of them all to dir
+// (WriteIndex) and says on w what it wrote: a line per variant, sorted, with its name (cu131,
+// cpu, ...), its simple/ directory and the number of wheels found for it, tab-separated. A
+// root, or a wheel its artifacts.json names, that is not there is the caller's mistake: an
+// inputerr.Error.
+func Index(ctx context.Context, roots []string, dir string, w io.Writer) error {
+	var all []Entry
+	for _, root := range roots {
+		es, err := Collect(ctx, root)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &inputerr.Error{Err: err}
+		}
+		if err != nil {
+			return err
+		}
+		all = append(all, es...)
+	}
+	if err := WriteIndex(dir, all); err != nil {
+		return err
+	}
+	count := map[string]int{}
+	var variants []string
+	for _, e := range all {
+		if count[e.Variant] == 0 {
+			variants = append(variants, e.Variant)
+		}
+		count[e.Variant]++
+	}
+	sort.Strings(variants)
+	for _, v := range variants {
+		fmt.Fprintf(w, "%s\t%s\t%d\n", v, filepath.Join(dir, v, "simple"), count[v])
 	}
 	return nil
 }

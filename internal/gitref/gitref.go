@@ -103,7 +103,7 @@ func Resolve(ctx context.Context, repo, rev string) (Commit, error) {
 	}
 	out, err := Git(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
 	if err != nil {
-		return Commit{}, fmt.Errorf("%s has no commit %q: fetch it into the repository (git -C %s fetch origin %s), or name another%w", repo, rev, repo, rev, errNoCommitSuffix)
+		return Commit{}, fmt.Errorf("%s has no commit %q: name another, or %s%w", repo, rev, FetchHint(repo, rev), errNoCommitSuffix)
 	}
 	return show(ctx, repo, strings.TrimSpace(out))
 }

@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/internal/gitfixture"
 )
 
 func git(t *testing.T, dir string, when int64, args ...string) string {
@@ -201,5 +204,97 @@ func TestChanges(t *testing.T) {
 	}
 	if _, err := Changes(ctx, dir, commits[0], "nonesuch"); err == nil {
 		t.Error("Changes with a commit the repository lacks succeeded")
+	}
+}
+
+// TestResolveHintFetchesWhatResolveFinds: the command a missing ref's error gives, run as it is
+// written in a mirror that lacks the ref, fetches it to where Resolve then finds it: a pull
+// request head, a tag, a branch and a full hash. A plain `git fetch origin pull/1/head`, the
+// hint this replaced, only writes FETCH_HEAD, and Resolve fails as before.
+func TestResolveHintFetchesWhatResolveFinds(t *testing.T) {
+	up := gitfixture.New(t)
+	mirror := filepath.Join(t.TempDir(), "mirror.git")
+	gitfixture.Git(t, up.Dir, 0, "clone", "--quiet", "--bare", up.Dir, mirror)
+	// after the mirror was made: a pull request head (a commit on no branch), a tag, a branch
+	// and a commit known only by its hash, the tip of another pull request
+	commitOn := func(msg string) string {
+		gitfixture.Git(t, up.Dir, 0, "checkout", "--quiet", "--detach", up.New)
+		if err := os.WriteFile(filepath.Join(up.Dir, msg+".txt"), []byte(msg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitfixture.Git(t, up.Dir, 0, "add", "-A")
+		gitfixture.Git(t, up.Dir, up.NewTime+60, "commit", "--quiet", "-m", msg)
+		c := gitfixture.Git(t, up.Dir, 0, "rev-parse", "HEAD")
+		gitfixture.Git(t, up.Dir, 0, "checkout", "--quiet", "master")
+		return c
+	}
+	pr := commitOn("pr1")
+	gitfixture.Git(t, up.Dir, 0, "update-ref", "refs/pull/1/head", pr)
+	tagged := commitOn("tagged")
+	gitfixture.Git(t, up.Dir, 0, "tag", "b2", tagged)
+	branched := commitOn("branched")
+	gitfixture.Git(t, up.Dir, 0, "branch", "feature", branched)
+	byHash := commitOn("hash")
+	gitfixture.Git(t, up.Dir, 0, "update-ref", "refs/pull/2/head", byHash)
+
+	ctx := context.Background()
+	gitfixture.Git(t, mirror, 0, "fetch", "--quiet", "origin", "pull/1/head")
+	if _, err := Resolve(ctx, mirror, "pull/1/head"); err == nil {
+		t.Fatal("Resolve() found pull/1/head after a plain fetch of it: the test does not show what the hint is for")
+	}
+	hinted := regexp.MustCompile(`git -C \S+ fetch origin \S+`)
+	for _, tt := range []struct{ ref, want string }{
+		{"pull/1/head", pr},
+		{"b2", tagged},
+		{"feature", branched},
+		{byHash, byHash},
+	} {
+		t.Run(tt.ref, func(t *testing.T) {
+			_, err := Resolve(ctx, mirror, tt.ref)
+			if !errors.Is(err, ErrNoCommit) {
+				t.Fatalf("Resolve() before fetching = %v, want ErrNoCommit", err)
+			}
+			cmds := hinted.FindAllString(err.Error(), -1)
+			if len(cmds) == 0 {
+				t.Fatalf("the error gives no fetch command: %v", err)
+			}
+			ran := 0
+			for _, c := range cmds {
+				// a tag's and a branch's commands are both given; the other one fails
+				if out, err := exec.Command("sh", "-c", c).CombinedOutput(); err == nil {
+					ran++
+				} else {
+					t.Logf("%s: %v\n%s", c, err, out)
+				}
+			}
+			if ran == 0 {
+				t.Fatalf("no command of the hint ran: %q", cmds)
+			}
+			got, err := Resolve(ctx, mirror, tt.ref)
+			if err != nil || got.Hash != tt.want {
+				t.Errorf("Resolve() after %q = %v, %v; want %s", cmds, got.Hash, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRefspecs: each kind of name is fetched to the one place Resolve finds it by that name.
+func TestRefspecs(t *testing.T) {
+	h := strings.Repeat("a", 40)
+	for _, tt := range []struct {
+		ref  string
+		want []string
+	}{
+		{h, []string{h}},
+		{"pull/27261/head", []string{"+refs/pull/27261/head:refs/pull/27261/head"}},
+		{"refs/pull/1/merge", []string{"+refs/pull/1/merge:refs/pull/1/merge"}},
+		{"b8000", []string{"+refs/tags/b8000:refs/tags/b8000", "+refs/heads/b8000:refs/heads/b8000"}},
+	} {
+		if got := Refspecs(tt.ref); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("Refspecs(%q) = %q, want %q", tt.ref, got, tt.want)
+		}
+	}
+	if h := FetchHint("/m", "34af94cd9"); !strings.Contains(h, "full hash") {
+		t.Errorf("FetchHint() of an abbreviated hash = %q, want it to ask for the full hash", h)
 	}
 }

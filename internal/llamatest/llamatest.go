@@ -96,7 +96,13 @@ type Instance struct {
 //	resp, err := http.Post(srv.URL+"/completion", "application/json", body)
 func Start(t testing.TB, modelPath string, extraArgs ...string) *Instance {
 	t.Helper()
-	b := Server(t)
+	return StartWith(t, Server(t), modelPath, extraArgs...)
+}
+
+// StartWith is Start with a llama-server of the caller's (External): one a build made, such as
+// enginetest.PatchedServer's.
+func StartWith(t testing.TB, b Binary, modelPath string, extraArgs ...string) *Instance {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		inst, err := start(t, b, modelPath, extraArgs)

@@ -338,6 +338,7 @@ func wheelArtifacts(_ context.Context, s *wheelState) error {
 	dir, err := artifacts.Write(s.out, artifacts.Input{
 		Target:     s.plan.Target,
 		PlanHash:   s.wp.Hash,
+		Series:     s.plan.Series,
 		Files:      []artifacts.InputFile{{Path: filepath.Base(s.wheelFile), From: s.wheelFile, Kind: artifacts.KindWheel}},
 		Provenance: prov,
 	})

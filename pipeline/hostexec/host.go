@@ -285,7 +285,7 @@ func prepareSource(ctx context.Context, s *state) error {
 	_, gitErr := isGit.output(ctx)
 	if _, err := hasCommits.output(ctx); gitErr == nil && err == nil {
 		if out, err := (command{env: s.env, args: []string{"git", "-C", src, "cat-file", "-e", commit + "^{commit}"}}).output(ctx); err != nil {
-			return fmt.Errorf("source %s does not have the plan's commit %s (fetch it into the repository): %s", src, commit, oneLine(out))
+			return fmt.Errorf("source %s does not have the plan's commit %s (%s): %s", src, commit, oneLine(out), gitref.FetchHint(src, commit))
 		}
 		// A mirror may lack blobs that no build reads (upstream's large vocabulary files, say):
 		// a checkout would fail on them, so the commit's tree is archived without them.

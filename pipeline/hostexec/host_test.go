@@ -358,8 +358,8 @@ func TestGitMirrorSource(t *testing.T) {
 	missing := strings.Repeat("1", 40)
 	p2 := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, missing), series)
 	_, err = e.executor(t, mirror, series).Build(context.Background(), p2, e.out)
-	if err == nil || !strings.Contains(err.Error(), "does not have the plan's commit "+missing) {
-		t.Errorf("Build() of a commit the mirror lacks = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "does not have the plan's commit "+missing) || !strings.HasSuffix(err.Error(), " fetch origin "+missing) {
+		t.Errorf("Build() of a commit the mirror lacks = %v, want it to end with the command that fetches it", err)
 	}
 }
 

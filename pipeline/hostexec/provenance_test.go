@@ -61,6 +61,10 @@ func TestProvenanceOfPlainAndGitSources(t *testing.T) {
 			if got := a.Provenance.Materials.Source; got != tt.want {
 				t.Errorf("provenance source = %+v, want %+v", got, tt.want)
 			}
+			// the fixture's one patch is neither named series
+			if a.Manifest.Series != "custom" || a.Provenance.Series != "custom" {
+				t.Errorf("series = %q in %s and %q in %s, want the plan's %q in both", a.Manifest.Series, artifacts.ManifestFile, a.Provenance.Series, artifacts.ProvenanceFile, p.Series)
+			}
 			// The host build ran in no devel image and ran no apt.
 			if a.Provenance.Materials.Apt != nil {
 				t.Errorf("provenance apt = %+v, want none for a host build", a.Provenance.Materials.Apt)

@@ -404,6 +404,7 @@ func writeWheelArtifacts(_ context.Context, s *wheelState) error {
 	dir, err := artifacts.Write(s.pkg.out, artifacts.Input{
 		Target:     s.plan.Plan.Target,
 		PlanHash:   s.plan.Hash,
+		Series:     s.plan.Plan.Series,
 		Files:      []artifacts.InputFile{{Path: filepath.Base(s.wheelFile), From: s.wheelFile, Kind: artifacts.KindWheel}},
 		Provenance: prov,
 	})

@@ -27,25 +27,17 @@ import (
 
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/ocitar"
-	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
-// Labels llbuild adds beside the plan's runtime labels.
+// Labels llbuild adds beside the plan's runtime labels (see pipeline.ImageLabels).
 const (
-	LabelPlanHash = "io.llbuild.plan-hash"
-	LabelVersion  = "io.llbuild.version"
-	// LabelPlan is the whole plan the image was built from, as compact JSON (provenance.json's
-	// plan), so that the image says what it is without its artifact directory:
-	// crane config IMAGE | jq '.config.Labels["io.llbuild.plan"] | fromjson'.
-	LabelPlan = "io.llbuild.plan"
-	// LabelSeries names the patch series the server carries (scoring, plain, none, custom).
-	LabelSeries = "io.llbuild.series"
-	// LabelContract says what the server keeps beyond upstream: scoring (echo and prompt-token
-	// logprobs) or upstream.
-	LabelContract = "io.llbuild.contract"
-	// LabelRef is the name llama.cpp's commit was built by (--ref), when it was named.
-	LabelRef = "io.llbuild.llama-cpp.ref"
+	LabelPlanHash = pipeline.LabelPlanHash
+	LabelVersion  = pipeline.LabelVersion
+	LabelPlan     = pipeline.LabelPlan
+	LabelSeries   = pipeline.LabelSeries
+	LabelContract = pipeline.LabelContract
+	LabelRef      = pipeline.LabelRef
 )
 
 // Platform is what runtime images are built for.
@@ -118,20 +110,8 @@ func Assemble(base v1.Image, a *artifacts.Artifacts) (v1.Image, error) {
 	if cfg.Labels == nil {
 		cfg.Labels = map[string]string{}
 	}
-	for k, v := range p.Runtime.Labels {
+	for k, v := range p.ImageLabels() {
 		cfg.Labels[k] = v
-	}
-	cfg.Labels[LabelPlanHash] = p.Hash
-	var applied [][2]string
-	for _, pt := range p.Patches {
-		applied = append(applied, [2]string{pt.Name, pt.SHA256})
-	}
-	// which series the server carries, and so which contract it keeps: labels outside the plan's
-	// hash, read from its patches
-	cfg.Labels[LabelSeries] = patches.NameOf(applied)
-	cfg.Labels[LabelContract] = patches.Contract(applied)
-	if p.Source.Ref != "" {
-		cfg.Labels[LabelRef] = p.Source.Ref
 	}
 	var plan bytes.Buffer
 	if err := json.Compact(&plan, a.Provenance.Plan); err != nil {

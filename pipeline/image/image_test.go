@@ -288,3 +288,67 @@ func TestRedact(t *testing.T) {
 		t.Errorf("redact() = %q, still holds the password", got)
 	}
 }
+
+// TestPlanTextNamesEveryLabelOfTheImage: `llbuild plan` prints every label the image carries
+// beyond its base's (series, contract, ref and plan hash among them), with the value the image
+// has; the plan and version labels, which the plan cannot hold, by name.
+func TestPlanTextNamesEveryLabelOfTheImage(t *testing.T) {
+	for _, ref := range []string{"", "pull/1/head"} {
+		t.Run("ref="+ref, func(t *testing.T) {
+			base := imagetest.BaseImage(t)
+			p := planFor(t, base)
+			if ref != "" {
+				// a ref is outside the hash: the same plan, named
+				p.Source.Ref = ref
+			}
+			loaded, err := LoadBase(context.Background(), "oci-layout:"+imagetest.WriteLayout(t, base), p.Images.Runtime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := Assemble(loaded, writeArtifacts(t, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bcf, err := base.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			if err := p.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			printed := map[string]bool{}
+			for _, line := range strings.Split(text.String(), "\n") {
+				if l, ok := strings.CutPrefix(line, "label:"); ok {
+					printed[strings.TrimSpace(l)] = true
+				}
+			}
+			for k, v := range cf.Config.Labels {
+				switch {
+				case k == LabelPlan || k == LabelVersion:
+					if !strings.Contains(text.String(), "label:         "+k+"=") {
+						t.Errorf("plan text does not name label %s", k)
+					}
+				case bcf.Config.Labels[k] == v:
+				case !printed[k+"="+v]:
+					t.Errorf("the image has label %s=%q, which the plan text does not print", k, v)
+				}
+			}
+			for _, k := range []string{LabelSeries, LabelContract, LabelPlanHash} {
+				if cf.Config.Labels[k] == "" {
+					t.Errorf("the image has no %s label", k)
+				}
+			}
+			if got := cf.Config.Labels[LabelRef]; got != ref {
+				t.Errorf("label %s = %q, want %q", LabelRef, got, ref)
+			}
+			if !strings.Contains(text.String(), "series:        "+cf.Config.Labels[LabelSeries]+"\n") {
+				t.Errorf("plan text has no series line for %s:\n%s", cf.Config.Labels[LabelSeries], text.String())
+			}
+		})
+	}
+}

@@ -2,7 +2,9 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -26,6 +29,7 @@ const SpecForms = "a registry reference (registry/repo:tag or @sha256:...), oci-
 // (an archive's layout) and must be called once the image is no longer read.
 func Open(ctx context.Context, spec string, opts ...remote.Option) (img v1.Image, cleanup func(), err error) {
 	cleanup = func() {}
+	defer func() { err = callersIfMissing(err) }()
 	switch {
 	case strings.HasPrefix(spec, "oci-layout:"):
 		dir := strings.TrimPrefix(spec, "oci-layout:")
@@ -60,11 +64,13 @@ func Open(ctx context.Context, spec string, opts ...remote.Option) (img v1.Image
 		return img, cleanup, nil
 	}
 	if _, err := os.Stat(spec); err == nil {
-		return nil, cleanup, fmt.Errorf("image %q is a file or directory here: say which it is, oci-archive:%s, oci-layout:%s or docker-archive:%s", spec, spec, spec, spec)
+		return nil, cleanup, inputerr.Errorf("image %q is a file or directory here: say which it is, oci-archive:%s, oci-layout:%s or docker-archive:%s", spec, spec, spec, spec)
+	} else if looksLikePath(spec) {
+		return nil, cleanup, inputerr.Errorf("image %q: %w; a file is named oci-archive:FILE, oci-layout:DIR or docker-archive:FILE, a registry image registry/repo:tag", spec, err)
 	}
 	r, err := name.ParseReference(spec)
 	if err != nil {
-		return nil, cleanup, fmt.Errorf("image %q is not %s: %w", redact(spec), SpecForms, err)
+		return nil, cleanup, inputerr.Errorf("image %q is not %s: %w", redact(spec), SpecForms, err)
 	}
 	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithPlatform(Platform), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
 	img, err = remote.Image(r, opts...)
@@ -72,4 +78,20 @@ func Open(ctx context.Context, spec string, opts ...remote.Option) (img v1.Image
 		return nil, cleanup, fmt.Errorf("reading %s: %w", redact(spec), err)
 	}
 	return img, cleanup, nil
+}
+
+// callersIfMissing marks an error of a file or directory that is not there as the caller's
+// mistake: an image named by a path that does not exist (exit 2 in the CLI, not 1).
+func callersIfMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) && !inputerr.Is(err) {
+		return &inputerr.Error{Err: err}
+	}
+	return err
+}
+
+// looksLikePath says whether spec, which names nothing here, was meant as a file: no registry
+// reference starts with / or ., and none names a tar archive.
+func looksLikePath(spec string) bool {
+	return strings.HasPrefix(spec, "/") || strings.HasPrefix(spec, ".") || strings.HasPrefix(spec, "~") ||
+		strings.HasSuffix(spec, ".tar") || strings.HasSuffix(spec, ".tar.gz")
 }

@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/ocitar"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -23,7 +24,8 @@ const maxMetadataSize = 8 << 20
 // "oci-archive:FILE" (a tar of an OCI layout, as --image-out FILE writes), "oci-layout:DIR"
 // (--image-out DIR/) or an image reference (registry/repo:tag or registry/repo@sha256:...).
 // An archive or layout must hold one image, or one index from which Platform's is taken.
-func ReadConfig(ctx context.Context, spec string, opts ...remote.Option) (*v1.ConfigFile, error) {
+func ReadConfig(ctx context.Context, spec string, opts ...remote.Option) (cf *v1.ConfigFile, err error) {
+	defer func() { err = callersIfMissing(err) }()
 	switch {
 	case strings.HasPrefix(spec, "oci-archive:"):
 		return archiveConfig(strings.TrimPrefix(spec, "oci-archive:"))
@@ -41,14 +43,14 @@ func ReadConfig(ctx context.Context, spec string, opts ...remote.Option) (*v1.Co
 	}
 	r, err := name.ParseReference(spec)
 	if err != nil {
-		return nil, fmt.Errorf("image reference %q: %w", redact(spec), err)
+		return nil, inputerr.Errorf("image reference %q: %w", redact(spec), err)
 	}
 	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithPlatform(Platform), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
 	img, err := remote.Image(r, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", redact(spec), err)
 	}
-	cf, err := img.ConfigFile()
+	cf, err = img.ConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("reading the config of %s: %w", redact(spec), err)
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -87,5 +90,38 @@ func TestImageWithOnlyThePlanHash(t *testing.T) {
 	cf.Config.Labels = nil
 	if _, err := RecordedPlan(cf); err == nil || !strings.Contains(err.Error(), "not an image llbuild built") {
 		t.Errorf("RecordedPlan(no labels) = %v, want 'not an image llbuild built'", err)
+	}
+}
+
+// TestAMissingImageIsTheCallersMistake: an image named by a file or directory that is not there,
+// in every form Open and ReadConfig take, is an error marked as the caller's (inputerr: the CLI's
+// exit 2), and still an fs.ErrNotExist; a registry that cannot be reached is not.
+func TestAMissingImageIsTheCallersMistake(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	for _, spec := range []string{
+		"oci-archive:" + missing,
+		"oci-layout:" + missing,
+		"docker-archive:" + missing,
+		missing + ".tar",
+		"./nonexistent.tar",
+	} {
+		t.Run(spec, func(t *testing.T) {
+			_, cleanup, err := Open(context.Background(), spec)
+			cleanup()
+			if err == nil || !inputerr.Is(err) {
+				t.Errorf("Open() = %v, want an error marked as the caller's", err)
+			}
+			if !strings.HasPrefix(spec, "docker-archive:") && !strings.HasSuffix(spec, ".tar") {
+				if _, err := ReadConfig(context.Background(), spec); err == nil || !inputerr.Is(err) || !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("ReadConfig() = %v, want a missing file marked as the caller's", err)
+				}
+			}
+		})
+	}
+	// nothing listens there: the registry's trouble, not the caller's
+	_, cleanup, err := Open(context.Background(), "127.0.0.1:1/repo:tag")
+	cleanup()
+	if err == nil || inputerr.Is(err) {
+		t.Errorf("Open() of an unreachable registry = %v, want an error not marked as the caller's", err)
 	}
 }

@@ -105,7 +105,7 @@ func ServerArtifacts(t testing.TB, out string, p *pipeline.Plan) *artifacts.Arti
 		files = append(files, artifacts.InputFile{Path: "libggml-cuda.so", From: cu, Kind: artifacts.KindLibrary})
 	}
 	d, err := artifacts.Write(out, artifacts.Input{
-		Target: p.Target, PlanHash: p.Hash, Files: files,
+		Target: p.Target, PlanHash: p.Hash, Series: p.Series, Files: files,
 		Provenance: pipeline.ProvenanceOf(p, pipeline.Builder{Version: "test", Executor: "host"}),
 	})
 	if err != nil {

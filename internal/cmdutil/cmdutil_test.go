@@ -1,0 +1,75 @@
+package cmdutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
+)
+
+func TestErrorsCarryTheirExitStatus(t *testing.T) {
+	var coder cli.ExitCoder
+	for _, tc := range []struct {
+		name  string
+		err   error
+		usage bool
+	}{
+		{"Usagef", Usagef("no target given"), true},
+		{"wrapped usage", fmt.Errorf("loading: %w", Usage(errors.New("x"))), true},
+		{"a library's input error", UsageOf(inputerr.Errorf("bad value")), true},
+		{"another error stays", UsageOf(errors.New("disk full")), false},
+		{"a missing input", NotThere(fmt.Errorf("opening: %w", fs.ErrNotExist)), true},
+		{"another open error stays", NotThere(fs.ErrPermission), false},
+	} {
+		if got := IsUsage(tc.err); got != tc.usage {
+			t.Errorf("%s: IsUsage(%v) = %v, want %v", tc.name, tc.err, got, tc.usage)
+		}
+		if tc.usage && (!errors.As(tc.err, &coder) || coder.ExitCode() != ExitUsage) {
+			t.Errorf("%s: %v is not a cli.ExitCoder with status %d", tc.name, tc.err, ExitUsage)
+		}
+	}
+}
+
+func TestCheckDirRefusesWhatIsNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckDir("out", dir); err != nil {
+		t.Errorf("CheckDir(a directory) = %v", err)
+	}
+	for _, p := range []string{file, filepath.Join(dir, "missing")} {
+		if err := CheckDir("out", p); !IsUsage(err) {
+			t.Errorf("CheckDir(%s) = %v, want a usage error", p, err)
+		}
+	}
+}
+
+func TestStreamsOfQuietHaveNoEngineLogNorStatusLine(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		var out, errs bytes.Buffer
+		q := quiet
+		var got Streams
+		app := &cli.App{Writer: &out, ErrWriter: &errs, Action: func(c *cli.Context) error { got = StreamsOf(c); return nil }}
+		ctx := WithOutput(context.Background(), slog.New(slog.NewTextHandler(&errs, nil)), &q, nil)
+		if err := app.RunContext(ctx, []string{"llbuild"}); err != nil {
+			t.Fatal(err)
+		}
+		if got.Stdout != &out || got.Stderr != &errs || got.Log == nil {
+			t.Errorf("quiet %v: streams %+v are not the app's", quiet, got)
+		}
+		if (got.EngineLog == nil) != quiet || got.Term != nil {
+			t.Errorf("quiet %v: engine log %v, status line %v; want an engine log only without --quiet and no status line off a terminal", quiet, got.EngineLog, got.Term)
+		}
+	}
+}
