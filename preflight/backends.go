@@ -160,7 +160,7 @@ func backendVerdicts(host targets.Host, bins []*Binary, choices []GGMLChoice) []
 // BackendsLoad checks, before the server of the bundle at dir starts on this machine, that
 // ggml would load a backend for each of its devices (the ggml-backends verdicts of Check): a
 // server whose ggml finds none stops with "no backends are loaded", which a supervisor would
-// only restart. It reads the files' facts alone, no code, so it takes a moment; a CPU variant
+// only restart. It reads ggml's files' facts alone, no code, so it takes a moment; a CPU variant
 // whose name ggml's list does not know is scored as baseline x86-64 then. The error names
 // every device without a backend and why.
 //
@@ -169,7 +169,12 @@ func backendVerdicts(host targets.Host, bins []*Binary, choices []GGMLChoice) []
 // the bundle's own, and of two variants that score the same it loads the first it met, so the
 // server would run this machine's backend rather than the bundle's.
 func BackendsLoad(ctx context.Context, dir string, log *slog.Logger) error {
-	bins, err := readBundle(ctx, dir, func(string) bool { return false })
+	// ggml's own files say all this needs (the GPU runtimes a GPU backend links are in its
+	// DT_NEEDED), and a CUDA bundle's other libraries are gigabytes of kernels
+	ggmlFiles := func(f manifest.File) bool {
+		return f.Kind == manifest.KindExecutable || strings.HasPrefix(path.Base(f.Path), "libggml")
+	}
+	bins, err := readBundle(ctx, dir, func(string) bool { return false }, ggmlFiles)
 	if err != nil {
 		return err
 	}

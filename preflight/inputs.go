@@ -62,11 +62,12 @@ func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
 // manifest.json lists, or, without a manifest that lists any, every ELF file under bin/ and
 // lib/ (or the whole tree without those). Paths in the result are relative to dir.
 func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
-	return readBundle(ctx, dir, IsLlamaFile)
+	return readBundle(ctx, dir, IsLlamaFile, nil)
 }
 
-// readBundle is ReadBundle, decoding the code of the files decode says.
-func readBundle(ctx context.Context, dir string, decode func(string) bool) ([]*Binary, error) {
+// readBundle is ReadBundle, decoding the code of the files decode says and, when keep is not
+// nil, reading only the manifest's files it keeps.
+func readBundle(ctx context.Context, dir string, decode func(string) bool, keep func(manifest.File) bool) ([]*Binary, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading bundle: %w", err)
@@ -85,7 +86,7 @@ func readBundle(ctx context.Context, dir string, decode func(string) bool) ([]*B
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if file.Link != "" || (file.Kind != manifest.KindExecutable && file.Kind != manifest.KindLibrary) {
+			if file.Link != "" || (file.Kind != manifest.KindExecutable && file.Kind != manifest.KindLibrary) || (keep != nil && !keep(file)) {
 				continue
 			}
 			b, err := readPath(filepath.Join(dir, filepath.FromSlash(file.Path)), file.Path, decode(file.Path))
