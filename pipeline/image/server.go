@@ -209,7 +209,15 @@ func (fsys *imageFS) backends(s *Server, env map[string]string, files map[string
 		if err != nil {
 			return nil, err
 		}
-		if d := ggmlload.CompiledDir(lib, slices.Sorted(maps.Keys(byDir))); d != "" {
+		// the server's and the working directory are searched anyway; a short name such as
+		// /app could also be matched by chance
+		var candidates []string
+		for d := range byDir {
+			if d != path.Dir(s.Path) && d != wd {
+				candidates = append(candidates, d)
+			}
+		}
+		if d := ggmlload.CompiledDir(lib, candidates); d != "" {
 			s.BackendDir = d
 			search = append(search, place{d, "GGML_BACKEND_DIR"})
 		}
