@@ -196,7 +196,10 @@ func BackendsLoad(ctx context.Context, dir string, log *slog.Logger) error {
 	}
 	host, err := DetectHost(ctx)
 	if err != nil {
-		return fmt.Errorf("reading this machine: %w", err)
+		// the CPU is read through CPUID all the same; a GPU tool that fails must not keep the
+		// server from starting
+		log.Warn("reading this machine's GPUs for the ggml backend check: only its CPU is checked", "err", err)
+		host.GPUs = nil
 	}
 	var bad []string
 	for _, v := range Check(host, "this machine", Input{Name: dir, Binaries: bins}).Verdicts {
