@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/shim"
 )
 
@@ -83,6 +84,9 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	defer cleanup()
 	s, err := manifest.OpenServing(dir)
 	if err != nil {
+		return err
+	}
+	if err := preflight.BackendsLoad(ctx, dir, log); err != nil {
 		return err
 	}
 	opts := shim.Options{ServerPath: s.Path, ServerArgs: s.Args, Env: append(os.Environ(), s.Env...), Dir: s.Dir,

@@ -39,7 +39,7 @@ type Result struct {
 func Make(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 	in, out := o.In, o.Out
 	if o.Image != "" {
-		server, cleanup, err := imagebundle.Server(ctx, log, o.Image, imagebundle.OutputDir(out))
+		server, cleanup, err := imagebundle.Server(ctx, log, o.Image, imagebundle.OutputDir(out), in.Target)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,17 +15,20 @@ import (
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/image"
+	"github.com/llbuild/llbuild/preflight"
+	"github.com/llbuild/llbuild/targets"
 )
 
 // fullCommit is a 40-hex git commit, as an image's revision label may hold one.
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// Server takes llama-server, its loader and its libraries out of the runtime image spec
-// names, into a directory made under near (beside the bundle, so that placing the files can
-// link them), and says where they came from: the plan an llbuild image carries in its labels,
-// or, for anyone else's image, that it is foreign. cleanup removes the directory; call it once
-// the bundle is written.
-func Server(ctx context.Context, log *slog.Logger, spec, near string) (in *manifest.ServerInput, cleanup func(), err error) {
+// Server takes llama-server, its loader, its libraries and the ggml backends it dlopens out of
+// the runtime image spec names, into a directory made under near (beside the bundle, so that
+// placing the files can link them), and says where they came from: the plan an llbuild image
+// carries in its labels, or, for anyone else's image, that it is foreign. The backends are
+// listed with the CPU variant ggml would load on t's CPU. cleanup removes the directory; call
+// it once the bundle is written.
+func Server(ctx context.Context, log *slog.Logger, spec, near string, t *targets.Target) (in *manifest.ServerInput, cleanup func(), err error) {
 	cleanup = func() {}
 	img, closeImage, err := image.Open(ctx, spec)
 	if err != nil {
@@ -59,8 +63,12 @@ func Server(ctx context.Context, log *slog.Logger, spec, near string) (in *manif
 	}
 	what := "image " + spec
 	in = &manifest.ServerInput{What: what}
+	places := backendPlaces(s)
 	for _, f := range s.Files {
 		bf := manifest.BundleFile{From: f.From, File: manifest.File{Path: manifest.LibDir + "/" + f.Name, Kind: manifest.KindLibrary, Link: f.Link}}
+		if p, ok := places[f.Name]; ok {
+			bf.File.Path = p
+		}
 		if f.Executable {
 			bf.File.Path, bf.File.Kind = manifest.BinDir+"/llama-server", manifest.KindExecutable
 		}
@@ -71,6 +79,15 @@ func Server(ctx context.Context, log *slog.Logger, spec, near string) (in *manif
 	}
 	if s.Loader != "" {
 		in.Loader = manifest.LibDir + "/" + s.Loader
+	}
+	if len(s.Backends) > 0 {
+		if in.GGML, err = backendsOf(s, t, places); err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("image %s: %w", spec, err)
+		}
+		if s.BackendPath != "" {
+			in.Env = map[string]string{"GGML_BACKEND_PATH": places[s.BackendPath]}
+		}
 	}
 	labels := s.Config.Config.Labels
 	origin := &manifest.ImageOrigin{Ref: spec, Digest: s.Digest.String(), Server: s.Path}
@@ -114,7 +131,72 @@ func Server(ctx context.Context, log *slog.Logger, spec, near string) (in *manif
 	}
 	log.Info("server taken from the image", "image", spec, "digest", s.Digest.String(), "server", s.Path,
 		"libraries", libs, "loader", s.Loader, "foreign", origin.Foreign, "from the host", strings.Join(s.Host, " "))
+	if g := in.GGML; g != nil {
+		log.Info("ggml backends taken from the image", "backends", len(g.Backends), "compiled backend dir", g.CompiledDir,
+			"CPU backend on target "+t.Name, g.CPU)
+	}
 	return in, cleanup, nil
+}
+
+// backendPlaces says where each ggml backend of s goes in the bundle, by name. Those ggml's
+// loader finds by searching go to lib/, beside the loader, which is the executable whose
+// directory it searches. One only GGML_BACKEND_PATH names goes to lib/ggml-backend-path/,
+// where no search finds it: found there too, ggml would register it twice.
+func backendPlaces(s *image.Server) map[string]string {
+	places := map[string]string{}
+	for _, b := range s.Backends {
+		places[b.Name] = manifest.LibDir + "/" + b.Name
+		if b.Search == image.SearchBackendPath {
+			places[b.Name] = manifest.LibDir + "/ggml-backend-path/" + b.Name
+		}
+	}
+	return places
+}
+
+// backendsOf lists a server's ggml backends for the manifest, with the CPU backend ggml would
+// load on t's CPU: it scores the variants as preflight does.
+func backendsOf(s *image.Server, t *targets.Target, places map[string]string) (*manifest.GGML, error) {
+	g := &manifest.GGML{CompiledDir: s.BackendDir}
+	from := map[string]string{}
+	for _, f := range s.Files {
+		from[f.Name] = f.From
+	}
+	for _, f := range s.Files {
+		if f.Link != "" {
+			from[f.Name] = from[f.Link] // a backend the image reaches through a symbolic link
+		}
+	}
+	var cpu []*preflight.Binary
+	for _, b := range s.Backends {
+		p := places[b.Name]
+		g.Backends = append(g.Backends, manifest.GGMLBackend{Path: p, Backend: b.Backend, Variant: b.Variant, From: b.ImagePath, Search: b.Search})
+		if b.Backend != "cpu" {
+			continue
+		}
+		bin, err := readBackend(from[b.Name], p)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", b.ImagePath, err)
+		}
+		cpu = append(cpu, bin)
+	}
+	if len(cpu) > 0 {
+		g.CPU = preflight.CPUBackendChoice(cpu, t.Host.CPU.FeatureSet()).Loaded
+	}
+	return g, nil
+}
+
+// readBackend reads a CPU backend's facts; a variant ggml's list does not name has its code
+// decoded, which is how preflight estimates its options.
+func readBackend(file, name string) (*preflight.Binary, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if preflight.KnownGGMLVariant(path.Base(name)) {
+		return preflight.ReadBinaryFacts(name, f)
+	}
+	return preflight.ReadBinary(name, f)
 }
 
 // BuildOfPlan is the provenance of an llbuild image's server: the plan its labels carry.

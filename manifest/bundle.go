@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -86,6 +87,11 @@ type ServerInput struct {
 	Files  []BundleFile
 	Loader string
 	Build  Build
+	// GGML lists the backends among Files that the server's ggml dlopens (server.ggml).
+	GGML *GGML
+	// Env is the environment the server had where it came from that the bundle keeps
+	// (GGML_BACKEND_PATH, as a bundle path), under the target's and --env.
+	Env map[string]string
 	// What names the server's source in messages ("image REF").
 	What string
 }
@@ -126,6 +132,7 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	case in.Server != nil:
 		p.Files = append(p.Files, in.Server.Files...)
 		m.Server.Loader = in.Server.Loader
+		m.Server.GGML = in.Server.GGML
 		m.Build = in.Server.Build
 		if m.Build.Image != nil && !m.Build.Image.Foreign && m.Build.Plan != nil {
 			var probe struct{ Target string }
@@ -220,6 +227,9 @@ func PlanBundle(in BundleInput) (*BundlePlan, error) {
 	}
 	m.Server.Args = serverArgs(m.Models, in.Knobs, m.Contract.PromptLogprobs == PromptLogprobsNative, m.Contract.ScoresTrafficIndependent, in.ExtraArgs)
 	m.Server.Env = map[string]string{}
+	if in.Server != nil {
+		maps.Copy(m.Server.Env, in.Server.Env)
+	}
 	for k, v := range t.Runtime.Env {
 		m.Server.Env[k] = v
 	}

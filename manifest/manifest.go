@@ -17,8 +17,8 @@ import (
 )
 
 // SchemaVersion is the version of manifest.json this package writes. Version 2 added
-// build.plan.
-const SchemaVersion = 2
+// build.plan, version 3 server.ggml.
+const SchemaVersion = 3
 
 // MinSchemaVersion is the oldest version of manifest.json this package reads: a version 1
 // manifest records no build.plan, only the source, patches and base images.
@@ -259,6 +259,37 @@ type Server struct {
 	Args []string `json:"args"`
 	// Env is added to llama-server's environment (GGML_SYCL_ENABLE_VMM=0 ...).
 	Env map[string]string `json:"env"`
+	// GGML, when set, lists the ggml backends the server dlopens at start (a GGML_BACKEND_DL
+	// build's): nothing names them in DT_NEEDED, so only this says they belong to the server.
+	// Absent before version 3, and for a server that links its backends.
+	GGML *GGML `json:"ggml,omitempty"`
+}
+
+// GGML is what ggml's backend loader finds in a bundle. The backends lie in the library
+// directory beside the loader: run through the bundle's loader, the loader is the executable
+// /proc/self/exe names, whose directory ggml searches.
+type GGML struct {
+	// Backends are the backend files, in the order ggml's loader met them in the image.
+	Backends []GGMLBackend `json:"backends"`
+	// CPU is the Path of the CPU backend ggml would load on the target's CPU (the variant
+	// that scores highest there); "" when none would.
+	CPU string `json:"cpu,omitempty"`
+	// CompiledDir is the GGML_BACKEND_DIR compiled into the server's libggml.so, as the image
+	// had it: ggml searches it on any host, before the bundle's own directory.
+	CompiledDir string `json:"compiledDir,omitempty"`
+}
+
+// GGMLBackend is one backend file of a bundle.
+type GGMLBackend struct {
+	// Path is the file in the bundle.
+	Path string `json:"path"`
+	// Backend is what it drives (cpu, cuda, vulkan); Variant the CPU variant its name says.
+	Backend string `json:"backend"`
+	Variant string `json:"variant,omitempty"`
+	// From is where the image held it, and Search how ggml's loader found it there
+	// (GGML_BACKEND_DIR, the server's directory, the working directory, GGML_BACKEND_PATH).
+	From   string `json:"from,omitempty"`
+	Search string `json:"search,omitempty"`
 }
 
 // Contract describes the API the entrypoint serves in front of llama-server.
@@ -554,6 +585,26 @@ func (m *Manifest) Validate() error {
 	for i, d := range s.LibraryPath {
 		if err := CheckPath(d); err != nil {
 			bad(fmt.Sprintf("server.libraryPath[%d]", i), "%v", err)
+		}
+	}
+	if g := s.GGML; g != nil {
+		if m.SchemaVersion < 3 {
+			bad("server.ggml", "a version %d manifest has no server.ggml: set schemaVersion to %d", m.SchemaVersion, SchemaVersion)
+		}
+		paths := map[string]bool{}
+		for i, b := range g.Backends {
+			field := fmt.Sprintf("server.ggml.backends[%d]", i)
+			needFile(field+".path", b.Path, KindLibrary)
+			if b.Backend == "" {
+				bad(field+".backend", "is empty")
+			}
+			if paths[b.Path] {
+				bad(field+".path", "%s is listed twice", b.Path)
+			}
+			paths[b.Path] = true
+		}
+		if g.CPU != "" && !paths[g.CPU] {
+			bad("server.ggml.cpu", "%s is not one of server.ggml.backends", g.CPU)
 		}
 	}
 	for _, e := range checkArgs(s.Args, kinds) {

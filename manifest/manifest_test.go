@@ -203,7 +203,7 @@ func TestEncodeKeysSorted(t *testing.T) {
 	if err := checkSorted(b); err != nil {
 		t.Errorf("Encode(): %v", err)
 	}
-	if !strings.Contains(string(b), "\n  \"schemaVersion\": 2") {
+	if !strings.Contains(string(b), "\n  \"schemaVersion\": 3") {
 		t.Errorf("Encode() lacks schemaVersion: %s", b)
 	}
 }
@@ -220,7 +220,7 @@ func TestDecodeIsStrict(t *testing.T) {
 		{"unknown nested field", strings.Replace(string(good), `"executable": `, `"exe": "x", "executable": `, 1), "unknown field"},
 		{"trailing data", string(good) + "{}", "after the manifest"},
 		{"not JSON", "GGUF", "invalid character"},
-		{"wrong type", strings.Replace(string(good), "\n  \"schemaVersion\": 2", "\n  \"schemaVersion\": \"2\"", 1), "cannot unmarshal"},
+		{"wrong type", strings.Replace(string(good), "\n  \"schemaVersion\": 3", "\n  \"schemaVersion\": \"3\"", 1), "cannot unmarshal"},
 		{"plan not an object", strings.Replace(string(good), `"plan": {`, `"plan": [], "x": {`, 1), "a plan is a JSON object"},
 	}
 	for _, tt := range tests {
@@ -242,7 +242,7 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 		change func(m *Manifest)
 		want   []string
 	}{
-		{"schema version", func(m *Manifest) { m.SchemaVersion = 3 }, []string{"schemaVersion: is 3, this llbuild reads 1 to 2"}},
+		{"schema version", func(m *Manifest) { m.SchemaVersion = 4 }, []string{"schemaVersion: is 4, this llbuild reads 1 to 3"}},
 		{"no plan", func(m *Manifest) { m.Build.Plan = nil }, []string{"build.plan: is missing"}},
 		{"another plan", func(m *Manifest) { m.Build.Plan = samplePlan(t, "cpu-v3", strings.Repeat("cd", 32)) }, []string{"build.plan.hash", "not the one the server was built from"}},
 		{"another target's plan", func(m *Manifest) { m.Build.Plan = samplePlan(t, "h200", m.Build.PlanHash) }, []string{"build.plan.target", `"h200"`}},
@@ -263,6 +263,17 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 		{"equals form", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--lora=/tmp/l.gguf") }, []string{"--lora", "absolute"}},
 		{"LD_PRELOAD", func(m *Manifest) { m.Server.Env["LD_PRELOAD"] = "/x.so" }, []string{"server.env.LD_PRELOAD"}},
 		{"two at once", func(m *Manifest) { m.SchemaVersion = 0; m.Target.Name = "" }, []string{"schemaVersion", "target.name"}},
+		// server.ggml lists libraries of the bundle, and its CPU backend among them
+		{"ggml backend not a library", func(m *Manifest) {
+			m.Server.GGML = &GGML{Backends: []GGMLBackend{{Path: "models/model.gguf", Backend: "cpu"}}}
+		}, []string{"server.ggml.backends[0].path"}},
+		{"ggml CPU backend not listed", func(m *Manifest) {
+			m.Server.GGML = &GGML{Backends: []GGMLBackend{{Path: "lib/libllama.so.0.1", Backend: "cpu"}}, CPU: "lib/libggml-cpu-haswell.so"}
+		}, []string{"server.ggml.cpu", "not one of server.ggml.backends"}},
+		{"ggml in version 2", func(m *Manifest) {
+			m.SchemaVersion = 2
+			m.Server.GGML = &GGML{Backends: []GGMLBackend{{Path: "lib/libllama.so.0.1", Backend: "cpu"}}}
+		}, []string{"server.ggml: a version 2 manifest has no server.ggml"}},
 		// server.env is checked as the flags llama-server reads it as (common/arg.cpp set_env).
 		{"env chat template outside", func(m *Manifest) { m.Server.Env["LLAMA_ARG_CHAT_TEMPLATE_FILE"] = "/etc/passwd" },
 			[]string{"server.env.LLAMA_ARG_CHAT_TEMPLATE_FILE", "--chat-template-file", `"/etc/passwd" is absolute`}},

@@ -88,8 +88,8 @@ func TestVerifyFindsProblems(t *testing.T) {
 		{"newer schema", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, FileName)
 			b, _ := os.ReadFile(p)
-			os.WriteFile(p, bytes.Replace(b, []byte("\n  \"schemaVersion\": 2"), []byte("\n  \"schemaVersion\": 3"), 1), 0o644)
-		}, []string{"manifest.json: schemaVersion is 3"}},
+			os.WriteFile(p, bytes.Replace(b, []byte("\n  \"schemaVersion\": 3"), []byte("\n  \"schemaVersion\": 4"), 1), 0o644)
+		}, []string{"manifest.json: schemaVersion is 4"}},
 		{"missing manifest", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, FileName))
 		}, []string{"manifest.json: cannot read"}},

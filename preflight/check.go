@@ -73,6 +73,7 @@ func Check(host targets.Host, hostName string, in Input) *Report {
 		r.Verdicts = append(r.Verdicts, v)
 	}
 	r.Verdicts = append(r.Verdicts, libraryVerdicts(bins)...)
+	r.Verdicts = append(r.Verdicts, backendVerdicts(host, bins, r.GGML)...)
 	r.Verdicts = append(r.Verdicts, cudaVerdicts(host, in, bins)...)
 	r.Verdicts = append(r.Verdicts, kernelVerdicts(host, bins)...)
 	r.Verdicts = append(r.Verdicts, syclVerdicts(host, bins)...)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llbuild/llbuild/internal/ggmlload"
 	"github.com/llbuild/llbuild/preflight/x86"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -421,6 +422,34 @@ func ggmlChoices(bins []*Binary, fs targets.FeatureSet) []GGMLChoice {
 		out = append(out, c)
 	}
 	return out
+}
+
+// CPUBackendChoice is ggml's choice among CPU backends that one search finds (ggml scores
+// them together) on a CPU with features fs: the variant that scores highest, else the plain
+// libggml-cpu.so. Its Loaded is "" when neither is there.
+func CPUBackendChoice(bins []*Binary, fs targets.FeatureSet) GGMLChoice {
+	var group []*Binary
+	for _, b := range bins {
+		c := *b
+		c.GGMLSearch = "one search"
+		group = append(group, &c)
+	}
+	for _, c := range ggmlChoices(group, fs) {
+		return c
+	}
+	for _, b := range bins {
+		if path.Base(b.Path) == "libggml-cpu.so" {
+			return GGMLChoice{Dir: path.Dir(b.Path), Loaded: b.Path, Scores: []GGMLVariant{{File: b.Path, Variant: "(fallback)"}}}
+		}
+	}
+	return GGMLChoice{}
+}
+
+// KnownGGMLVariant reports whether name is a CPU variant of ggml's list
+// (libggml-cpu-haswell.so), whose options preflight knows without decoding its code.
+func KnownGGMLVariant(name string) bool {
+	_, ok := ggmlVariantFlags[ggmlload.Variant(name)]
+	return ok && strings.HasPrefix(name, "libggml-cpu-")
 }
 
 func ggmlVerdict(c GGMLChoice) Verdict {

@@ -62,6 +62,12 @@ func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
 // manifest.json lists, or, without a manifest that lists any, every ELF file under bin/ and
 // lib/ (or the whole tree without those). Paths in the result are relative to dir.
 func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
+	return readBundle(ctx, dir, IsLlamaFile, nil)
+}
+
+// readBundle is ReadBundle, decoding the code of the files decode says and, when keep is not
+// nil, reading only the manifest's files it keeps.
+func readBundle(ctx context.Context, dir string, decode func(string) bool, keep func(manifest.File) bool) ([]*Binary, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading bundle: %w", err)
@@ -80,10 +86,10 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if file.Link != "" || (file.Kind != manifest.KindExecutable && file.Kind != manifest.KindLibrary) {
+			if file.Link != "" || (file.Kind != manifest.KindExecutable && file.Kind != manifest.KindLibrary) || (keep != nil && !keep(file)) {
 				continue
 			}
-			b, err := readPath(filepath.Join(dir, filepath.FromSlash(file.Path)), file.Path, IsLlamaFile(file.Path))
+			b, err := readPath(filepath.Join(dir, filepath.FromSlash(file.Path)), file.Path, decode(file.Path))
 			if errors.Is(err, ErrNotELF) {
 				continue
 			}
@@ -129,7 +135,7 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 			}
 			rel, _ := filepath.Rel(dir, p)
 			rel = filepath.ToSlash(rel)
-			b, err := readPath(p, rel, IsLlamaFile(rel))
+			b, err := readPath(p, rel, decode(rel))
 			if errors.Is(err, ErrNotELF) {
 				return nil
 			}
@@ -148,6 +154,9 @@ func ReadBundle(ctx context.Context, dir string) ([]*Binary, error) {
 	return out, nil
 }
 
+// searchLabel starts the GGMLSearch of the files a backend search found.
+const searchLabel = "ggml backend search of "
+
 // assignGGMLSearches marks the backends that ggml's loader (ggml_backend_load_best), started
 // by each llama.cpp executable among bins, would find: files named exactly
 // libggml-<backend>[-<variant>].so in the executable's directory (exeDir) or the working
@@ -165,7 +174,7 @@ func assignGGMLSearches(bins []*Binary, exeDir func(*Binary) string, wd, envPath
 		if wd != dirs[0] {
 			dirs = append(dirs, wd)
 		}
-		label := "ggml backend search of " + exe.Path + " (" + strings.Join(dirs, ", ") + ")"
+		label := searchLabel + exe.Path + " (" + strings.Join(dirs, ", ") + ")"
 		for _, b := range bins {
 			if _, ok := ggmlBackendFile(path.Base(b.Path)); !ok || b.GGMLSearch != "" {
 				continue

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/llbuild/llbuild/internal/ggmlload"
 )
 
 // BackendSearch is where ggml's loader (ggml_backend_load_all) would look for backends
@@ -29,27 +31,8 @@ type BackendSearch struct {
 	CPUFound bool `json:"cpuFound,omitempty"`
 }
 
-// ggmlBackendNames are the backends ggml_backend_load_all tries, each as
-// libggml-<name>-*.so (scored) or libggml-<name>.so: the pinned llama.cpp's list
-// (ggml-backend-reg.cpp) and the names other releases used (zdnn, webgpu), so that a file
-// any of them would load is read.
-var ggmlBackendNames = []string{"blas", "zendnn", "zdnn", "cann", "cuda", "hip", "metal", "rpc", "sycl", "vulkan",
-	"virtgpu", "opencl", "hexagon", "musa", "openvino", "webgpu", "cpu"}
-
-// ggmlBackendFile reports whether a file name is one ggml's loader would dlopen: the
-// extension must be exactly ".so" (it compares fs::path::extension).
-func ggmlBackendFile(name string) (backend string, ok bool) {
-	if !strings.HasSuffix(name, ".so") || strings.Count(name, ".") != 1 {
-		return "", false
-	}
-	stem := strings.TrimSuffix(name, ".so")
-	for _, b := range ggmlBackendNames {
-		if stem == "libggml-"+b || strings.HasPrefix(stem, "libggml-"+b+"-") {
-			return b, true
-		}
-	}
-	return "", false
-}
+// ggmlBackendFile reports whether a file name is one ggml's loader would dlopen.
+func ggmlBackendFile(name string) (backend string, ok bool) { return ggmlload.BackendFile(name) }
 
 // systemLibDirs are the directories the dynamic loader searches after RUNPATH: the ones
 // /etc/ld.so.conf.d names, then the default ones.
@@ -189,7 +172,7 @@ func ReadFiles(ctx context.Context, paths []string) ([]*Binary, error) {
 			bs, found := backendSearch(it.path)
 			b.Backends = bs
 			for _, f := range found {
-				queue = append(queue, loadItem{path: f, decode: true, search: "ggml backend search of " + it.path})
+				queue = append(queue, loadItem{path: f, decode: true, search: searchLabel + it.path})
 			}
 			if bs.EnvPath != "" {
 				// Not part of the search: ggml_backend_load_all loads it besides, unscored.

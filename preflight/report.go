@@ -28,11 +28,14 @@ const (
 const (
 	CheckCPU         = "cpu"
 	CheckGGMLVariant = "ggml-cpu-variant"
-	CheckCUDADriver  = "cuda-driver"
-	CheckCUDARuntime = "cuda-runtime"
-	CheckGPUKernels  = "gpu-kernels"
-	CheckSYCL        = "sycl-device"
-	CheckLibraries   = "libraries"
+	// CheckGGMLBackends is the backend ggml would load for each device, in a build that
+	// dlopens its backends.
+	CheckGGMLBackends = "ggml-backends"
+	CheckCUDADriver   = "cuda-driver"
+	CheckCUDARuntime  = "cuda-runtime"
+	CheckGPUKernels   = "gpu-kernels"
+	CheckSYCL         = "sycl-device"
+	CheckLibraries    = "libraries"
 )
 
 // Verdict is one check's outcome for one subject (a file, a directory or an image).
@@ -77,16 +80,17 @@ func (r *Report) ExitCode() int {
 }
 
 // checkOrder is the order checks are printed in.
-var checkOrder = []string{CheckLibraries, CheckGGMLVariant, CheckCPU, CheckCUDADriver, CheckCUDARuntime, CheckGPUKernels, CheckSYCL}
+var checkOrder = []string{CheckLibraries, CheckGGMLBackends, CheckGGMLVariant, CheckCPU, CheckCUDADriver, CheckCUDARuntime, CheckGPUKernels, CheckSYCL}
 
 var checkTitles = map[string]string{
-	CheckLibraries:   "libraries the loader would load",
-	CheckGGMLVariant: "ggml CPU variant (the one ggml's loader would pick)",
-	CheckCPU:         "CPU instructions",
-	CheckCUDADriver:  "driver against the image's NVIDIA_REQUIRE_CUDA",
-	CheckCUDARuntime: "driver against the CUDA runtime the binaries link",
-	CheckGPUKernels:  "GPU kernel images",
-	CheckSYCL:        "SYCL ahead-of-time device",
+	CheckLibraries:    "libraries the loader would load",
+	CheckGGMLVariant:  "ggml CPU variant (the one ggml's loader would pick)",
+	CheckGGMLBackends: "ggml backends (the one ggml would load for each device)",
+	CheckCPU:          "CPU instructions",
+	CheckCUDADriver:   "driver against the image's NVIDIA_REQUIRE_CUDA",
+	CheckCUDARuntime:  "driver against the CUDA runtime the binaries link",
+	CheckGPUKernels:   "GPU kernel images",
+	CheckSYCL:         "SYCL ahead-of-time device",
 }
 
 // WriteText writes the report as one table per check, then a summary line.

@@ -108,7 +108,7 @@ func OpenGate(ctx context.Context, opts *GateOptions, out string, plans []*pipel
 // sides have the same per-slot context.
 func bundleImage(ctx context.Context, o GateOptions, t *targets.Target, log *slog.Logger) (string, error) {
 	dir := filepath.Join(o.Dir, "reference", digest.SHA256Hex([]byte(o.Reference + "\x00" + o.Model + "\x00" + o.Draft + fmt.Sprint(o.CtxSize, o.Parallel)))[:16])
-	server, cleanup, err := imagebundle.Server(ctx, log, o.Reference, filepath.Dir(dir))
+	server, cleanup, err := imagebundle.Server(ctx, log, o.Reference, filepath.Dir(dir), t)
 	if err != nil {
 		return "", fmt.Errorf("--not-slower-than: %w", err)
 	}

@@ -18,6 +18,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/llbuild/llbuild/internal/ggmlload"
 )
 
 // Server is llama-server and everything it loads, taken out of a runtime image: the files a
@@ -31,6 +33,16 @@ type Server struct {
 	// Loader is the Name of the dynamic loader (the server's PT_INTERP, from the image): the bundle
 	// runs the server through it, so that the image's own C library is used, as in the image.
 	Loader string
+	// Backends are the ggml backends the server's ggml dlopens at start (a GGML_BACKEND_DL
+	// build's libggml-cpu-<variant>.so, libggml-cuda.so), in the order ggml's loader meets
+	// them; each is also among Files, under its Name.
+	Backends []Backend
+	// BackendDir is the GGML_BACKEND_DIR compiled into the server's libggml.so when the image
+	// has that directory: ggml's loader searches it before the server's own directory.
+	BackendDir string
+	// BackendPath is the Name of the backend the image's GGML_BACKEND_PATH names: ggml loads
+	// it besides the ones it finds, whatever it scores.
+	BackendPath string
 	// Host lists the libraries the server needs that the host provides, not the image: the GPU
 	// driver's (libcuda.so.1), which the container runtime mounts into a container.
 	Host []string
@@ -50,6 +62,19 @@ type ServerFile struct {
 	Link string
 	// From is the extracted file; ImagePath where it was in the image. Empty for a link.
 	From, ImagePath string
+}
+
+// Backend is a ggml backend of a Server.
+type Backend struct {
+	// Name is the file's name in the bundle (ggml loads files by the names they have).
+	Name string
+	// Backend is what the file is a backend of (cpu, cuda, vulkan), Variant the CPU variant
+	// its name says (haswell), if any.
+	Backend, Variant string
+	// ImagePath is where the image holds the file; Search says how ggml finds it there:
+	// "GGML_BACKEND_DIR", "the server's directory", "the working directory" or
+	// "GGML_BACKEND_PATH".
+	ImagePath, Search string
 }
 
 // hostProvided are the libraries of the GPU driver: a container runtime mounts the host's into
@@ -81,7 +106,8 @@ type imageFS struct {
 // llama-server (the entrypoint when it is one, else the one file of that name), its dynamic
 // loader and the libraries it loads as the loader would find them (RPATH, the image's
 // LD_LIBRARY_PATH, RUNPATH, ld.so.conf, the default directories; $ORIGIN expanded), plus the
-// ggml backends a GGML_BACKEND_DL build loads from the server's directory. Every library the
+// ggml backends a GGML_BACKEND_DL build dlopens at start (see Server.Backends) and what they
+// load. Every library the
 // server needs must be in the image, but for the GPU driver's (Host). dir must exist and be empty;
 // the caller removes it once the files are placed.
 func ExtractServer(ctx context.Context, img v1.Image, dir string) (*Server, error) {
@@ -131,6 +157,116 @@ func ExtractServer(ctx context.Context, img v1.Image, dir string) (*Server, erro
 		return nil, err
 	}
 	return s, nil
+}
+
+// SearchBackendPath is the Search of a backend only the image's GGML_BACKEND_PATH names.
+const SearchBackendPath = "GGML_BACKEND_PATH"
+
+// foundBackend is a Backend and the ELF file it resolves to in the image.
+type foundBackend struct {
+	Backend
+	resolved string
+	forced   bool
+}
+
+// backends finds what ggml's loader (ggml_backend_load_all) would dlopen when the image runs
+// the server, when its libggml.so is a GGML_BACKEND_DL build (it links no CPU backend; a
+// server without libggml.so links ggml statically): the backend files of the GGML_BACKEND_DIR compiled into its libggml.so (read off
+// the library against the image's directories that hold backends), of the server's directory
+// and of the working directory, in that order, a name met twice kept where ggml meets it first
+// (of two variants that score the same it keeps the first); then the file GGML_BACKEND_PATH
+// names. files are the libraries the server loads, by bundle name.
+func (fsys *imageFS) backends(s *Server, env map[string]string, files map[string]string) ([]foundBackend, error) {
+	wd := s.Config.Config.WorkingDir
+	if wd == "" {
+		wd = "/"
+	}
+	wd = path.Clean(wd)
+	byDir := map[string][]string{} // directory -> backend files (regular ELF files or links to one)
+	for _, m := range []map[string]string{fsys.elves, fsys.links, fsys.hard} {
+		for p := range m {
+			if _, ok := ggmlload.BackendFile(path.Base(p)); ok && fsys.resolve(p) != "" {
+				byDir[path.Dir(p)] = append(byDir[path.Dir(p)], p)
+			}
+		}
+	}
+	type place struct{ dir, search string }
+	var search []place
+	dl := false
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if !strings.HasPrefix(name, "libggml.so") {
+			continue
+		}
+		d, err := readDeps(fsys.elves[files[name]])
+		if err != nil {
+			return nil, fmt.Errorf("reading %s in the image: %w", files[name], err)
+		}
+		if slices.ContainsFunc(d.needed, func(n string) bool { return strings.HasPrefix(n, "libggml-cpu") }) {
+			continue // ggml links its backends; what a search finds beside it is never loaded
+		}
+		dl = true
+		lib, err := os.ReadFile(fsys.elves[files[name]])
+		if err != nil {
+			return nil, err
+		}
+		// the server's and the working directory are searched anyway; a short name such as
+		// /app could also be matched by chance
+		var candidates []string
+		for d := range byDir {
+			if d != path.Dir(s.Path) && d != wd {
+				candidates = append(candidates, d)
+			}
+		}
+		if d := ggmlload.CompiledDir(lib, candidates); d != "" {
+			s.BackendDir = d
+			search = append(search, place{d, "GGML_BACKEND_DIR"})
+		}
+	}
+	if !dl {
+		return nil, nil
+	}
+	search = append(search, place{path.Dir(s.Path), "the server's directory"}, place{wd, "the working directory"})
+	var out []foundBackend
+	seenDir, seenName := map[string]bool{}, map[string]bool{}
+	for _, pl := range search {
+		if seenDir[pl.dir] {
+			continue
+		}
+		seenDir[pl.dir] = true
+		names := slices.Clone(byDir[pl.dir])
+		sort.Strings(names)
+		for _, p := range names {
+			name := path.Base(p)
+			if seenName[name] {
+				continue
+			}
+			seenName[name] = true
+			b, _ := ggmlload.BackendFile(name)
+			out = append(out, foundBackend{Backend: Backend{Name: name, Backend: b, Variant: ggmlload.Variant(name), ImagePath: p, Search: pl.search}, resolved: fsys.resolve(p)})
+		}
+	}
+	if p := env["GGML_BACKEND_PATH"]; p != "" {
+		if !path.IsAbs(p) {
+			p = path.Join(wd, p)
+		}
+		r := fsys.resolve(p)
+		if r == "" {
+			return nil, fmt.Errorf("the image's GGML_BACKEND_PATH %s is not an ELF file of the image", env["GGML_BACKEND_PATH"])
+		}
+		name := path.Base(p)
+		for i, b := range out {
+			if b.Name == name {
+				if b.resolved != r {
+					return nil, fmt.Errorf("the image's GGML_BACKEND_PATH %s and %s would both be %s in the bundle", p, b.ImagePath, name)
+				}
+				out[i].forced = true
+				return out, nil
+			}
+		}
+		b, _ := ggmlload.BackendFile(name)
+		out = append(out, foundBackend{Backend: Backend{Name: name, Backend: b, Variant: ggmlload.Variant(name), ImagePath: p, Search: SearchBackendPath}, resolved: r, forced: true})
+	}
+	return out, nil
 }
 
 // cleanName makes a tar entry's name an absolute, clean image path; "" for one outside the root.
@@ -434,60 +570,68 @@ func (fsys *imageFS) closure(s *Server, env map[string]string) error {
 		}
 		s.Loader = byPath[r]
 	}
-	// GGML_BACKEND_DL builds load their backends (libggml-cuda.so, libggml-cpu-haswell.so) from
-	// the server's directory; nothing names them in DT_NEEDED
-	dir := path.Dir(server)
-	var backends []string
-	for p := range fsys.elves {
-		if path.Dir(p) == dir && strings.HasPrefix(path.Base(p), "libggml-") && strings.Contains(path.Base(p), ".so") {
-			backends = append(backends, p)
+	drain := func() error {
+		for len(queue) > 0 {
+			it := queue[0]
+			queue = queue[1:]
+			d, err := readDeps(fsys.elves[it.imagePath])
+			if err != nil {
+				return fmt.Errorf("reading %s in the image: %w", it.imagePath, err)
+			}
+			origin := path.Dir(it.imagePath)
+			var search []string
+			if len(d.runpath) == 0 {
+				search = append(search, expandOrigin(d.rpath, origin)...)
+			}
+			search = append(search, ldLibraryPath...)
+			search = append(search, expandOrigin(d.runpath, origin)...)
+			search = append(search, system...)
+			for _, need := range d.needed {
+				if hostProvided(need) {
+					if !slices.Contains(s.Host, need) {
+						s.Host = append(s.Host, need)
+					}
+					continue
+				}
+				found := ""
+				if strings.Contains(need, "/") {
+					found = fsys.resolve(need)
+				}
+				for _, dir := range search {
+					if found != "" {
+						break
+					}
+					found = fsys.resolve(path.Join(dir, need))
+				}
+				if found == "" {
+					missing = append(missing, fmt.Sprintf("%s (needed by %s)", need, it.imagePath))
+					continue
+				}
+				if err := add(need, found); err != nil {
+					return err
+				}
+			}
 		}
+		return nil
 	}
-	for _, b := range slices.Sorted(slices.Values(backends)) {
-		if err := add("", b); err != nil {
+	if err := drain(); err != nil {
+		return err
+	}
+	bs, err := fsys.backends(s, env, files)
+	if err != nil {
+		return err
+	}
+	for _, b := range bs {
+		if err := add(b.Name, b.resolved); err != nil {
 			return err
 		}
+		s.Backends = append(s.Backends, b.Backend)
+		if b.forced {
+			s.BackendPath = b.Name
+		}
 	}
-	for len(queue) > 0 {
-		it := queue[0]
-		queue = queue[1:]
-		d, err := readDeps(fsys.elves[it.imagePath])
-		if err != nil {
-			return fmt.Errorf("reading %s in the image: %w", it.imagePath, err)
-		}
-		origin := path.Dir(it.imagePath)
-		var search []string
-		if len(d.runpath) == 0 {
-			search = append(search, expandOrigin(d.rpath, origin)...)
-		}
-		search = append(search, ldLibraryPath...)
-		search = append(search, expandOrigin(d.runpath, origin)...)
-		search = append(search, system...)
-		for _, need := range d.needed {
-			if hostProvided(need) {
-				if !slices.Contains(s.Host, need) {
-					s.Host = append(s.Host, need)
-				}
-				continue
-			}
-			found := ""
-			if strings.Contains(need, "/") {
-				found = fsys.resolve(need)
-			}
-			for _, dir := range search {
-				if found != "" {
-					break
-				}
-				found = fsys.resolve(path.Join(dir, need))
-			}
-			if found == "" {
-				missing = append(missing, fmt.Sprintf("%s (needed by %s)", need, it.imagePath))
-				continue
-			}
-			if err := add(need, found); err != nil {
-				return err
-			}
-		}
+	if err := drain(); err != nil {
+		return err
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("the image lacks libraries its llama-server loads: %s", strings.Join(missing, "; "))

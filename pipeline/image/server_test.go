@@ -94,11 +94,13 @@ func elves(t *testing.T) map[string][]byte {
 	if err := os.Symlink("libbar.so.2.0", o("libbar.so.2")); err != nil {
 		t.Fatal(err)
 	}
-	run("-o", o("llama-server"), src("server.c", "int bar(void); int main(void) { return bar(); }\n"), "-L"+dir, "-l:libbar.so.2", "-Wl,--no-as-needed",
+	// a GGML_BACKEND_DL libggml.so: it links no CPU backend
+	run("-shared", "-fPIC", "-Wl,-soname,libggml.so.0", "-o", o("libggml.so.0"), src("ggml.c", "int ggml(void) { return 2; }\n"))
+	run("-o", o("llama-server"), src("server.c", "int bar(void); int ggml(void); int main(void) { return bar() + ggml(); }\n"), "-L"+dir, "-l:libbar.so.2", "-l:libggml.so.0", "-Wl,--no-as-needed",
 		"-Wl,-rpath,$ORIGIN/../lib", "-Wl,--enable-new-dtags", "-Wl,-rpath-link,"+dir)
 	run("-shared", "-fPIC", "-o", o("libggml-cpu-haswell.so"), src("be.c", "int backend(void) { return 3; }\n"))
 	files := map[string][]byte{}
-	for _, n := range []string{"libfoo.so.1.0", "libbar.so.2.0", "llama-server", "libggml-cpu-haswell.so", "libcuda.so.1"} {
+	for _, n := range []string{"libfoo.so.1.0", "libbar.so.2.0", "libggml.so.0", "llama-server", "libggml-cpu-haswell.so", "libcuda.so.1"} {
 		b, err := os.ReadFile(o(n))
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +137,7 @@ func testImage(t *testing.T, f map[string][]byte, entrypoint []string, env []str
 		{name: "app/bin/llama-server", body: f["llama-server"]},
 		{name: "app/lib/libbar.so.2.0", body: f["libbar.so.2.0"]},
 		{name: "app/lib/libbar.so.2", hard: "app/lib/libbar.so.2.0"},
+		{name: "app/lib/libggml.so.0", body: f["libggml.so.0"]},
 		{name: "app/bin/libggml-cpu-haswell.so", body: f["libggml-cpu-haswell.so"]},
 		{name: "app/README", body: []byte(strings.Repeat("not an ELF file\n", 8))},
 	}
@@ -190,6 +193,7 @@ func TestExtractServerFindsWhatTheLoaderWould(t *testing.T) {
 		"libc.so.6":              "/usr/lib/x86_64-linux-gnu/libc.so.6",
 		"ld-linux-x86-64.so.2":   "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
 		"libggml-cpu-haswell.so": "/app/bin/libggml-cpu-haswell.so",
+		"libggml.so.0":           "/app/lib/libggml.so.0",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -203,6 +207,10 @@ func TestExtractServerFindsWhatTheLoaderWould(t *testing.T) {
 	}
 	if s.Path != "/app/bin/llama-server" || s.Loader != "ld-linux-x86-64.so.2" || !slices.Equal(s.Host, []string{"libcuda.so.1"}) {
 		t.Errorf("server %s, loader %q, host %v: want /app/bin/llama-server, the image's loader, libcuda.so.1 from the host", s.Path, s.Loader, s.Host)
+	}
+	wantBackends := []Backend{{Name: "libggml-cpu-haswell.so", Backend: "cpu", Variant: "haswell", ImagePath: "/app/bin/libggml-cpu-haswell.so", Search: "the server's directory"}}
+	if !slices.Equal(s.Backends, wantBackends) || s.BackendDir != "" || s.BackendPath != "" {
+		t.Errorf("backends %+v (dir %q, path %q), want %+v", s.Backends, s.BackendDir, s.BackendPath, wantBackends)
 	}
 	for _, sf := range s.Files {
 		if sf.Link != "" {
