@@ -24,6 +24,16 @@ func ResolveRecipe(t *targets.Target, recipe string, series []patches.Patch, opt
 	return Resolve(t, r, series, vendor, opts)
 }
 
+// ResolveSpec loads the target s names (targets.Spec.Load) and resolves the recipe named for it
+// with ResolveRecipe.
+func ResolveSpec(s targets.Spec, recipe string, series []patches.Patch, opts Options) (*Plan, error) {
+	t, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	return ResolveRecipe(t, recipe, series, opts)
+}
+
 // ResolveWheelRecipe loads the built-in wheel recipe and the recipe it vendors, and resolves
 // them for t with ResolveWheel.
 func ResolveWheelRecipe(t *targets.Target, series []patches.Patch, opts WheelOptions) (*WheelPlan, error) {
