@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -47,8 +46,8 @@ type buildOptions struct {
 	Inputs        *serverInputs
 	AllowFloating bool
 	Exec          executorOptions
-	// Build asks for the runtime image (ImageOut, Push: one target only) and JSON; runBuild
-	// fills in the rest.
+	// Build is what build.Run is asked (the runtime image, JSON, where artifacts go); runBuild
+	// adds where it reports.
 	Build build.Options
 }
 
@@ -70,16 +69,12 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 	if o.Exec, err = executorOptionsOf(c); err != nil {
 		return o, err
 	}
-	if o.Build.Imaging() && len(o.Specs) > 1 {
-		return o, usagef("--image-out and --push take one target, got %d", len(o.Specs))
+	o.Build.Out, o.Build.Jobs, o.Build.RuntimeBase = o.Exec.Out, o.Exec.Jobs, o.Exec.Bases["runtime"]
+	if err := o.Build.Check(len(o.Specs)); err != nil {
+		return o, usageOf(err)
 	}
-	if o.Exec.Jobs < 1 {
-		return o, usagef("--jobs must be at least 1")
-	}
-	if src := o.Exec.Source; src != "" && !c.IsSet("out") {
-		if abs, _ := filepath.Abs(src); isWithin(o.Exec.Out, abs) {
-			return o, usagef("the default --out %s is inside the source %s: pass --out", o.Exec.Out, abs)
-		}
+	if err := o.Exec.CheckDefaultOut(c.IsSet("out")); err != nil {
+		return o, usageOf(err)
 	}
 	if err := o.Exec.check(); err != nil {
 		return o, err
@@ -97,8 +92,6 @@ func runBuild(ctx context.Context, o buildOptions, s streams) error {
 		return err
 	}
 	start := func() (pipeline.Executor, error) { return newExecutor(s, o.Exec, o.Inputs.series, s.Term) }
-	b := o.Build
-	b.Out, b.Jobs, b.RuntimeBase = o.Exec.Out, o.Exec.Jobs, o.Exec.Bases["runtime"]
-	b.Log, b.Term, b.Every = s.Log, s.Term, plainProgressEvery
-	return build.Run(ctx, plans, start, b, s.Stdout)
+	o.Build.Log, o.Build.Term, o.Build.Every = s.Log, s.Term, plainProgressEvery
+	return build.Run(ctx, plans, start, o.Build, s.Stdout)
 }

@@ -5,8 +5,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/executor"
 	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
 )
 
 func recipesCommand() *cli.Command {
@@ -83,13 +85,9 @@ func planOptionsOf(c *cli.Context) (planOptions, error) {
 // runPlan resolves the plan and prints it, or checks its apt pins.
 func runPlan(ctx context.Context, o planOptions, s streams) error {
 	if o.Wheel {
-		t, err := loadTarget(o.Target.name, o.Target.file)
+		w, err := pipeline.ResolveWheelSpec(targets.Spec{Name: o.Target.name, File: o.Target.file}, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: o.AllowFloating}})
 		if err != nil {
-			return err
-		}
-		w, err := resolveWheelPlan(t, "", "", o.AllowFloating)
-		if err != nil {
-			return err
+			return usageOf(err)
 		}
 		return w.Print(s.Stdout, o.JSON)
 	}
@@ -97,16 +95,11 @@ func runPlan(ctx context.Context, o planOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	p := plans[0]
 	switch {
 	case o.CheckPins:
-		devel, err := executor.PinCheckDevel(p, o.Bases)
-		if err != nil {
-			return usageOf(err)
-		}
-		return executor.CheckPins(ctx, p, o.Engine, devel, executorEnv(s, nil), s.Stdout)
+		return usageOf(executor.CheckPins(ctx, plans[0], o.Engine, o.Bases, executorEnv(s, nil), s.Stdout))
 	case o.EngineOrBase:
 		return usagef("--engine and --base apply to --check-pins")
 	}
-	return p.Print(s.Stdout, o.JSON)
+	return plans[0].Print(s.Stdout, o.JSON)
 }

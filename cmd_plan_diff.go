@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"strings"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/pipeline/recorded"
-	"github.com/urfave/cli/v2"
 )
 
 func planDiffCommand() *cli.Command {
@@ -32,7 +31,7 @@ func planDiffCommand() *cli.Command {
 }
 
 // runPlanDiff prints what differs between the plans args name and each target's driver check
-// (recorded.Diff); it fails when B would not start on a target's driver.
+// (recorded.Diff); it fails when B would not start on a target's driver (StartError).
 func runPlanDiff(ctx context.Context, args [2]string, recipe string, asJSON bool, s streams) error {
 	r, err := recorded.Diff(ctx, args, recipe)
 	if err != nil {
@@ -46,8 +45,5 @@ func runPlanDiff(ctx context.Context, args [2]string, recipe string, asJSON bool
 	if err != nil {
 		return err
 	}
-	if failed := r.FailedOn("B"); len(failed) > 0 {
-		return errors.New("B would not start: " + strings.Join(failed, "; "))
-	}
-	return nil
+	return r.StartError()
 }

@@ -61,11 +61,7 @@ func resolvePlanWith(target, targetFile, recipe string, allowFloating bool, seri
 
 // resolveWheelPlan resolves the built-in wheel recipe for t.
 func resolveWheelPlan(t *targets.Target, python, commit string, allowFloating bool) (*pipeline.WheelPlan, error) {
-	series, err := patches.Series()
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.ResolveWheelRecipe(t, series, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
+	return pipeline.ResolveBuiltinWheel(t, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: allowFloating}, Python: python, Commit: commit})
 }
 
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error { return jsonout.Write(w, v) }
@@ -104,12 +100,6 @@ func targetSpecsOf(names, files []string) []targetSpec {
 // the one place build and publish turn targets into plans.
 func resolveServerPlans(specs []targetSpec, in *serverInputs, allowFloating bool) ([]*pipeline.Plan, error) {
 	plans, err := in.Resolve(specsOf(specs), pipeline.Options{AllowFloating: allowFloating})
-	return plans, usageOf(err)
-}
-
-// resolveServerPlansWith is resolveServerPlans with the source's tree hash given.
-func resolveServerPlansWith(specs []targetSpec, in *serverInputs, allowFloating bool, tree string) ([]*pipeline.Plan, error) {
-	plans, err := pipeline.ResolveTargets(specsOf(specs), in.Recipe, in.series, pipeline.Options{AllowFloating: allowFloating, SourceTree: tree})
 	return plans, usageOf(err)
 }
 

@@ -28,10 +28,8 @@ func loadPlanSide(ctx context.Context, arg, recipe string) (*planSide, error) {
 	return &planSide{arg: arg, plan: r.Plan, host: r.Host, partial: r.Partial}, nil
 }
 
-// ref is how the diff names s.
-func (s *planSide) ref() pipeline.DiffSide { return pipeline.SideOf(s.arg, s.plan, s.partial) }
-
 // writePlanDiff writes d between sides as plan diff prints it (pipeline.DiffReport.WriteText).
 func writePlanDiff(w io.Writer, sides [2]*planSide, d *pipeline.PlanDiff, checks []pipeline.DriverCheck) error {
-	return pipeline.NewDiffReport([2]pipeline.DiffSide{sides[0].ref(), sides[1].ref()}, d, checks).WriteText(w)
+	a, b := sides[0], sides[1]
+	return pipeline.NewDiffReport([2]pipeline.DiffSide{pipeline.SideOf(a.arg, a.plan, a.partial), pipeline.SideOf(b.arg, b.plan, b.partial)}, d, checks).WriteText(w)
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -36,16 +37,19 @@ func NewDiffReport(sides [2]DiffSide, d *PlanDiff, checks []DriverCheck) DiffRep
 	return DiffReport{A: sides[0], B: sides[1], Groups: jsonout.NonNil(d.Groups), Drivers: jsonout.NonNil(checks)}
 }
 
-// FailedOn is the reasons of r's checks of plan ("A" or "B") that do not hold: the targets
-// whose driver would not start it.
-func (r DiffReport) FailedOn(plan string) []string {
+// StartError is why plan diff fails: B would not start on a target's driver (the reasons of
+// B's checks that do not hold); nil when every check of B holds.
+func (r DiffReport) StartError() error {
 	var failed []string
 	for _, ch := range r.Drivers {
-		if ch.Plan == plan && !ch.Holds {
+		if ch.Plan == "B" && !ch.Holds {
 			failed = append(failed, ch.Reason)
 		}
 	}
-	return failed
+	if len(failed) == 0 {
+		return nil
+	}
+	return errors.New("B would not start: " + strings.Join(failed, "; "))
 }
 
 // WriteText writes r as `plan diff` prints it: a line per side, the changes by group

@@ -37,11 +37,12 @@ func TestDiffReportTextAndJSON(t *testing.T) {
 			t.Errorf("WriteText() = %q, want it to contain %q", text.String(), want)
 		}
 	}
-	if got := r.FailedOn("B"); len(got) != 1 || got[0] != "driver too old" {
-		t.Errorf("FailedOn(B) = %q, want B's failed check", got)
+	if err := r.StartError(); err == nil || err.Error() != "B would not start: driver too old" {
+		t.Errorf("StartError() = %v, want B's failed check (A's failing does not count)", err)
 	}
-	if got := r.FailedOn("A"); len(got) != 0 {
-		t.Errorf("FailedOn(A) = %q, want none", got)
+	r.Drivers[0].Holds, r.Drivers[1].Holds = false, true
+	if err := r.StartError(); err != nil {
+		t.Errorf("StartError() with only A failing = %v, want nil", err)
 	}
 
 	same := NewDiffReport([2]DiffSide{SideOf("x", a, false), SideOf("y", a, false)}, DiffPlans(a, a, false), nil)

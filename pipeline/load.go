@@ -47,3 +47,22 @@ func ResolveWheelRecipe(t *targets.Target, series []patches.Patch, opts WheelOpt
 	}
 	return ResolveWheel(t, r, series, vendor, opts)
 }
+
+// ResolveBuiltinWheel is ResolveWheelRecipe with the built-in patch series.
+func ResolveBuiltinWheel(t *targets.Target, opts WheelOptions) (*WheelPlan, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return ResolveWheelRecipe(t, series, opts)
+}
+
+// ResolveWheelSpec loads the target s names (targets.Spec.Load) and resolves the built-in wheel
+// recipe for it with ResolveBuiltinWheel.
+func ResolveWheelSpec(s targets.Spec, opts WheelOptions) (*WheelPlan, error) {
+	t, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	return ResolveBuiltinWheel(t, opts)
+}

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/jsonout"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/pipeline"
@@ -37,6 +38,18 @@ type Options struct {
 
 // Imaging says whether the runtime image is asked for.
 func (o Options) Imaging() bool { return o.ImageOut != "" || len(o.Push) > 0 }
+
+// Check refuses, as an inputerr.Error, a runtime image asked of several targets, or fewer than
+// one build at once.
+func (o Options) Check(targets int) error {
+	if o.Imaging() && targets > 1 {
+		return inputerr.Errorf("--image-out and --push take one target, got %d", targets)
+	}
+	if o.Jobs < 1 {
+		return inputerr.Errorf("--jobs must be at least 1")
+	}
+	return nil
+}
 
 // Result is what came out of one plan, as the JSON report gives it.
 type Result struct {

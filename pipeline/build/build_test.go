@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -39,6 +40,24 @@ func TestImaging(t *testing.T) {
 	}{{Options{}, false}, {Options{ImageOut: "x.tar"}, true}, {Options{Push: []string{"r/x:1"}}, true}} {
 		if got := tc.o.Imaging(); got != tc.want {
 			t.Errorf("%+v.Imaging() = %v, want %v", tc.o, got, tc.want)
+		}
+	}
+}
+
+func TestCheckRefusesAnImageOfSeveralTargetsAndNoJobs(t *testing.T) {
+	for _, tc := range []struct {
+		o       Options
+		targets int
+		want    string
+	}{
+		{Options{Jobs: 1}, 3, ""},
+		{Options{Jobs: 2, Push: []string{"r/x:1"}}, 1, ""},
+		{Options{Jobs: 1, ImageOut: "x.tar"}, 2, "--image-out and --push take one target, got 2"},
+		{Options{Jobs: 0}, 1, "--jobs must be at least 1"},
+	} {
+		err := tc.o.Check(tc.targets)
+		if tc.want == "" && err != nil || tc.want != "" && (!inputerr.Is(err) || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v.Check(%d) = %v, want %q", tc.o, tc.targets, err, tc.want)
 		}
 	}
 }

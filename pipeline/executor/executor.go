@@ -95,6 +95,18 @@ func (o Options) Check() error {
 	return nil
 }
 
+// CheckDefaultOut refuses, as an inputerr.Error, an artifact directory inside the source when
+// it is the default one (outGiven false): the source would hold the build's own outputs.
+func (o Options) CheckDefaultOut(outGiven bool) error {
+	if o.Source == "" || outGiven {
+		return nil
+	}
+	if abs, _ := filepath.Abs(o.Source); Within(o.Out, abs) {
+		return inputerr.Errorf("the default --out %s is inside the source %s: pass --out", o.Out, abs)
+	}
+	return nil
+}
+
 // Within says whether p is dir or lies inside it (an output directory inside a source would be
 // read back as part of it).
 func Within(p, dir string) bool {
@@ -146,31 +158,26 @@ func (o Options) daggerOptions(env Env, source string, series []patches.Patch) d
 	}
 }
 
-// PinCheckDevel is the devel image CheckPins asks in for p, from --base entries ("": p's own):
-// a plan without pinned apt packages, a malformed base or a runtime one is an inputerr.Error.
-func PinCheckDevel(p *pipeline.Plan, bases []string) (string, error) {
+// CheckPins asks apt, in p's devel image (or the devel= one of bases, --base entries) through
+// the Dagger engine at engine ("": the default one), whether p's snapshot has every version p
+// pins, and writes a line per pin to w: ok, or missing with the versions the snapshot has. A
+// plan without pinned apt packages, a malformed base or a runtime one is an inputerr.Error,
+// found before the engine is asked; a missing pin is an error that says which file to fix.
+func CheckPins(ctx context.Context, p *pipeline.Plan, engine string, bases []string, env Env, w io.Writer) error {
 	if p.Apt == nil || len(p.Apt.Packages) == 0 {
-		return "", inputerr.Errorf("target %s, recipe %s: the plan installs no apt packages, so there are no pins to check", p.Target, p.Recipe)
+		return inputerr.Errorf("target %s, recipe %s: the plan installs no apt packages, so there are no pins to check", p.Target, p.Recipe)
 	}
 	if len(p.Apt.Sources) == 0 {
-		return "", inputerr.Errorf("target %s: the plan's apt packages are not pinned to a snapshot (%s), so there is nothing to check", p.Target, strings.Join(p.Apt.Unpinned(), ", "))
+		return inputerr.Errorf("target %s: the plan's apt packages are not pinned to a snapshot (%s), so there is nothing to check", p.Target, strings.Join(p.Apt.Unpinned(), ", "))
 	}
 	m, err := ParseBases(bases)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if _, ok := m["runtime"]; ok {
-		return "", inputerr.Errorf("--check-pins asks in the devel image: give --base devel=REF")
+		return inputerr.Errorf("--check-pins asks in the devel image: give --base devel=REF")
 	}
-	return m["devel"], nil
-}
-
-// CheckPins asks apt, in devel (PinCheckDevel) through the Dagger engine at engine ("": the
-// default one), whether p's snapshot has every version p pins, and writes a line per pin to w:
-// ok, or missing with the versions the snapshot has. A missing pin is an error that says which
-// file to fix.
-func CheckPins(ctx context.Context, p *pipeline.Plan, engine, devel string, env Env, w io.Writer) error {
-	ex, err := daggerexec.New(daggerexec.Options{Engine: engine, Devel: devel, Logger: env.Log, LogOutput: env.EngineLog})
+	ex, err := daggerexec.New(daggerexec.Options{Engine: engine, Devel: m["devel"], Logger: env.Log, LogOutput: env.EngineLog})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -60,6 +61,20 @@ func TestCheckRefusesWhatDoesNotGoWithTheExecutor(t *testing.T) {
 	}
 }
 
+func TestCheckDefaultOutRefusesOnlyTheDefaultInsideTheSource(t *testing.T) {
+	src := t.TempDir()
+	inside := Options{Source: src, Out: filepath.Join(src, "out")}
+	if err := inside.CheckDefaultOut(false); !inputerr.Is(err) || !strings.Contains(err.Error(), "the default --out "+inside.Out+" is inside the source") {
+		t.Errorf("CheckDefaultOut(default out inside) = %v, want an inputerr.Error", err)
+	}
+	if err := inside.CheckDefaultOut(true); err != nil {
+		t.Errorf("CheckDefaultOut(out given) = %v, want nil: a given --out is the caller's choice", err)
+	}
+	if err := (Options{Source: src, Out: t.TempDir()}).CheckDefaultOut(false); err != nil {
+		t.Errorf("CheckDefaultOut(out elsewhere) = %v, want nil", err)
+	}
+}
+
 func TestWithin(t *testing.T) {
 	for _, tc := range []struct {
 		p, dir string
@@ -92,14 +107,8 @@ func TestNewStartsTheExecutorNamed(t *testing.T) {
 	}
 }
 
-func TestPinCheckDevel(t *testing.T) {
+func TestCheckPinsRefusesWhatItCannotCheckBeforeAskingTheEngine(t *testing.T) {
 	pinned := &pipeline.Plan{Target: "t", Recipe: "server", Apt: &pipeline.Apt{Packages: []pipeline.AptPackage{{Name: "cmake", Version: "1"}}, Sources: []string{"deb x"}}}
-	if got, err := PinCheckDevel(pinned, []string{"devel=img"}); err != nil || got != "img" {
-		t.Errorf("PinCheckDevel(devel=img) = %q, %v; want img", got, err)
-	}
-	if got, err := PinCheckDevel(pinned, nil); err != nil || got != "" {
-		t.Errorf("PinCheckDevel() = %q, %v; want the plan's own", got, err)
-	}
 	unpinned := &pipeline.Plan{Target: "t", Apt: &pipeline.Apt{Packages: []pipeline.AptPackage{{Name: "cmake"}}}}
 	for _, tc := range []struct {
 		p     *pipeline.Plan
@@ -111,8 +120,11 @@ func TestPinCheckDevel(t *testing.T) {
 		{pinned, []string{"runtime=x"}, "--check-pins asks in the devel image"},
 		{pinned, []string{"devel"}, "want devel=REF"},
 	} {
-		if _, err := PinCheckDevel(tc.p, tc.bases); !inputerr.Is(err) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("PinCheckDevel(%v) = %v, want an inputerr.Error containing %q", tc.bases, err, tc.want)
+		var out strings.Builder
+		// No engine is reachable at this address: an error that is not the caller's would say so.
+		err := CheckPins(context.Background(), tc.p, "tcp://127.0.0.1:1", tc.bases, Env{}, &out)
+		if !inputerr.Is(err) || !strings.Contains(err.Error(), tc.want) || out.Len() > 0 {
+			t.Errorf("CheckPins(%v) = %v, wrote %q; want an inputerr.Error containing %q and nothing written", tc.bases, err, out.String(), tc.want)
 		}
 	}
 }
