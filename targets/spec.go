@@ -92,13 +92,14 @@ func WriteList(w io.Writer, asJSON bool) error {
 	return tw.Flush()
 }
 
-// Detected renders the target FromHost makes for h as a target file, with FromHost's warnings;
-// a rendering that does not load back as it is adds a warning that says what needs editing.
+// Detected renders the target FromHost makes for h as a target file, with FromHost's warnings
+// (also when it cannot be rendered); a rendering that does not load back as it is adds a
+// warning that says what needs editing.
 func Detected(name string, h Host) ([]byte, []string, error) {
 	t, warnings := FromHost(name, h)
 	data, err := t.Marshal()
 	if err != nil {
-		return nil, nil, err
+		return nil, warnings, err
 	}
 	if _, err := Parse("detected", data); err != nil {
 		warnings = append(warnings, fmt.Sprintf("the detected target needs editing before use:\n%v", err))
