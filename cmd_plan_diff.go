@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
-	"strings"
+	"context"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llbuild/llbuild/pipeline"
-	"github.com/llbuild/llbuild/targets"
+	"github.com/llbuild/llbuild/pipeline/recorded"
 )
 
 func planDiffCommand() *cli.Command {
@@ -27,56 +25,25 @@ func planDiffCommand() *cli.Command {
 			if c.NArg() != 2 {
 				return usagef("plan diff takes two plans A B (targets, target files, plan files, artifact or bundle directories, images), got %d", c.NArg())
 			}
-			var sides [2]*planSide
-			for i, arg := range c.Args().Slice() {
-				s, err := loadPlanSide(c.Context, arg, c.String("recipe"))
-				if err != nil {
-					return err
-				}
-				sides[i] = s
-			}
-			d := pipeline.DiffPlans(sides[0].plan, sides[1].plan, sides[0].partial || sides[1].partial)
-			checks := driverChecks(sides)
-			out := stdoutOf(c)
-			if c.Bool("json") {
-				err := writeJSON(out, struct {
-					A       planRef                `json:"a"`
-					B       planRef                `json:"b"`
-					Groups  []pipeline.Group       `json:"groups"`
-					Drivers []pipeline.DriverCheck `json:"drivers"`
-				}{sides[0].ref(), sides[1].ref(), nonNil(d.Groups), nonNil(checks)})
-				if err != nil {
-					return err
-				}
-			} else if err := writePlanDiff(out, sides, d, checks); err != nil {
-				return err
-			}
-			var failed []string
-			for _, ch := range checks {
-				if ch.Plan == "B" && !ch.Holds {
-					failed = append(failed, ch.Reason)
-				}
-			}
-			if len(failed) > 0 {
-				return errors.New("B would not start: " + strings.Join(failed, "; "))
-			}
-			return nil
+			return runPlanDiff(c.Context, [2]string{c.Args().Get(0), c.Args().Get(1)}, c.String("recipe"), c.Bool("json"), streamsOf(c))
 		},
 	}
 }
 
-type planRef struct {
-	Arg     string `json:"arg"`
-	Target  string `json:"target"`
-	Hash    string `json:"hash,omitempty"`
-	Partial bool   `json:"partial,omitempty"`
-}
-
-func (s *planSide) ref() planRef {
-	return planRef{Arg: s.arg, Target: s.plan.Target, Hash: s.plan.Hash, Partial: s.partial}
-}
-
-// driverChecks checks both sides' plans against the driver of each side's host.
-func driverChecks(sides [2]*planSide) []pipeline.DriverCheck {
-	return pipeline.DriverChecks([2]*pipeline.Plan{sides[0].plan, sides[1].plan}, [2]*targets.Target{sides[0].host, sides[1].host})
+// runPlanDiff prints what differs between the plans args name and each target's driver check
+// (recorded.Diff); it fails when B would not start on a target's driver (StartError).
+func runPlanDiff(ctx context.Context, args [2]string, recipe string, asJSON bool, s streams) error {
+	r, err := recorded.Diff(ctx, args, recipe)
+	if err != nil {
+		return usageOf(err)
+	}
+	if asJSON {
+		err = writeJSON(s.Stdout, r)
+	} else {
+		err = r.WriteText(s.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	return r.StartError()
 }

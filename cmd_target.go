@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,74 +24,42 @@ func targetDetectCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
 		},
 		Action: func(c *cli.Context) error {
-			host, err := preflight.DetectHost(c.Context)
-			if err != nil {
-				return fmt.Errorf("reading this host: %w", err)
-			}
-			t, warnings := targets.FromHost(c.String("name"), host)
-			for _, w := range warnings {
-				fmt.Fprintf(stderrOf(c), "warning: %s\n", w)
-			}
-			data, err := t.Marshal()
-			if err != nil {
-				return err
-			}
-			if _, err := targets.Parse("detected", data); err != nil {
-				fmt.Fprintf(stderrOf(c), "warning: the detected target needs editing before use:\n%v\n", err)
-			}
-			out := c.String("output")
-			if out == "" {
-				_, err = stdoutOf(c).Write(data)
-				return err
-			}
-			if err := atomicfile.WriteFile(out, data, 0o644); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(stdoutOf(c), out)
-			return err
+			return runTargetDetect(c.Context, c.String("name"), c.String("output"), streamsOf(c))
 		},
 	}
 }
 
+// runTargetDetect describes this host as a target file (targets.Detected), written to output or,
+// for "", stdout; the warnings go to stderr.
+func runTargetDetect(ctx context.Context, name, output string, s streams) error {
+	host, err := preflight.DetectHost(ctx)
+	if err != nil {
+		return fmt.Errorf("reading this host: %w", err)
+	}
+	data, warnings, err := targets.Detected(name, host)
+	for _, w := range warnings {
+		fmt.Fprintf(s.Stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		return err
+	}
+	if output == "" {
+		_, err = s.Stdout.Write(data)
+		return err
+	}
+	if err := atomicfile.WriteFile(output, data, 0o644); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(s.Stdout, output)
+	return err
+}
+
 func targetsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "targets",
-		Usage: "list the built-in targets",
-		Flags: []cli.Flag{jsonFlag},
-		Action: func(c *cli.Context) error {
-			var all []*targets.Target
-			for _, n := range targets.Names() {
-				t, err := targets.Load(n)
-				if err != nil {
-					return err
-				}
-				all = append(all, t)
-			}
-			out := stdoutOf(c)
-			if c.Bool("json") {
-				return writeJSON(out, all)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tBACKEND\tGPU\tDRIVER\tCPU FEATURES")
-			for _, t := range all {
-				gpu, drv := "-", "-"
-				if len(t.Host.GPUs) > 0 {
-					g := t.Host.GPUs[0]
-					gpu = g.Name
-					switch {
-					case t.Build.CUDA != nil:
-						gpu += " (sm_" + strings.Join(t.Build.CUDA.Architectures, ",") + ")"
-					case t.Build.SYCL != nil:
-						gpu += " (" + t.Build.SYCL.DeviceArch + ")"
-					}
-				}
-				if t.Host.Driver.Version != "" {
-					drv = t.Host.Driver.Version + " (CUDA " + t.Host.Driver.CUDA + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Build.Backend, gpu, drv, featureList(t.Host.CPU.Features))
-			}
-			return tw.Flush()
-		},
+		Name:   "targets",
+		Usage:  "list the built-in targets",
+		Flags:  []cli.Flag{jsonFlag},
+		Action: func(c *cli.Context) error { return targets.WriteList(stdoutOf(c), c.Bool("json")) },
 	}
 }
 
@@ -128,12 +96,4 @@ func targetCommand() *cli.Command {
 			targetDetectCommand(),
 		},
 	}
-}
-
-func featureList(fs []targets.Feature) string {
-	s := make([]string, len(fs))
-	for i, f := range fs {
-		s[i] = string(f)
-	}
-	return strings.Join(s, " ")
 }

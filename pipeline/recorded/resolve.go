@@ -1,0 +1,62 @@
+package recorded
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/targets"
+)
+
+// OpenOrResolve reads the plan arg names, the way commands that compare plans take one: a
+// target file (.yaml, .yml) or a built-in target, resolved now with recipe and the built-in
+// series, its host the target; else what Open reads. An arg that is neither a file, a built-in
+// target nor an image reference is an inputerr.Error.
+func OpenOrResolve(ctx context.Context, arg, recipe string) (*Plan, error) {
+	_, statErr := os.Stat(arg)
+	var spec targets.Spec
+	switch {
+	case statErr == nil && (strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")):
+		spec.File = arg
+	case statErr != nil && !IsImageRef(arg):
+		if _, err := targets.Load(arg); err != nil {
+			return nil, inputerr.Errorf("%s is neither a file, a built-in target (%s) nor an image reference (registry.example/repo:tag)", arg, strings.Join(targets.Names(), ", "))
+		}
+		spec.Name = arg
+	default:
+		return Open(ctx, arg)
+	}
+	t, err := spec.Load()
+	if err != nil {
+		return nil, err
+	}
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	p, err := pipeline.ResolveRecipe(t, recipe, series, pipeline.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{Plan: p, Host: t}, nil
+}
+
+// Diff compares the plans args name (OpenOrResolve, with recipe): what differs, grouped, and
+// whether each side's host's driver starts each plan (pipeline.DriverChecks).
+func Diff(ctx context.Context, args [2]string, recipe string) (pipeline.DiffReport, error) {
+	var sides [2]*Plan
+	for i, arg := range args {
+		s, err := OpenOrResolve(ctx, arg, recipe)
+		if err != nil {
+			return pipeline.DiffReport{}, err
+		}
+		sides[i] = s
+	}
+	a, b := sides[0], sides[1]
+	d := pipeline.DiffPlans(a.Plan, b.Plan, a.Partial || b.Partial)
+	checks := pipeline.DriverChecks([2]*pipeline.Plan{a.Plan, b.Plan}, [2]*targets.Target{a.Host, b.Host})
+	return pipeline.NewDiffReport([2]pipeline.DiffSide{pipeline.SideOf(args[0], a.Plan, a.Partial), pipeline.SideOf(args[1], b.Plan, b.Partial)}, d, checks), nil
+}
