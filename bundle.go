@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/bundler"
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/internal/jsonout"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline/image"
@@ -17,7 +19,7 @@ import (
 
 func bundleCommand() *cli.Command {
 	flags := []cli.Flag{
-		targetFlag, targetFileFlag, jsonFlag,
+		cmdutil.TargetFlag, cmdutil.TargetFileFlag, cmdutil.JSONFlag,
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE.gguf`"},
 		&cli.StringFlag{Name: "draft", Usage: "a draft model `FILE.gguf` with the model's vocabulary: an MTP draft (<arch>-assistant) runs as --spec-type draft-mtp, any other as draft-simple"},
 		&cli.StringFlag{Name: "mmproj", Usage: "a multimodal projector `FILE.gguf` made for the model (vision or audio; llama-server --mmproj): the bundle serves image requests"},
@@ -54,7 +56,7 @@ func bundleCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runBundle(c.Context, o, loggerOf(c), stdoutOf(c))
+			return runBundle(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
 		},
 	}
 }
@@ -69,10 +71,10 @@ type bundleOptions struct {
 // bundleOptionsOf reads the flags; usage errors are found here, before anything is read.
 func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 	if c.NArg() > 0 {
-		return bundleOptions{}, usagef("bundle takes no arguments, got %q", c.Args().Slice())
+		return bundleOptions{}, cmdutil.Usagef("bundle takes no arguments, got %q", c.Args().Slice())
 	}
 	o := bundleOptions{Options: bundler.Options{Image: c.String("image")}, JSON: c.Bool("json")}
-	t, err := loadTarget(c.String("target"), c.String("target-file"))
+	t, err := cmdutil.LoadTarget(c.String("target"), c.String("target-file"))
 	if err != nil {
 		return o, err
 	}
@@ -86,18 +88,18 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 		Env:       map[string]string{},
 	}
 	if in.Model == "" {
-		return o, usagef("no model given: use --model FILE.gguf")
+		return o, cmdutil.Usagef("no model given: use --model FILE.gguf")
 	}
 	switch {
 	case in.Artifacts != "" && o.Image != "":
-		return o, usagef("give --artifacts or --image, not both")
+		return o, cmdutil.Usagef("give --artifacts or --image, not both")
 	case in.Artifacts == "" && o.Image == "":
-		return o, usagef("no server given: use --artifacts DIR (the output of llbuild build for this target) or --image IMAGE (a llama.cpp server image)")
+		return o, cmdutil.Usagef("no server given: use --artifacts DIR (the output of llbuild build for this target) or --image IMAGE (a llama.cpp server image)")
 	}
 	for _, kv := range c.StringSlice("env") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return o, usagef("--env %q: want KEY=VALUE", kv)
+			return o, cmdutil.Usagef("--env %q: want KEY=VALUE", kv)
 		}
 		in.Env[k] = v
 	}
@@ -114,7 +116,7 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 	if in.Draft == "" {
 		for _, f := range manifest.DraftKnobs {
 			if c.IsSet(f) {
-				return o, usagef("--%s needs --draft", f)
+				return o, cmdutil.Usagef("--%s needs --draft", f)
 			}
 		}
 	}
@@ -124,21 +126,21 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 		Archive: c.String("archive"),
 		Force:   c.Bool("force"),
 		Link:    c.Bool("link"),
-		Log:     loggerOf(c),
+		Log:     cmdutil.Logger(c),
 	}
 	if o.Out.Dir == "" && o.Out.Archive == "" {
-		return o, usagef("no output: give -o DIR, --archive FILE or both")
+		return o, cmdutil.Usagef("no output: give -o DIR, --archive FILE or both")
 	}
 	if o.Out.Archive != "" {
 		if _, err := manifest.ArchiveCompression(o.Out.Archive); err != nil {
-			return o, usageError{err}
+			return o, cmdutil.Usage(err)
 		}
 	}
 	if o.Out.Epoch, err = bundler.EpochFromEnv(os.Getenv); err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
 	if !c.Bool("quiet") {
-		o.Out.Progress = &progress.Reporter{Term: termOf(c), Log: o.Out.Log, Every: plainProgressEvery}
+		o.Out.Progress = &progress.Reporter{Term: cmdutil.StreamsOf(c).Term, Log: o.Out.Log, Every: cmdutil.StreamsOf(c).Every}
 	}
 	return o, nil
 }
@@ -148,10 +150,10 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io.Writer) error {
 	res, err := bundler.Make(ctx, log, o.Options)
 	if err != nil {
-		return usageOf(err)
+		return cmdutil.UsageOf(err)
 	}
 	if o.JSON {
-		return writeJSON(stdout, res)
+		return jsonout.Write(stdout, res)
 	}
 	return res.WriteText(stdout)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/bench"
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/internal/jsonout"
 	"github.com/llbuild/llbuild/pipeline/recorded"
 )
 
@@ -38,7 +40,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Value: "bench-runs", Usage: "campaign `DIR`: runs/LABEL/{record.json,server.log} and records.json"},
 			&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the runs and comparisons as JSON instead of the table"},
-		}, judgeFlags()...),
+		}, cmdutil.JudgeFlags()...),
 		Description: "Each BUNDLE (a directory or a .tar.zst/.tar.gz archive) is verified, then started exactly as\n" +
 			"`llbuild serve` starts it, on loopback. A run: canary checks (greedy outputs of fixed prompts\n" +
 			"against a reference made with speculative decoding off for that request, or, without a draft,\n" +
@@ -63,7 +65,7 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runBench(c.Context, o, streamsOf(c))
+			return runBench(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -86,10 +88,10 @@ type benchOptions struct {
 func benchOptionsOf(c *cli.Context) (benchOptions, error) {
 	o := benchOptions{Bundles: c.Args().Slice(), Control: c.String("control"), Sweeps: c.StringSlice("sweep"), JSON: c.Bool("json")}
 	if len(o.Bundles) == 0 {
-		return o, usagef("bench takes one or more BUNDLE directories or archives")
+		return o, cmdutil.Usagef("bench takes one or more BUNDLE directories or archives")
 	}
 	if len(o.Sweeps) > 0 && len(o.Bundles) != 1 {
-		return o, usagef("--sweep makes variants of one BUNDLE, got %d", len(o.Bundles))
+		return o, cmdutil.Usagef("--sweep makes variants of one BUNDLE, got %d", len(o.Bundles))
 	}
 	var err error
 	o.Bench.Options, err = bench.Settings{Mode: c.String("mode"), Canaries: c.Int("canaries"), CanaryTokens: c.Int("canary-tokens"), Rows: c.Int("rows"),
@@ -97,13 +99,13 @@ func benchOptionsOf(c *cli.Context) (benchOptions, error) {
 		Rounds: c.Int("rounds"), Chat: c.Bool("chat"), GPUs: c.String("gpus"), Dir: c.String("dir"), Name: c.String("label"), Note: c.String("note"),
 		ReadyTimeout: c.Duration("ready-timeout")}.Options()
 	if err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
-	if o.Bench.Judge, err = judgeOf(c); err != nil {
+	if o.Bench.Judge, err = cmdutil.JudgeOf(c); err != nil {
 		return o, err
 	}
 	if o.Control != "" && len(o.Bench.GPUs) < 2 {
-		return o, usagef("--control runs a bundle on every device: give two or more --gpus")
+		return o, cmdutil.Usagef("--control runs a bundle on every device: give two or more --gpus")
 	}
 	o.Bench.Invocation = []string{"llbuild", "bench"}
 	for _, f := range c.Command.Flags {
@@ -118,16 +120,16 @@ func benchOptionsOf(c *cli.Context) (benchOptions, error) {
 
 // runBench benches the bundles (or sweeps the one) and prints the table or JSON, with the plan
 // diffs beside the A/B; it fails when a run does not count.
-func runBench(ctx context.Context, o benchOptions, s streams) error {
+func runBench(ctx context.Context, o benchOptions, s cmdutil.Streams) error {
 	o.Bench.Log, o.Bench.Progress, o.Bench.Status = s.Log, s.Stderr, s.Term
 	if len(o.Sweeps) > 0 {
-		res, err := bench.SweepBundle(ctx, o.Bundles[0], bundleDir, o.Sweeps, o.Bench)
+		res, err := bench.SweepBundle(ctx, o.Bundles[0], cmdutil.OpenBundle, o.Sweeps, o.Bench)
 		if res == nil {
-			return usageOf(err)
+			return cmdutil.UsageOf(err)
 		}
 		return benchOutcome(s.Stdout, o.JSON, res, res.Err(err), res.WriteTables)
 	}
-	ob, err := bench.OpenBundles(ctx, o.Bundles, o.Control, bundleDir)
+	ob, err := bench.OpenBundles(ctx, o.Bundles, o.Control, cmdutil.OpenBundle)
 	if err != nil {
 		return err
 	}
@@ -148,7 +150,7 @@ func runBench(ctx context.Context, o benchOptions, s streams) error {
 // returns the bench's outcome err; an interrupted bench's gets exit status 130.
 func benchOutcome(w io.Writer, asJSON bool, v any, err error, text ...func(io.Writer) error) error {
 	if asJSON {
-		text = []func(io.Writer) error{func(w io.Writer) error { return writeJSON(w, v) }}
+		text = []func(io.Writer) error{func(w io.Writer) error { return jsonout.Write(w, v) }}
 	}
 	for _, write := range text {
 		if werr := write(w); werr != nil {
@@ -156,7 +158,7 @@ func benchOutcome(w io.Writer, asJSON bool, v any, err error, text ...func(io.Wr
 		}
 	}
 	if ie := (*bench.InterruptedError)(nil); errors.As(err, &ie) {
-		return cli.Exit(err.Error(), exitInterrupted)
+		return cli.Exit(err.Error(), cmdutil.ExitInterrupted)
 	}
 	return err
 }
@@ -178,9 +180,9 @@ func benchReportCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("bench report takes one campaign DIR")
+				return cmdutil.Usagef("bench report takes one campaign DIR")
 			}
-			return runBenchReport(c.Args().First(), cmp.Or(c.String("out"), c.Args().First()), c.String("leaderboard"), stdoutOf(c))
+			return runBenchReport(c.Args().First(), cmp.Or(c.String("out"), c.Args().First()), c.String("leaderboard"), cmdutil.Stdout(c))
 		},
 	}
 }
@@ -190,14 +192,14 @@ func benchReportCommand() *cli.Command {
 func runBenchReport(dir, out, label string, stdout io.Writer) error {
 	rep, err := bench.ReadReport(dir)
 	if err != nil {
-		return usageError{err}
+		return cmdutil.Usage(err)
 	}
 	if label != "" {
 		e, err := rep.Leaderboard(label)
 		if err != nil {
-			return usageError{err}
+			return cmdutil.Usage(err)
 		}
-		return writeJSON(stdout, e)
+		return jsonout.Write(stdout, e)
 	}
 	paths, err := rep.WriteFiles(out)
 	for _, p := range paths {

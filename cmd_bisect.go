@@ -9,6 +9,9 @@ import (
 
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/bisect"
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline/executor"
 )
 
 func bisectCommand() *cli.Command {
@@ -32,8 +35,8 @@ func bisectCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-probes", Usage: "stop after `N` measurements (ends and confirmation count); the log resumes anywhere"},
 		&cli.StringFlag{Name: "next", Usage: "probe commit `REV` first instead of the middle: a suspect (a PR the changelog points at), or its parent to confirm it; it must lie between the last good and the first bad commit, not probed yet"},
 		&cli.DurationFlag{Name: "ready-timeout", Value: 10 * time.Minute, Usage: "how long a llama-server may take to load, `DURATION`"},
-		jsonFlag,
-	}, append(judgeFlags(), executorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)...)
+		cmdutil.JSONFlag,
+	}, append(cmdutil.JudgeFlags(), cmdutil.ExecutorFlags("llama.cpp git repository or mirror `DIR` (bare, shallow, or without blobs no build reads)", "")...)...)
 	return &cli.Command{
 		Name:  "bisect",
 		Usage: "find the upstream commit that made a build slower or faster: build, bundle and bench commits of a range",
@@ -59,14 +62,14 @@ func bisectCommand() *cli.Command {
 				Name:      "log",
 				Usage:     "show a campaign: its ends, every probe, and where it stands",
 				ArgsUsage: "DIR|FILE",
-				Flags:     []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "verdicts", Usage: "print only the verdict lines, as git bisect log does"}},
+				Flags:     []cli.Flag{cmdutil.JSONFlag, &cli.BoolFlag{Name: "verdicts", Usage: "print only the verdict lines, as git bisect log does"}},
 				Action:    bisectAction,
 			},
 			{
 				Name:      "replay",
 				Usage:     "start a campaign in --dir from a log FILE (one edited to drop a wrong verdict, say, or judged again with --test), then run resumes it",
 				ArgsUsage: "FILE",
-				Flags: []cli.Flag{dirFlag, jsonFlag,
+				Flags: []cli.Flag{dirFlag, cmdutil.JSONFlag,
 					&cli.StringFlag{Name: "test", Usage: "judge every recorded measurement again with `TEST` (signed-rank or sign), no GPU needed: the new campaign's verdicts, and its later probes, follow it"},
 					&cli.Float64Flag{Name: "alpha", Usage: "with --test: the level `P` to judge at (default: the log's)"},
 				},
@@ -84,14 +87,14 @@ var bisectBencher = func(m *bisect.BenchMeasurer) bisect.Bencher { return m }
 type bisectOptions struct {
 	sub      string
 	args     []string
-	exec     executorOptions
+	exec     executor.Options
 	run      bisect.Request
 	alphaSet bool
 	format   bisect.Format
 }
 
 func bisectOptionsOf(c *cli.Context) (bisectOptions, error) {
-	eo, err := executorOptionsOf(c)
+	eo, err := cmdutil.ExecutorOptionsOf(c)
 	if err != nil {
 		return bisectOptions{}, err
 	}
@@ -103,7 +106,7 @@ func bisectOptionsOf(c *cli.Context) (bisectOptions, error) {
 	}
 	o := bisectOptions{sub: c.Command.Name, args: c.Args().Slice(), exec: eo, alphaSet: c.IsSet("alpha"), format: bisect.Format{JSON: c.Bool("json"), Verdicts: c.Bool("verdicts")},
 		run: bisect.Request{Dir: c.String("dir"), Repo: eo.Source, Given: g, Next: c.String("next"), MaxProbes: c.Int("max-probes"),
-			ReadyTimeout: c.Duration("ready-timeout"), Series: seriesByName, Start: c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template")}}
+			ReadyTimeout: c.Duration("ready-timeout"), Series: patches.ByName, Start: c.IsSet("good") || c.IsSet("bad") || c.IsSet("target") || c.IsSet("template")}}
 	if c.IsSet("out") {
 		o.run.Out = eo.Out
 	}
@@ -114,19 +117,19 @@ func bisectOptionsOf(c *cli.Context) (bisectOptions, error) {
 func (o bisectOptions) check() error {
 	switch sub := o.sub; {
 	case sub == "run" && len(o.args) > 0:
-		return usagef("bisect run takes no arguments, got %q", o.args)
+		return cmdutil.Usagef("bisect run takes no arguments, got %q", o.args)
 	case sub == "run" && o.exec.Source == "":
-		return usagef("bisect run needs --source DIR: the llama.cpp git repository or mirror holding the range")
+		return cmdutil.Usagef("bisect run needs --source DIR: the llama.cpp git repository or mirror holding the range")
 	case sub == "run":
-		return o.exec.check()
+		return cmdutil.UsageOf(o.exec.Check())
 	case sub == "log" && len(o.args) != 1:
-		return usagef("bisect log takes one campaign DIR, or a log FILE")
+		return cmdutil.Usagef("bisect log takes one campaign DIR, or a log FILE")
 	case sub == "replay" && len(o.args) != 1:
-		return usagef("bisect replay takes one log FILE")
+		return cmdutil.Usagef("bisect replay takes one log FILE")
 	case sub == "replay" && o.alphaSet && o.run.Given.Test == "":
-		return usagef("--alpha needs --test: it is the level the measurements are judged again at")
+		return cmdutil.Usagef("--alpha needs --test: it is the level the measurements are judged again at")
 	case sub == "replay" && o.alphaSet && (o.run.Given.Alpha <= 0 || o.run.Given.Alpha >= 0.5):
-		return usagef("--alpha %v: want a level between 0 and 0.5", o.run.Given.Alpha)
+		return cmdutil.Usagef("--alpha %v: want a level between 0 and 0.5", o.run.Given.Alpha)
 	}
 	return nil
 }
@@ -136,23 +139,23 @@ func bisectAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return runBisect(c.Context, o, streamsOf(c))
+	return runBisect(c.Context, o, cmdutil.StreamsOf(c))
 }
 
 // runBisect shows a campaign (log), starts one from a log (replay), or builds and benches a
 // campaign's next probes (run).
-func runBisect(ctx context.Context, o bisectOptions, s streams) error {
+func runBisect(ctx context.Context, o bisectOptions, s cmdutil.Streams) error {
 	switch o.sub {
 	case "log":
-		return usageOf(bisect.Show(s.Stdout, o.args[0], o.format))
+		return cmdutil.UsageOf(bisect.Show(s.Stdout, o.args[0], o.format))
 	case "replay":
-		return usageOf(bisect.Restart(s.Stdout, o.args[0], o.run.Dir, o.run.Given.Test, o.run.Given.Alpha, o.format, s.Log))
+		return cmdutil.UsageOf(bisect.Restart(s.Stdout, o.args[0], o.run.Dir, o.run.Given.Test, o.run.Given.Alpha, o.format, s.Log))
 	}
 	camp, err := bisect.Prepare(ctx, o.run, s.Log)
 	if err != nil {
-		return usageOf(err)
+		return cmdutil.UsageOf(err)
 	}
-	ex, err := newExecutor(s, o.exec, camp.Patches, s.Term)
+	ex, err := executor.New(o.exec, cmdutil.ExecutorEnv(s, s.Term), camp.Patches)
 	if err != nil {
 		return err
 	}
@@ -162,9 +165,9 @@ func runBisect(ctx context.Context, o bisectOptions, s streams) error {
 	err = camp.Run(ctx, bisect.Env{Executor: ex, Bencher: bisectBencher, Log: s.Log, Progress: s.Stderr}, s.Stdout, o.format)
 	switch {
 	case errors.Is(err, bisect.ErrSettingsDiffer) || errors.Is(err, bisect.ErrNotLeft):
-		return usageError{err}
+		return cmdutil.Usage(err)
 	case errors.Is(err, context.Canceled):
-		return cli.Exit("bisect: interrupted; the log keeps every verdict so far: run again with --dir "+camp.Dir, exitInterrupted)
+		return cli.Exit("bisect: interrupted; the log keeps every verdict so far: run again with --dir "+camp.Dir, cmdutil.ExitInterrupted)
 	}
 	return err
 }

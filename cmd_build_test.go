@@ -14,6 +14,7 @@ import (
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/publish/publishtest"
+	"github.com/llbuild/llbuild/targets"
 )
 
 func TestServerRefusesBadUsage(t *testing.T) {
@@ -47,8 +48,8 @@ func TestServerRefusesBadUsage(t *testing.T) {
 func TestServerWithoutTargetBuildsTheDefault(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	code, _, stderr := runCLI(t, "build", "--executor", "host", "--source", t.TempDir(), "--out", t.TempDir())
-	if code != exitFailed || !strings.Contains(stderr, "target="+defaultTarget) || !strings.Contains(stderr, "cmake") {
-		t.Errorf("exit %d, stderr %q; want the default target %s attempted and refused for the missing cmake", code, stderr, defaultTarget)
+	if code != exitFailed || !strings.Contains(stderr, "target="+targets.Default) || !strings.Contains(stderr, "cmake") {
+		t.Errorf("exit %d, stderr %q; want the default target %s attempted and refused for the missing cmake", code, stderr, targets.Default)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/manifest"
 )
@@ -80,7 +81,7 @@ func TestBundleMMProjServesAnImageRequest(t *testing.T) {
 		t.Errorf("llama-server's arguments %v lack --mmproj models/tiny-mmproj.gguf", m.Server.Args)
 	}
 	// re-made as a template (bisect, the publish gate), the bundle keeps its projector
-	tgt, err := loadTarget("cpu-v3", "")
+	tgt, err := cmdutil.LoadTarget("cpu-v3", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/internal/jsonout"
 	"github.com/llbuild/llbuild/patches"
 )
 
@@ -26,13 +28,13 @@ func patchesCommand() *cli.Command {
 				"first-parent history instead: for each patch, the first commit after A where it stops applying or\n" +
 				"is upstream, with that commit's subject. Exit 0 when every patch applies or is upstream (at B with\n" +
 				"--range), 1 otherwise.",
-			Flags: []cli.Flag{sourceRepoFlag, commitFlag, rangeFlag, seriesFlag, jsonFlag},
+			Flags: []cli.Flag{cmdutil.SourceRepoFlag, commitFlag, rangeFlag, cmdutil.SeriesFlag, cmdutil.JSONFlag},
 			Action: func(c *cli.Context) error {
 				o, err := patchesStatusOptionsOf(c)
 				if err != nil {
 					return err
 				}
-				return runPatchesStatus(c.Context, o, stdoutOf(c))
+				return runPatchesStatus(c.Context, o, cmdutil.Stdout(c))
 			},
 		}},
 	}
@@ -51,18 +53,18 @@ type patchesStatusOptions struct {
 func patchesStatusOptionsOf(c *cli.Context) (patchesStatusOptions, error) {
 	o := patchesStatusOptions{Source: c.String("source"), Commit: c.String("commit"), IsRange: c.IsSet("range"), JSON: c.Bool("json")}
 	if c.NArg() > 0 {
-		return o, usagef("patches status takes no arguments, got %q", c.Args().Slice())
+		return o, cmdutil.Usagef("patches status takes no arguments, got %q", c.Args().Slice())
 	}
 	var err error
-	if o.Series, err = seriesOf(c); err != nil || !o.IsRange {
+	if o.Series, err = patches.ByName(c.String("series")); err != nil || !o.IsRange {
 		return o, err
 	}
 	if c.IsSet("commit") {
-		return o, usagef("give --commit or --range, not both")
+		return o, cmdutil.Usagef("give --commit or --range, not both")
 	}
 	var ok bool
 	if o.From, o.To, ok = patches.ParseRange(c.String("range")); !ok {
-		return o, usagef("--range wants A..B (two commits, oldest first, e.g. 1425386fd..34af94cd9), got %q", c.String("range"))
+		return o, cmdutil.Usagef("--range wants A..B (two commits, oldest first, e.g. 1425386fd..34af94cd9), got %q", c.String("range"))
 	}
 	return o, nil
 }
@@ -81,10 +83,10 @@ func runPatchesStatus(ctx context.Context, o patchesStatusOptions, out io.Writer
 		rep, err = patches.Status(ctx, o.Source, o.Commit, o.Series)
 	}
 	if err != nil {
-		return usageError{err}
+		return cmdutil.Usage(err)
 	}
 	if o.JSON {
-		err = writeJSON(out, rep)
+		err = jsonout.Write(out, rep)
 	} else {
 		err = rep.WriteText(out)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/executor"
 	"github.com/llbuild/llbuild/recipes"
@@ -15,8 +16,8 @@ func recipesCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "recipes",
 		Usage:  "list the built-in recipes",
-		Flags:  []cli.Flag{jsonFlag},
-		Action: func(c *cli.Context) error { return recipes.WriteList(stdoutOf(c), c.Bool("json")) },
+		Flags:  []cli.Flag{cmdutil.JSONFlag},
+		Action: func(c *cli.Context) error { return recipes.WriteList(cmdutil.Stdout(c), c.Bool("json")) },
 	}
 }
 
@@ -27,7 +28,7 @@ func planCommand() *cli.Command {
 		Description: "Prints exactly what `llbuild build` will do: base images with digests, apt packages with\n" +
 			"versions and the archive snapshot, source and commit, patches with digests, CMake arguments\n" +
 			"in order, environment, build targets, outputs and image labels. The same inputs print the same bytes.",
-		Flags: []cli.Flag{targetFlag, targetFileFlag, recipeFlag, jsonFlag, floatingFlag, seriesFlag, refFlag,
+		Flags: []cli.Flag{cmdutil.TargetFlag, cmdutil.TargetFileFlag, cmdutil.RecipeFlag, cmdutil.JSONFlag, cmdutil.FloatingFlag, cmdutil.SeriesFlag, cmdutil.RefFlag,
 			&cli.StringFlag{Name: "source", Usage: "the llama.cpp source `DIR` the build will read, as build takes it: a git repository or mirror (--ref is resolved in it; without one its commits are fetched from the recipe's source URL), or a plain directory, whose tree hash is part of the plan"},
 			&cli.BoolFlag{Name: "check-pins", Usage: "ask apt, in the devel image through the Dagger engine (it must reach the archive snapshot), whether the snapshot has every pinned apt version; exits 1 when one is missing"},
 			&cli.StringFlag{Name: "engine", Usage: "with --check-pins: Dagger runner host `URL` of a running engine"},
@@ -39,19 +40,19 @@ func planCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runPlan(c.Context, o, streamsOf(c))
+			return runPlan(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
 
 // planOptions is everything `llbuild plan` was asked to do.
 type planOptions struct {
-	Target        targetSpec
+	Target        targets.Spec
 	AllowFloating bool
 	JSON          bool
 	// Wheel is --recipe wheel; Inputs are the server recipe's otherwise.
 	Wheel  bool
-	Inputs *serverInputs
+	Inputs *pipeline.Inputs
 	// CheckPins asks apt in the devel image (Engine's, Bases' devel= one) for the apt pins;
 	// EngineOrBase says --engine or --base was given, which only CheckPins takes.
 	CheckPins    bool
@@ -64,42 +65,42 @@ type planOptions struct {
 // once the flags are known to go together.
 func planOptionsOf(c *cli.Context) (planOptions, error) {
 	if c.NArg() > 0 {
-		return planOptions{}, usagef("plan takes no arguments, got %q", c.Args().Slice())
+		return planOptions{}, cmdutil.Usagef("plan takes no arguments, got %q", c.Args().Slice())
 	}
 	o := planOptions{
-		Target: targetSpec{c.String("target"), c.String("target-file")}, AllowFloating: c.Bool("allow-floating"), JSON: c.Bool("json"),
+		Target: targets.Spec{Name: c.String("target"), File: c.String("target-file")}, AllowFloating: c.Bool("allow-floating"), JSON: c.Bool("json"),
 		Wheel: c.String("recipe") == "wheel", CheckPins: c.Bool("check-pins"), Engine: c.String("engine"), Bases: c.StringSlice("base"),
 		EngineOrBase: c.IsSet("engine") || c.IsSet("base"),
 	}
 	if o.Wheel {
 		if c.IsSet("series") || c.IsSet("ref") {
-			return o, usagef("--series and --ref apply to the server recipe; the wheel plan vendors the server recipe's built-in series and pin")
+			return o, cmdutil.Usagef("--series and --ref apply to the server recipe; the wheel plan vendors the server recipe's built-in series and pin")
 		}
 		return o, nil
 	}
 	var err error
-	o.Inputs, err = serverInputsOf(c, c.String("source"), true)
+	o.Inputs, err = cmdutil.ServerInputsOf(c, c.String("source"), true)
 	return o, err
 }
 
 // runPlan resolves the plan and prints it, or checks its apt pins.
-func runPlan(ctx context.Context, o planOptions, s streams) error {
+func runPlan(ctx context.Context, o planOptions, s cmdutil.Streams) error {
 	if o.Wheel {
-		w, err := pipeline.ResolveWheelSpec(targets.Spec{Name: o.Target.name, File: o.Target.file}, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: o.AllowFloating}})
+		w, err := pipeline.ResolveWheelSpec(o.Target, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: o.AllowFloating}})
 		if err != nil {
-			return usageOf(err)
+			return cmdutil.UsageOf(err)
 		}
 		return w.Print(s.Stdout, o.JSON)
 	}
-	plans, err := resolveServerPlans([]targetSpec{o.Target}, o.Inputs, o.AllowFloating)
+	plans, err := o.Inputs.Resolve([]targets.Spec{o.Target}, pipeline.Options{AllowFloating: o.AllowFloating})
 	if err != nil {
 		return err
 	}
 	switch {
 	case o.CheckPins:
-		return usageOf(executor.CheckPins(ctx, plans[0], o.Engine, o.Bases, executorEnv(s, nil), s.Stdout))
+		return cmdutil.UsageOf(executor.CheckPins(ctx, plans[0], o.Engine, o.Bases, cmdutil.ExecutorEnv(s, nil), s.Stdout))
 	case o.EngineOrBase:
-		return usagef("--engine and --base apply to --check-pins")
+		return cmdutil.Usagef("--engine and --base apply to --check-pins")
 	}
 	return plans[0].Print(s.Stdout, o.JSON)
 }

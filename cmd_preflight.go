@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -42,7 +43,7 @@ something could not be checked (or preflight was called wrongly).`,
 			if err != nil {
 				return err
 			}
-			return runPreflight(c.Context, o, loggerOf(c), stdoutOf(c))
+			return runPreflight(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
 		},
 	}
 }
@@ -58,18 +59,18 @@ type preflightOptions struct {
 func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
 	o := preflightOptions{
 		Sources: preflight.Sources{Bundle: c.String("bundle"), Binaries: c.StringSlice("binary"), DriverOnly: c.Bool("driver-only"),
-			Image: preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive"), Log: loggerOf(c)}},
+			Image: preflight.ImageSource{Ref: c.String("image"), Archive: c.String("image-archive"), Log: cmdutil.Logger(c)}},
 		Target: c.String("target"), TargetFile: c.String("target-file"), JSON: c.Bool("json"),
 	}
 	switch {
 	case c.NArg() > 0:
-		return o, usagef("preflight takes no arguments (got %q); name files with --binary", c.Args().Slice())
+		return o, cmdutil.Usagef("preflight takes no arguments (got %q); name files with --binary", c.Args().Slice())
 	case o.Bundle == "" && len(o.Binaries) == 0 && !o.HasImage():
-		return o, usagef("nothing to check: give --bundle, --binary, --image or --image-archive")
+		return o, cmdutil.Usagef("nothing to check: give --bundle, --binary, --image or --image-archive")
 	case o.Image.Ref != "" && o.Image.Archive != "":
-		return o, usagef("give --image or --image-archive, not both")
+		return o, cmdutil.Usagef("give --image or --image-archive, not both")
 	case o.DriverOnly && (!o.HasImage() || o.Bundle != "" || len(o.Binaries) > 0):
-		return o, usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
+		return o, cmdutil.Usagef("--driver-only checks an image alone (--image or --image-archive): the driver question of a bundle or binaries needs their files")
 	}
 	return o, nil
 }
@@ -81,7 +82,7 @@ func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, std
 	if o.Target != "" || o.TargetFile != "" {
 		t, err := targets.ResolveHost(o.Target, o.TargetFile)
 		if err != nil {
-			return usageError{err}
+			return cmdutil.Usage(err)
 		}
 		host, hostName = t.Host, "target "+t.Name
 	} else if h, err := preflight.DetectHost(ctx); err != nil {

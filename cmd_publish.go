@@ -12,7 +12,9 @@ import (
 
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/imagebundle"
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/executor"
 	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/publish"
 	"github.com/llbuild/llbuild/targets"
@@ -59,14 +61,14 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Usage: "built-in target `NAME`s, comma-separated or repeated"},
 			&cli.StringSliceFlag{Name: "target-file", Usage: "target `FILE` (repeatable), published after the --target names"},
-			jsonFlag,
+			cmdutil.JSONFlag,
 			&cli.StringFlag{Name: "registry", Usage: "repository `HOST[:PORT]/REPO` that receives the images, e.g. ghcr.io/OWNER/llama-server"},
 			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
 			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`"},
-			floatingFlag,
+			cmdutil.FloatingFlag,
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one"},
-			seriesFlag,
-			refFlag,
+			cmdutil.SeriesFlag,
+			cmdutil.RefFlag,
 			// the speed gate
 			&cli.StringFlag{Name: "not-slower-than", Usage: "push a new image, or move a tag to one the registry holds, only when the judge says its server is not slower than `REF`'s: a bundle directory or archive, or an image (" + image.SpecForms + ") bundled as bundle --image does with --gate-model. The image's artifacts are bundled as the reference is and benched against it, interleaved, on this machine"},
 			&cli.StringFlag{Name: "gate-model", Usage: "with an image as --not-slower-than: the model `FILE.gguf` both sides serve"},
@@ -80,16 +82,16 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			&cli.BoolFlag{Name: "gate-chat", Usage: "send the rows' prompt as a chat turn (bench --chat)"},
 			&cli.StringFlag{Name: "gate-dir", Value: "gate", Usage: "`DIR` for the gate's bundles, bench records and verdicts (verdicts/DIGEST-REFERENCE.json, gate-TARGET.json)"},
 			&cli.Float64Flag{Name: "gate-ratio", Hidden: true},
-		}, append(judgeFlags(), executorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...)...),
+		}, append(cmdutil.JudgeFlags(), cmdutil.ExecutorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built and pushed at once")...)...),
 		Action: func(c *cli.Context) error {
 			o, err := publishOptionsOf(c)
 			if err == nil {
-				err = runPublish(c.Context, o, streamsOf(c))
+				err = runPublish(c.Context, o, cmdutil.StreamsOf(c))
 			}
 			red := publish.NewRedactor(o.Creds)
 			// The redacted error keeps no chain: say here what run would have read from it.
-			if errors.As(err, new(usageError)) || errors.Is(err, pipeline.ErrFloating) {
-				return usageError{red.Error(err)}
+			if cmdutil.IsUsage(err) || errors.Is(err, pipeline.ErrFloating) {
+				return cmdutil.Usage(red.Error(err))
 			}
 			return red.Error(err)
 		},
@@ -102,8 +104,8 @@ type publishOptions struct {
 	Creds *publish.Credentials
 	Tmpl  *publish.Templates
 	Plans []*pipeline.Plan
-	Exec  executorOptions
-	In    *serverInputs
+	Exec  executor.Options
+	In    *pipeline.Inputs
 	// Gate, when set, judges each image's server, bundled for Target, before it is pushed.
 	Gate       *publish.GateOptions
 	Target     *targets.Target
@@ -117,58 +119,58 @@ func publishOptionsOf(c *cli.Context) (publishOptions, error) {
 	o := publishOptions{JSON: c.Bool("json"), DigestFile: c.String("digest-file")}
 	var err error
 	if o.Creds, err = publish.CredentialsFromEnv(os.Getenv, ""); err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
 	if c.NArg() > 0 {
-		return o, usagef("publish takes no arguments, got %q", c.Args().Slice())
+		return o, cmdutil.Usagef("publish takes no arguments, got %q", c.Args().Slice())
 	}
 	if o.Repo, err = publish.ParseRegistry(c.String("registry")); err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
 	if o.Creds != nil {
 		o.Creds.Host = o.Repo.RegistryStr()
 	}
 	if o.Tmpl, err = publish.ParseTemplates(c.StringSlice("tag-template")); err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
-	specs := targetSpecsOf(c.StringSlice("target"), c.StringSlice("target-file"))
+	specs := targets.Specs(c.StringSlice("target"), c.StringSlice("target-file"))
 	if len(specs) == 0 {
-		return o, usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
+		return o, cmdutil.Usagef("no target given: use --target NAME[,NAME...] or --target-file FILE")
 	}
-	if o.Exec, err = executorOptionsOf(c); err != nil {
+	if o.Exec, err = cmdutil.ExecutorOptionsOf(c); err != nil {
 		return o, err
 	}
 	if o.Exec.Jobs < 1 {
-		return o, usagef("--jobs must be at least 1")
+		return o, cmdutil.Usagef("--jobs must be at least 1")
 	}
-	if err := o.Exec.check(); err != nil {
+	if err := cmdutil.UsageOf(o.Exec.Check()); err != nil {
 		return o, err
 	}
-	if o.In, err = serverInputsOf(c, o.Exec.Source, false); err != nil {
+	if o.In, err = cmdutil.ServerInputsOf(c, o.Exec.Source, false); err != nil {
 		return o, err
 	}
-	if o.Plans, err = resolveServerPlans(specs, o.In, c.Bool("allow-floating")); err != nil {
+	if o.Plans, err = o.In.Resolve(specs, pipeline.Options{AllowFloating: c.Bool("allow-floating")}); err != nil {
 		return o, err
 	}
 	if c.IsSet("gate-ratio") {
-		return o, usagef("--gate-ratio is gone: the gate asks the bench's judge (Wilcoxon's signed-rank test at --alpha, differences under --min-step ignored) whether the new server is slower")
+		return o, cmdutil.Usagef("--gate-ratio is gone: the gate asks the bench's judge (Wilcoxon's signed-rank test at --alpha, differences under --min-step ignored) whether the new server is slower")
 	}
 	imageOnly := []string{"gate-model", "gate-draft", "gate-ctx-size", "gate-parallel"}
 	if ref := c.String("not-slower-than"); ref == "" {
 		for _, f := range append(imageOnly, "gate-rounds", "gate-mode", "gate-canaries", "gate-generate", "gate-chat", "gate-dir", "alpha", "min-step") {
 			if c.IsSet(f) {
-				return o, usagef("--%s needs --not-slower-than REF", f)
+				return o, cmdutil.Usagef("--%s needs --not-slower-than REF", f)
 			}
 		}
 	} else {
 		o.Gate = &publish.GateOptions{Reference: ref, Model: c.String("gate-model"), Draft: c.String("gate-draft"), CtxSize: c.Int("gate-ctx-size"),
-			Parallel: c.Int("gate-parallel"), Rounds: c.Int("gate-rounds"), Log: loggerOf(c), Progress: stderrOf(c), Invocation: os.Args}
+			Parallel: c.Int("gate-parallel"), Rounds: c.Int("gate-rounds"), Log: cmdutil.Logger(c), Progress: cmdutil.Stderr(c), Invocation: os.Args}
 		g := o.Gate
-		if g.Judge, err = judgeOf(c); err != nil {
+		if g.Judge, err = cmdutil.JudgeOf(c); err != nil {
 			return o, err
 		}
 		if g.Protocol, err = bench.DefaultProtocol(c.String("gate-mode")); err != nil {
-			return o, usagef("--gate-mode: %v", err)
+			return o, cmdutil.Usagef("--gate-mode: %v", err)
 		}
 		if c.IsSet("gate-canaries") {
 			g.Protocol.Canaries = c.Int("gate-canaries")
@@ -181,37 +183,39 @@ func publishOptionsOf(c *cli.Context) (publishOptions, error) {
 			return o, err
 		}
 		if err := g.Validate(); err != nil {
-			return o, usageOf(err)
+			return o, cmdutil.UsageOf(err)
 		}
 		for _, f := range imageOnly {
 			if c.IsSet(f) && !imagebundle.IsImageRef(ref) {
-				return o, usagef("--%s is for an image as --not-slower-than; bundle %s brings its own", f, ref)
+				return o, cmdutil.Usagef("--%s is for an image as --not-slower-than; bundle %s brings its own", f, ref)
 			}
 		}
 		// The gate judges one target's plans (OpenGate refuses others): the first's.
-		if o.Target, err = loadTarget(specs[0].name, specs[0].file); err != nil {
+		if o.Target, err = specs[0].Load(); err != nil {
 			return o, err
 		}
 	}
 	// Every tag is checked before anything is built or contacted.
-	if _, err := o.Tmpl.RenderAll(o.Plans, version); err != nil {
-		return o, usageError{err}
+	if _, err := o.Tmpl.RenderAll(o.Plans, cmdutil.StreamsOf(c).Version); err != nil {
+		return o, cmdutil.Usage(err)
 	}
 	return o, nil
 }
 
 // runPublish opens the gate, when set, makes or reuses each plan's image, pushes it through the
 // gate and reports the digests.
-func runPublish(ctx context.Context, o publishOptions, s streams) error {
+func runPublish(ctx context.Context, o publishOptions, s cmdutil.Streams) error {
 	g, cleanup, err := publish.OpenGate(ctx, o.Gate, o.Exec.Out, o.Plans, o.Target)
 	if err != nil {
-		return usageOf(err)
+		return cmdutil.UsageOf(err)
 	}
 	defer cleanup()
-	opts := publish.Options{Repository: o.Repo, Templates: o.Tmpl, Version: version, Jobs: o.Exec.Jobs, Logger: s.Log, Progress: s.Term, Gate: g.Admitter(),
+	opts := publish.Options{Repository: o.Repo, Templates: o.Tmpl, Version: s.Version, Jobs: o.Exec.Jobs, Logger: s.Log, Progress: s.Term, Gate: g.Admitter(),
 		Remote: []remote.Option{remote.WithAuthFromKeychain(publish.Keychain(o.Creds)), remote.WithPlatform(image.Platform)}}
 	results, err := publish.PublishArtifacts(ctx, o.Plans, opts, publish.FromArtifacts{Out: o.Exec.Out, RuntimeBase: o.Exec.Bases["runtime"],
-		Executor: func() (pipeline.Executor, error) { return newExecutor(s, o.Exec, o.In.series, s.Term) }})
+		Executor: func() (pipeline.Executor, error) {
+			return executor.New(o.Exec, cmdutil.ExecutorEnv(s, s.Term), o.In.Series)
+		}})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/recipes"
 )
 
@@ -27,7 +30,7 @@ func recipeCommand() *cli.Command {
 				"stdout: the files written, then the record directory.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "commit", Usage: "llama.cpp `COMMIT` to move to (any revision the repository knows)", Required: true},
-				sourceRepoFlag,
+				cmdutil.SourceRepoFlag,
 				&cli.BoolFlag{Name: "drop-upstream", Usage: "remove from the series the patches already upstream at the commit"},
 				&cli.StringFlag{Name: "recipe-file", Value: filepath.Join("recipes", "server.yaml"), Usage: "recipe `FILE` to rewrite"},
 				&cli.StringFlag{Name: "series", Value: filepath.Join("patches", "series"), Usage: "patch series `FILE` to rewrite, the patches beside it"},
@@ -40,7 +43,7 @@ func recipeCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return runRecipeBump(c.Context, o, loggerOf(c), stdoutOf(c))
+				return runRecipeBump(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
 			},
 		}},
 	}
@@ -64,13 +67,13 @@ func recipeBumpOptionsOf(c *cli.Context) (recipeBumpOptions, error) {
 		Record:       c.String("record"),
 	}}
 	if c.NArg() > 0 {
-		return o, usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
+		return o, cmdutil.Usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
 	}
 	if o.Out != "" && (c.IsSet("recipe-file") || c.IsSet("series")) {
-		return o, usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
+		return o, cmdutil.Usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
 	}
 	if _, err := os.Stat(o.Out); err == nil && o.Out != "" {
-		return o, usagef("--out %s exists: give a new directory (recipe bump --out never overwrites)", o.Out)
+		return o, cmdutil.Usagef("--out %s exists: give a new directory (recipe bump --out never overwrites)", o.Out)
 	}
 	return o, nil
 }
@@ -86,7 +89,10 @@ func runRecipeBump(ctx context.Context, o recipeBumpOptions, log *slog.Logger, s
 		res, err = recipes.Bump(ctx, o.BumpOptions)
 	}
 	if err != nil {
-		return noCommitIsUsage(err)
+		if errors.Is(err, patches.ErrNoCommit) {
+			return cmdutil.Usage(err)
+		}
+		return err
 	}
 	res.Log(log)
 	return res.WriteFiles(stdout)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/shim"
@@ -37,7 +38,7 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runServe(c.Context, o, loggerOf(c))
+			return runServe(c.Context, o, cmdutil.Logger(c))
 		},
 	}
 }
@@ -53,21 +54,21 @@ type serveOptions struct {
 func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 	o := serveOptions{Bundle: c.Args().First(), Addr: c.String("addr")}
 	if c.NArg() < 1 {
-		return o, usagef("serve takes one BUNDLE (a directory or an archive)")
+		return o, cmdutil.Usagef("serve takes one BUNDLE (a directory or an archive)")
 	}
 	if c.NArg() > 1 {
-		return o, usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
+		return o, cmdutil.Usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
 	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
-		return o, usagef("--addr %q: %v", o.Addr, err)
+		return o, cmdutil.Usagef("--addr %q: %v", o.Addr, err)
 	}
 	if f := c.String("api-key-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return o, usageError{fmt.Errorf("reading --api-key-file: %w", err)}
+			return o, cmdutil.Usage(fmt.Errorf("reading --api-key-file: %w", err))
 		}
 		if o.APIKey = strings.TrimSpace(string(b)); o.APIKey == "" {
-			return o, usagef("--api-key-file %s is empty", f)
+			return o, cmdutil.Usagef("--api-key-file %s is empty", f)
 		}
 	}
 	return o, nil
@@ -77,7 +78,7 @@ func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 // serve stops), starts its llama-server as its manifest says and serves the shim on o.Addr
 // until ctx ends.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
-	dir, cleanup, err := bundleDir(ctx, o.Bundle)
+	dir, cleanup, err := cmdutil.OpenBundle(ctx, o.Bundle)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/preflight"
 	"github.com/llbuild/llbuild/targets"
 )
@@ -24,14 +25,14 @@ func targetDetectCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
 		},
 		Action: func(c *cli.Context) error {
-			return runTargetDetect(c.Context, c.String("name"), c.String("output"), streamsOf(c))
+			return runTargetDetect(c.Context, c.String("name"), c.String("output"), cmdutil.StreamsOf(c))
 		},
 	}
 }
 
 // runTargetDetect describes this host as a target file (targets.Detected), written to output or,
 // for "", stdout; the warnings go to stderr.
-func runTargetDetect(ctx context.Context, name, output string, s streams) error {
+func runTargetDetect(ctx context.Context, name, output string, s cmdutil.Streams) error {
 	host, err := preflight.DetectHost(ctx)
 	if err != nil {
 		return fmt.Errorf("reading this host: %w", err)
@@ -58,8 +59,8 @@ func targetsCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "targets",
 		Usage:  "list the built-in targets",
-		Flags:  []cli.Flag{jsonFlag},
-		Action: func(c *cli.Context) error { return targets.WriteList(stdoutOf(c), c.Bool("json")) },
+		Flags:  []cli.Flag{cmdutil.JSONFlag},
+		Action: func(c *cli.Context) error { return targets.WriteList(cmdutil.Stdout(c), c.Bool("json")) },
 	}
 }
 
@@ -72,16 +73,16 @@ func targetCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "print a target file",
 				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{targetFileFlag},
+				Flags:     []cli.Flag{cmdutil.TargetFileFlag},
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 1 {
-						return usagef("target show takes one NAME")
+						return cmdutil.Usagef("target show takes one NAME")
 					}
 					// loadTarget's message names --target, which this command takes as an argument.
 					if c.NArg() == 0 && c.String("target-file") == "" {
-						return usagef("no target given: use llbuild target show NAME (one of %s) or llbuild target show --target-file FILE", strings.Join(targets.Names(), ", "))
+						return cmdutil.Usagef("no target given: use llbuild target show NAME (one of %s) or llbuild target show --target-file FILE", strings.Join(targets.Names(), ", "))
 					}
-					t, err := loadTarget(c.Args().First(), c.String("target-file"))
+					t, err := cmdutil.LoadTarget(c.Args().First(), c.String("target-file"))
 					if err != nil {
 						return err
 					}
@@ -89,7 +90,7 @@ func targetCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					_, err = stdoutOf(c).Write(b)
+					_, err = cmdutil.Stdout(c).Write(b)
 					return err
 				},
 			},

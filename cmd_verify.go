@@ -9,6 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/internal/jsonout"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -23,7 +25,7 @@ func verifyCommand() *cli.Command {
 			"files inside the bundle. An archive (.tar.zst, .tar.gz) is streamed once and nothing is\n" +
 			"written, unless --extract DIR asks to unpack a sound one. Prints one line per problem (or\n" +
 			"JSON with --json). Exit 0 when the bundle is sound, 1 when it is not, 2 on a usage error.",
-		Flags: []cli.Flag{jsonFlag,
+		Flags: []cli.Flag{cmdutil.JSONFlag,
 			&cli.StringFlag{Name: "extract", Usage: "unpack a sound ARCHIVE into `DIR` (checked again while unpacking, renamed into place); nothing is written for an unsound one"},
 			&cli.BoolFlag{Name: "force", Usage: "with --extract, replace an existing DIR"},
 		},
@@ -32,7 +34,7 @@ func verifyCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runVerify(c.Context, o, loggerOf(c), stdoutOf(c))
+			return runVerify(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
 		},
 	}
 }
@@ -50,18 +52,18 @@ type verifyOptions struct {
 func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
 	o := verifyOptions{Path: c.Args().First(), JSON: c.Bool("json"), Extract: c.String("extract"), Force: c.Bool("force")}
 	if c.NArg() < 1 {
-		return o, usagef("verify takes one DIR or ARCHIVE")
+		return o, cmdutil.Usagef("verify takes one DIR or ARCHIVE")
 	}
 	if c.NArg() > 1 {
-		return o, usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
+		return o, cmdutil.Usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
 	}
 	fi, err := os.Stat(o.Path)
 	if err != nil {
-		return o, usageError{err}
+		return o, cmdutil.Usage(err)
 	}
 	o.IsDir = fi.IsDir()
 	if o.Extract != "" && o.IsDir {
-		return o, usagef("--extract unpacks an archive; %s is a directory", o.Path)
+		return o, cmdutil.Usagef("--extract unpacks an archive; %s is a directory", o.Path)
 	}
 	return o, nil
 }
@@ -71,10 +73,10 @@ func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
 func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Writer) error {
 	v, err := manifest.VerifyPath(o.Path, o.IsDir)
 	if err != nil {
-		return usageOf(err)
+		return cmdutil.UsageOf(err)
 	}
 	if o.JSON {
-		err = writeJSON(out, v)
+		err = jsonout.Write(out, v)
 	} else {
 		err = v.WriteProblems(out)
 	}
@@ -86,7 +88,7 @@ func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Wr
 	}
 	if o.Extract != "" {
 		if err := manifest.ExtractArchive(ctx, o.Path, o.Extract, o.Force); err != nil {
-			return usageOf(err)
+			return cmdutil.UsageOf(err)
 		}
 		log.Info("bundle extracted", "archive", o.Path, "dir", o.Extract)
 	}

@@ -6,9 +6,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/executor"
 	"github.com/llbuild/llbuild/recipes"
+	"github.com/llbuild/llbuild/targets"
 	"github.com/llbuild/llbuild/wheel"
 )
 
@@ -32,21 +35,21 @@ func wheelCommand() *cli.Command {
 			"stdout: the path of the wheel in its artifact directory. Exit status: 0 built, 1 the build\n" +
 			"failed or was refused, 2 usage.",
 		Flags: append([]cli.Flag{
-			targetFlag, targetFileFlag,
+			cmdutil.TargetFlag, cmdutil.TargetFileFlag,
 			&cli.StringSliceFlag{Name: "arch", Usage: "CUDA `ARCH`itectures (86, 90, 120), comma-separated or repeated"},
 			&cli.StringFlag{Name: "llama-source", Usage: "llama.cpp source `DIR` for vendor/llama.cpp: a plain directory or a git repository/mirror holding the server recipe's commit (required for host)"},
 			&cli.StringFlag{Name: "commit", Usage: "build llama-cpp-python at this full `COMMIT` instead of the recipe's pin (plan and provenance record it)"},
 			&cli.StringFlag{Name: "python", Usage: "Python `VERSION` that runs the build (3.12: python3.12); default python3"},
 			&cli.IntFlag{Name: "build-jobs", Usage: "parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL); 0 leaves the default"},
-			floatingFlag,
+			cmdutil.FloatingFlag,
 			&cli.BoolFlag{Name: "print-plan", Usage: "print the wheel plan as JSON and build nothing"},
-		}, executorFlags("llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)", "")...),
+		}, cmdutil.ExecutorFlags("llama-cpp-python source `DIR`: a plain directory or a git repository/mirror holding the recipe's commit (required for host; dagger fetches the recipe's URL without it)", "")...),
 		Action: func(c *cli.Context) error {
 			o, err := wheelOptionsOf(c)
 			if err != nil {
 				return err
 			}
-			return runWheel(c.Context, o, streamsOf(c))
+			return runWheel(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -55,7 +58,7 @@ func wheelCommand() *cli.Command {
 type wheelOptions struct {
 	Plan      *pipeline.WheelPlan
 	PrintPlan bool
-	Exec      executorOptions
+	Exec      executor.Options
 	Series    []patches.Patch
 	// LlamaSource is the llama.cpp source vendored into the package; BuildJobs the host build's
 	// parallelism (0: the default).
@@ -67,50 +70,50 @@ type wheelOptions struct {
 func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 	var o wheelOptions
 	if c.NArg() > 0 {
-		return o, usagef("wheel takes no arguments, got %q", c.Args().Slice())
+		return o, cmdutil.Usagef("wheel takes no arguments, got %q", c.Args().Slice())
 	}
 	name, file, archs := c.String("target"), c.String("target-file"), wheel.Architectures(c.StringSlice("arch"))
 	if name == "" && file == "" && len(archs) == 0 {
-		name = defaultTarget
+		name = targets.Default
 	}
-	t, err := wheel.Target(name, file, archs, loadTarget)
+	t, err := wheel.Target(name, file, archs, cmdutil.LoadTarget)
 	if err != nil {
-		return o, usageOf(err)
+		return o, cmdutil.UsageOf(err)
 	}
 	if c.IsSet("commit") {
 		if err := recipes.ValidateCommit(c.String("commit")); err != nil {
-			return o, usagef("--commit: %v", err)
+			return o, cmdutil.Usagef("--commit: %v", err)
 		}
 	}
 	if c.IsSet("python") && !wheel.IsPythonVersion(c.String("python")) {
-		return o, usagef("--python %q: want a version such as 3.12", c.String("python"))
+		return o, cmdutil.Usagef("--python %q: want a version such as 3.12", c.String("python"))
 	}
-	if o.Plan, err = resolveWheelPlan(t, c.String("python"), c.String("commit"), c.Bool("allow-floating")); err != nil {
+	if o.Plan, err = pipeline.ResolveBuiltinWheel(t, pipeline.WheelOptions{Options: pipeline.Options{AllowFloating: c.Bool("allow-floating")}, Python: c.String("python"), Commit: c.String("commit")}); err != nil {
 		return o, err
 	}
 	if o.PrintPlan = c.Bool("print-plan"); o.PrintPlan {
 		return o, nil
 	}
-	if o.Exec, err = executorOptionsOf(c); err != nil {
+	if o.Exec, err = cmdutil.ExecutorOptionsOf(c); err != nil {
 		return o, err
 	}
 	o.LlamaSource, o.BuildJobs = c.String("llama-source"), c.Int("build-jobs")
 	setup := wheel.Setup{Executor: o.Exec.Executor, Engine: o.Exec.Engine, Bases: o.Exec.Bases, Package: o.Exec.Source, Llama: o.LlamaSource,
 		Out: o.Exec.Out, OutDefault: !c.IsSet("out")}
 	if err := setup.Validate(); err != nil {
-		return o, usageOf(err)
+		return o, cmdutil.UsageOf(err)
 	}
 	o.Series, err = patches.Series()
 	return o, err
 }
 
 // runWheel prints the plan, or builds the wheel and prints its path.
-func runWheel(ctx context.Context, o wheelOptions, s streams) error {
+func runWheel(ctx context.Context, o wheelOptions, s cmdutil.Streams) error {
 	if o.PrintPlan {
 		_, err := s.Stdout.Write(o.Plan.JSON())
 		return err
 	}
-	ex, err := newWheelExecutor(s, o.Exec, o.Series, o.LlamaSource, o.BuildJobs)
+	ex, err := executor.NewWheel(o.Exec, cmdutil.ExecutorEnv(s, nil), o.Series, o.LlamaSource, o.BuildJobs)
 	if err != nil {
 		return err
 	}
@@ -139,12 +142,12 @@ func indexCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			roots, output := c.Args().Slice(), c.String("output")
 			if len(roots) == 0 {
-				return usagef("index needs at least one ARTIFACTS directory")
+				return cmdutil.Usagef("index needs at least one ARTIFACTS directory")
 			}
 			if output == "" {
-				return usagef("index needs -o DIR, the directory to write the index to")
+				return cmdutil.Usagef("index needs -o DIR, the directory to write the index to")
 			}
-			return usageOf(wheel.Index(c.Context, roots, output, stdoutOf(c)))
+			return cmdutil.UsageOf(wheel.Index(c.Context, roots, output, cmdutil.Stdout(c)))
 		},
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/gitfixture"
+	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/targets"
 )
 
 // runCLI runs llbuild in-process and returns its exit code, stdout and stderr.
@@ -196,4 +199,14 @@ func TestVersionSaysWhichBuild(t *testing.T) {
 	if err != nil || !strings.Contains(string(out2), strings.TrimSpace(string(rev))) {
 		t.Errorf("--version of a build from the checkout: %q (%v); want the commit %s", out2, err, rev)
 	}
+}
+
+// resolvePlan is the plan llbuild plan prints for target (or targetFile) and recipe with the
+// built-in series.
+func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeline.Plan, error) {
+	series, err := patches.Series()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.ResolveSpec(targets.Spec{Name: target, File: targetFile}, recipe, series, pipeline.Options{AllowFloating: allowFloating})
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -44,8 +45,9 @@ func Usage(err error) error { return UsageError{err} }
 // Usagef is Usage of fmt.Errorf(format, args...).
 func Usagef(format string, args ...any) error { return UsageError{fmt.Errorf(format, args...)} }
 
-// IsUsage says whether err is, or wraps, a usage error.
-func IsUsage(err error) bool { return errors.As(err, new(UsageError)) }
+// IsUsage says whether err is, or wraps, a usage error or an error a library marked as the
+// caller's mistake (inputerr): both exit 2.
+func IsUsage(err error) bool { return errors.As(err, new(UsageError)) || inputerr.Is(err) }
 
 // UsageOf makes an error that a library marked as the caller's mistake (inputerr) a usage
 // error; any other error is returned as it is.
@@ -94,34 +96,41 @@ type Streams struct {
 	Stdout, Stderr, EngineLog io.Writer
 	Log                       *slog.Logger
 	Term                      *progress.Term
+	// Version is llbuild's own version, as what it makes records it.
+	Version string
+	// Every is how often long work logs a line off a terminal (0: progress.PlainEvery).
+	Every time.Duration
 }
 
-type ctxKey int
+type ctxKey struct{}
 
-const (
-	keyLogger ctxKey = iota
-	keyQuiet
-	keyTerm
-)
+// Output is what the app keeps in the context for its commands' Streams.
+type Output struct {
+	Log *slog.Logger
+	// Quiet is set once --quiet is parsed (after the context is made), so it is read when a
+	// command runs.
+	Quiet *bool
+	// Term is stderr's status line, nil off a terminal.
+	Term    *progress.Term
+	Version string
+	// Every is how often long work logs a line where stderr is not a terminal (0:
+	// progress.PlainEvery).
+	Every time.Duration
+}
 
-// WithOutput keeps in ctx what StreamsOf gives the commands: the logger, whether --quiet was
-// given (quiet is read when a command runs, after the app's flags are parsed), and stderr's
-// status line (nil off a terminal).
-func WithOutput(ctx context.Context, log *slog.Logger, quiet *bool, term *progress.Term) context.Context {
-	ctx = context.WithValue(ctx, keyQuiet, quiet)
-	ctx = context.WithValue(ctx, keyTerm, term)
-	return context.WithValue(ctx, keyLogger, log)
+// WithOutput keeps o in ctx for StreamsOf.
+func WithOutput(ctx context.Context, o Output) context.Context {
+	return context.WithValue(ctx, ctxKey{}, o)
 }
 
 // StreamsOf is the command's streams: the app's Writer and ErrWriter, and what WithOutput kept.
 func StreamsOf(c *cli.Context) Streams {
-	s := Streams{Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: Logger(c)}
-	quiet := quietOf(c)
-	term, _ := c.Context.Value(keyTerm).(*progress.Term)
-	if !quiet {
-		s.Term = term
+	o, _ := c.Context.Value(ctxKey{}).(Output)
+	s := Streams{Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: Logger(c), Version: o.Version, Every: o.Every}
+	if quiet := (o.Quiet != nil && *o.Quiet) || c.Bool("quiet"); !quiet {
+		s.Term = o.Term
 		s.EngineLog = s.Stderr
-		if term == nil { // a file or a CI log gets no escape sequences
+		if o.Term == nil { // a file or a CI log gets no escape sequences
 			s.EngineLog = progress.Plain(s.Stderr)
 		}
 	}
@@ -130,13 +139,14 @@ func StreamsOf(c *cli.Context) Streams {
 
 // Logger is the command's logger.
 func Logger(c *cli.Context) *slog.Logger {
-	if l, ok := c.Context.Value(keyLogger).(*slog.Logger); ok {
-		return l
+	if o, ok := c.Context.Value(ctxKey{}).(Output); ok && o.Log != nil {
+		return o.Log
 	}
 	return slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 }
 
-func quietOf(c *cli.Context) bool {
-	q, _ := c.Context.Value(keyQuiet).(*bool)
-	return (q != nil && *q) || c.Bool("quiet")
-}
+// Stdout is where a command writes its results: the app's Writer.
+func Stdout(c *cli.Context) io.Writer { return c.App.Writer }
+
+// Stderr is where a command writes what is not a result: the app's ErrWriter.
+func Stderr(c *cli.Context) io.Writer { return c.App.ErrWriter }

@@ -61,11 +61,11 @@ func TestStreamsOfQuietHaveNoEngineLogNorStatusLine(t *testing.T) {
 		q := quiet
 		var got Streams
 		app := &cli.App{Writer: &out, ErrWriter: &errs, Action: func(c *cli.Context) error { got = StreamsOf(c); return nil }}
-		ctx := WithOutput(context.Background(), slog.New(slog.NewTextHandler(&errs, nil)), &q, nil)
+		ctx := WithOutput(context.Background(), Output{Log: slog.New(slog.NewTextHandler(&errs, nil)), Quiet: &q, Version: "v1"})
 		if err := app.RunContext(ctx, []string{"llbuild"}); err != nil {
 			t.Fatal(err)
 		}
-		if got.Stdout != &out || got.Stderr != &errs || got.Log == nil {
+		if got.Stdout != &out || got.Stderr != &errs || got.Log == nil || got.Version != "v1" {
 			t.Errorf("quiet %v: streams %+v are not the app's", quiet, got)
 		}
 		if (got.EngineLog == nil) != quiet || got.Term != nil {

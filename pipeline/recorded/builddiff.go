@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -55,42 +54,16 @@ func DiffBuilds(ctx context.Context, names, dirs []string) BuildDiffs {
 // WriteText writes the comparison as llbuild bench prints it below its table: a heading, each
 // side's plan, then each group's changes (or why the plans could not be compared).
 func (d BuildDiff) WriteText(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nwhat differs between the builds of %s and %s (llbuild plan diff):\n", d.A, d.B)
-	if d.Error != "" {
-		fmt.Fprintf(&b, "  cannot compare the plans: %s\n", d.Error)
-		_, err := io.WriteString(w, b.String())
+	if _, err := fmt.Fprintf(w, "\nwhat differs between the builds of %s and %s (llbuild plan diff):\n", d.A, d.B); err != nil {
 		return err
 	}
-	for i, p := range d.plans {
-		h := p.Plan.Hash
-		if len(h) > 12 {
-			h = h[:12]
-		}
-		fmt.Fprintf(&b, "%c: %s (target %s, plan %s)", 'A'+i, []string{d.A, d.B}[i], p.Plan.Target, h)
-		if p.Partial {
-			b.WriteString(" — a bundle from an earlier llbuild (manifest.json version 1): only its source, patches and base images are compared; rebundle it to compare the whole plan")
-		}
-		b.WriteString("\n")
+	if d.Error != "" {
+		_, err := fmt.Fprintf(w, "  cannot compare the plans: %s\n", d.Error)
+		return err
 	}
-	if len(d.Groups) == 0 {
-		b.WriteString("no differences\n")
-	}
-	for _, g := range d.Groups {
-		fmt.Fprintf(&b, "\n%s:\n", g.Name)
-		for _, c := range g.Changes {
-			switch {
-			case c.A == "":
-				fmt.Fprintf(&b, "  %s: + %s\n", c.What, c.B)
-			case c.B == "":
-				fmt.Fprintf(&b, "  %s: - %s\n", c.What, c.A)
-			default:
-				fmt.Fprintf(&b, "  %s: %s -> %s\n", c.What, c.A, c.B)
-			}
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	a, b := d.plans[0], d.plans[1]
+	sides := [2]pipeline.DiffSide{pipeline.SideOf(d.A, a.Plan, a.Partial), pipeline.SideOf(d.B, b.Plan, b.Partial)}
+	return pipeline.NewDiffReport(sides, &pipeline.PlanDiff{Groups: d.Groups}, nil).WriteText(w)
 }
 
 // WriteText writes each comparison (BuildDiff.WriteText).

@@ -80,3 +80,31 @@ func TestDiffBuildsComparesTheFirstWithEachOther(t *testing.T) {
 		}
 	}
 }
+
+// What bench prints below its table for two builds is what llbuild plan diff prints for them
+// (Diff, the command's report), under a heading.
+func TestBuildDiffReadsAsPlanDiff(t *testing.T) {
+	ctx := context.Background()
+	dirs := []string{writeBundleManifest(t, "aa"+strings.Repeat("0", 38)), writeBundleManifest(t, "bb"+strings.Repeat("0", 38), "0001-x.patch"), writeBundleManifest(t, "aa"+strings.Repeat("0", 38))}
+	diffs := DiffBuilds(ctx, dirs, dirs)
+	if len(diffs) != 2 || len(diffs[0].Groups) == 0 || len(diffs[1].Groups) != 0 {
+		t.Fatalf("DiffBuilds() = %+v, want the second to differ and the third not", diffs)
+	}
+	for i, d := range diffs {
+		report, err := Diff(ctx, [2]string{dirs[0], dirs[i+1]}, "server")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got strings.Builder
+		want.WriteString("\nwhat differs between the builds of " + dirs[0] + " and " + dirs[i+1] + " (llbuild plan diff):\n")
+		if err := report.WriteText(&want); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WriteText(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("bench's plan diff of %s:\n%s\nwant plan diff's:\n%s", dirs[i+1], got.String(), want.String())
+		}
+	}
+}
