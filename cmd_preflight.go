@@ -86,14 +86,14 @@ func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, std
 		}
 		host, hostName = t.Host, "target "+t.Name
 	} else if h, err := preflight.DetectHost(ctx); err != nil {
-		return cli.Exit(fmt.Sprintf("preflight: reading this machine: %v", err), exitUsage)
+		return cli.Exit(fmt.Sprintf("preflight: reading this machine: %v", err), cmdutil.ExitUsage)
 	} else {
 		host = h
 	}
 	start := time.Now()
 	in, err := preflight.ReadSources(ctx, o.Sources)
 	if err != nil {
-		return cli.Exit("preflight: "+err.Error(), exitUsage)
+		return cli.Exit("preflight: "+err.Error(), cmdutil.ExitUsage)
 	}
 	log.Debug("preflight read inputs", "files", len(in.Binaries), "elapsed", time.Since(start))
 
@@ -104,7 +104,7 @@ func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, std
 		err = report.WriteText(stdout)
 	}
 	if err != nil {
-		return cli.Exit("preflight: writing the report: "+err.Error(), exitUsage)
+		return cli.Exit("preflight: writing the report: "+err.Error(), cmdutil.ExitUsage)
 	}
 	if code := report.ExitCode(); code != 0 {
 		return cli.Exit("", code)

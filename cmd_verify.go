@@ -84,7 +84,7 @@ func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Wr
 		return err
 	}
 	if !v.OK {
-		return cli.Exit(fmt.Sprintf("%s: %d problem(s)", o.Path, len(v.Problems)), exitFailed)
+		return cli.Exit(fmt.Sprintf("%s: %d problem(s)", o.Path, len(v.Problems)), cmdutil.ExitFailed)
 	}
 	if o.Extract != "" {
 		if err := manifest.ExtractArchive(ctx, o.Path, o.Extract, o.Force); err != nil {
