@@ -1,9 +1,11 @@
 package depcheck
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -11,8 +13,7 @@ import (
 )
 
 // commandOf is the command a file of the root package belongs to: cmd_NAME.go and
-// cmd_NAME_PART.go are NAME's, bundle.go is bundle's; "" for the files every command may use
-// (main.go, app.go, commands.go, flags.go, inputs.go, errors.go, ...).
+// cmd_NAME_PART.go are NAME's, bundle.go is bundle's; "" for main.go, which wires them.
 func commandOf(file string) string {
 	base := filepath.Base(file)
 	if base == "bundle.go" {
@@ -26,9 +27,9 @@ func commandOf(file string) string {
 }
 
 // TestCommandFilesUseNoOtherCommand: a command file is wiring; what two commands share lives in
-// a library or in a helper file of the root package, never in another command's file (STYLE.md,
-// Commands). A name a command file uses but does not declare (go/parser's unresolved
-// identifiers) must not be declared in another command's file.
+// a library (internal/cmdutil for what only commands share), never in another command's file nor
+// in main.go (STYLE.md, Commands). A name a command file uses but does not declare (go/parser's
+// unresolved identifiers) must not be declared in another file of the root package.
 func TestCommandFilesUseNoOtherCommand(t *testing.T) {
 	files, err := filepath.Glob("../../*.go")
 	if err != nil {
@@ -77,7 +78,7 @@ func TestCommandFilesUseNoOtherCommand(t *testing.T) {
 		}
 		for _, id := range af.Unresolved {
 			g, ok := declaredIn[id.Name]
-			if ok && commandOf(g) != "" && commandOf(g) != cmd {
+			if ok && commandOf(g) != cmd {
 				bad = append(bad, filepath.Base(f)+" uses "+id.Name+" from "+filepath.Base(g))
 			}
 		}
@@ -85,7 +86,7 @@ func TestCommandFilesUseNoOtherCommand(t *testing.T) {
 	sort.Strings(bad)
 	bad = compactStrings(bad)
 	for _, b := range bad {
-		t.Errorf("%s: command files use libraries or the root package's helper files, never another command's file", b)
+		t.Errorf("%s: command files use libraries, never another file of the root package", b)
 	}
 }
 
@@ -97,4 +98,35 @@ func compactStrings(s []string) []string {
 		}
 	}
 	return out
+}
+
+// rootBudget is how many lines the root package's non-test files may hold together: commands
+// that wire libraries (ARCHITECTURE.md, Invariants).
+const rootBudget = 2500
+
+// TestRootPackageIsWiring: package main stays within rootBudget lines; what grows past it is
+// logic that belongs in a library.
+func TestRootPackageIsWiring(t *testing.T) {
+	files, err := filepath.Glob("../../*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, n := 0, 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(b, []byte("\n"))
+		n++
+	}
+	if n < 10 {
+		t.Fatalf("read %d files of the root package: is the test run from internal/depcheck?", n)
+	}
+	if lines > rootBudget {
+		t.Errorf("package main holds %d lines in %d files, more than %d: move what is not flag wiring into a library", lines, n, rootBudget)
+	}
 }

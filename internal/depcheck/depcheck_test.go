@@ -30,7 +30,17 @@ var rules = append([]rule{
 },
 	// The manifest is the only thing the shim and the bench read from a bundle; neither, nor
 	// llama-server's own package, reaches up to the pipeline, Dagger or the CLI.
-	below("shim", "bench", "manifest", "llamaserver")...)
+	append(below("shim", "bench", "manifest", "llamaserver"), onlyCommands()...)...)
+
+// onlyCommands: internal/cmdutil is what the commands share (usage errors, streams, their
+// flags); no library depends on it, so no library learns of the command line through it.
+func onlyCommands() []rule {
+	var out []rule
+	for _, p := range []string{"bench", "bisect", "bundler", "imagebundle", "manifest", "patches", "pipeline", "pipeline/build", "pipeline/executor", "pipeline/image", "pipeline/recorded", "preflight", "publish", "recipes", "shim", "targets", "wheel", "gguf", "artifacts", "llamaserver"} {
+		out = append(out, rule{module + "/" + p, []string{module + "/internal/cmdutil"}, "cmdutil is the commands' own (ARCHITECTURE.md, Invariants)"})
+	}
+	return out
+}
 
 func below(pkgs ...string) []rule {
 	var out []rule
