@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -56,7 +54,7 @@ func bundleCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runBundle(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
+			return runBundle(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -147,7 +145,8 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 
 // runBundle makes the bundle and prints the manifest's sha256 beside each path written, or one
 // JSON object.
-func runBundle(ctx context.Context, o bundleOptions, log *slog.Logger, stdout io.Writer) error {
+func runBundle(ctx context.Context, o bundleOptions, s cmdutil.Streams) error {
+	log, stdout := s.Log, s.Stdout
 	res, err := bundler.Make(ctx, log, o.Options)
 	if err != nil {
 		return cmdutil.UsageOf(err)

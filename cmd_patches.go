@@ -34,7 +34,7 @@ func patchesCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return runPatchesStatus(c.Context, o, cmdutil.Stdout(c))
+				return runPatchesStatus(c.Context, o, cmdutil.StreamsOf(c))
 			},
 		}},
 	}
@@ -71,7 +71,8 @@ func patchesStatusOptionsOf(c *cli.Context) (patchesStatusOptions, error) {
 
 // runPatchesStatus applies the series at the commit (or bisects the range) and writes the
 // report; it fails when a patch is left that does not apply.
-func runPatchesStatus(ctx context.Context, o patchesStatusOptions, out io.Writer) error {
+func runPatchesStatus(ctx context.Context, o patchesStatusOptions, s cmdutil.Streams) error {
+	out := s.Stdout
 	var rep interface {
 		WriteText(io.Writer) error
 		Blocked() error

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -43,7 +41,7 @@ something could not be checked (or preflight was called wrongly).`,
 			if err != nil {
 				return err
 			}
-			return runPreflight(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
+			return runPreflight(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -77,7 +75,8 @@ func preflightOptionsOf(c *cli.Context) (preflightOptions, error) {
 
 // runPreflight reads what o names, checks it against the host and writes the report; its exit
 // status is the report's.
-func runPreflight(ctx context.Context, o preflightOptions, log *slog.Logger, stdout io.Writer) error {
+func runPreflight(ctx context.Context, o preflightOptions, s cmdutil.Streams) error {
+	log, stdout := s.Log, s.Stdout
 	host, hostName := targets.Host{}, "this machine"
 	if o.Target != "" || o.TargetFile != "" {
 		t, err := targets.ResolveHost(o.Target, o.TargetFile)

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -43,7 +41,7 @@ func recipeCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return runRecipeBump(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
+				return runRecipeBump(c.Context, o, cmdutil.StreamsOf(c))
 			},
 		}},
 	}
@@ -80,7 +78,8 @@ func recipeBumpOptionsOf(c *cli.Context) (recipeBumpOptions, error) {
 
 // runRecipeBump moves the recipe and series (a copy of the built-in ones with o.Out) and prints
 // each file it wrote.
-func runRecipeBump(ctx context.Context, o recipeBumpOptions, log *slog.Logger, stdout io.Writer) error {
+func runRecipeBump(ctx context.Context, o recipeBumpOptions, s cmdutil.Streams) error {
+	log, stdout := s.Log, s.Stdout
 	var res *recipes.BumpResult
 	var err error
 	if o.Out != "" {

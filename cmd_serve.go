@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -38,7 +37,7 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runServe(c.Context, o, cmdutil.Logger(c))
+			return runServe(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -77,7 +76,8 @@ func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 // runServe verifies the bundle (an archive unpacked into a temporary directory, removed when
 // serve stops), starts its llama-server as its manifest says and serves the shim on o.Addr
 // until ctx ends.
-func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
+func runServe(ctx context.Context, o serveOptions, st cmdutil.Streams) error {
+	log := st.Log
 	dir, cleanup, err := cmdutil.OpenBundle(ctx, o.Bundle)
 	if err != nil {
 		return err

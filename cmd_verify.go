@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -34,7 +32,7 @@ func verifyCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runVerify(c.Context, o, cmdutil.Logger(c), cmdutil.Stdout(c))
+			return runVerify(c.Context, o, cmdutil.StreamsOf(c))
 		},
 	}
 }
@@ -70,7 +68,8 @@ func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
 
 // runVerify checks every file of the bundle against its manifest and writes the problems (or
 // one JSON object); an archive that verifies is unpacked where o.Extract says.
-func runVerify(ctx context.Context, o verifyOptions, log *slog.Logger, out io.Writer) error {
+func runVerify(ctx context.Context, o verifyOptions, s cmdutil.Streams) error {
+	log, out := s.Log, s.Stdout
 	v, err := manifest.VerifyPath(o.Path, o.IsDir)
 	if err != nil {
 		return cmdutil.UsageOf(err)
