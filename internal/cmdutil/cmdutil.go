@@ -2,13 +2,10 @@ package cmdutil
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -55,37 +52,6 @@ func UsageOf(err error) error {
 	if inputerr.Is(err) {
 		return UsageError{err}
 	}
-	return err
-}
-
-// NotThere makes the error of an input the user named but that does not exist a usage error.
-func NotThere(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return UsageError{err}
-	}
-	return err
-}
-
-// CheckDir refuses, as a usage error, a directory flag naming something that is not a
-// directory.
-func CheckDir(flag, dir string) error {
-	fi, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return Usagef("--%s %s: %w", flag, dir, err)
-	case !fi.IsDir():
-		return Usagef("--%s %s is not a directory", flag, dir)
-	}
-	return nil
-}
-
-// WriteJSON writes v indented, with a trailing newline.
-func WriteJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
 	return err
 }
 

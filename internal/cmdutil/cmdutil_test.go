@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -27,30 +24,12 @@ func TestErrorsCarryTheirExitStatus(t *testing.T) {
 		{"wrapped usage", fmt.Errorf("loading: %w", Usage(errors.New("x"))), true},
 		{"a library's input error", UsageOf(inputerr.Errorf("bad value")), true},
 		{"another error stays", UsageOf(errors.New("disk full")), false},
-		{"a missing input", NotThere(fmt.Errorf("opening: %w", fs.ErrNotExist)), true},
-		{"another open error stays", NotThere(fs.ErrPermission), false},
 	} {
 		if got := IsUsage(tc.err); got != tc.usage {
 			t.Errorf("%s: IsUsage(%v) = %v, want %v", tc.name, tc.err, got, tc.usage)
 		}
 		if tc.usage && (!errors.As(tc.err, &coder) || coder.ExitCode() != ExitUsage) {
 			t.Errorf("%s: %v is not a cli.ExitCoder with status %d", tc.name, tc.err, ExitUsage)
-		}
-	}
-}
-
-func TestCheckDirRefusesWhatIsNotADirectory(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckDir("out", dir); err != nil {
-		t.Errorf("CheckDir(a directory) = %v", err)
-	}
-	for _, p := range []string{file, filepath.Join(dir, "missing")} {
-		if err := CheckDir("out", p); !IsUsage(err) {
-			t.Errorf("CheckDir(%s) = %v, want a usage error", p, err)
 		}
 	}
 }

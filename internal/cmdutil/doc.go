@@ -1,3 +1,3 @@
 // Package cmdutil is what llbuild's commands share and nothing else: errors that carry their exit
-// status, the streams a command writes to, checks of flag values, and JSON on stdout.
+// status, the streams a command writes to, and the flags several commands take.
 package cmdutil
