@@ -374,6 +374,83 @@ func TestBenchChatRendersTheTurnWithTheTemplate(t *testing.T) {
 	}
 }
 
+// --chat with messages holding an image, on real parts (the patched llama-server, the tiny model
+// and a tiny random vision projector bundled with --mmproj): the image reaches the projector, so
+// row 0's prompt holds its tokens beside the same messages' text, and the record says the
+// prompt holds one image, a protocol of its own. A bundle without a projector, and an image by
+// remote URL, are refused before any server starts, naming the fix.
+func TestBenchChatSendsTheImagesToTheProjector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	server := enginetest.PatchedServer(t)
+	proj := filepath.Join(t.TempDir(), "tiny-mmproj.gguf")
+	if err := gguf.WriteTinyProjectorFile(proj, gguf.DefaultTinyProjector(gguf.DefaultTiny())); err != nil {
+		t.Fatal(err)
+	}
+	bs := benchBundles(t, filepath.Dir(server), []string{"--mmproj", proj}, nil)
+	vision, plain := bs[0], bs[1]
+	files := t.TempDir()
+	messages := func(name string, image any) string {
+		content := []any{map[string]any{"type": "text", "text": "Describe the picture in one sentence."}}
+		if image != nil {
+			content = append(content, map[string]any{"type": "image_url", "image_url": map[string]any{"url": image}})
+		}
+		raw, _ := json.Marshal([]any{map[string]any{"role": "user", "content": content}})
+		f := filepath.Join(files, name)
+		if err := os.WriteFile(f, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	withImage, textOnly := messages("image.json", pngDataURL(t)), messages("text.json", nil)
+	flags := []string{"--mode", "screen", "--canaries", "2", "--generate", "8", "--chat"}
+	dir := t.TempDir()
+	for _, f := range []string{textOnly, withImage} {
+		if code, stdout, stderr := benchRun(t, append([]string{vision, "--dir", dir, "--prompt-file", f}, flags...)...); code != 0 {
+			t.Fatalf("bench --chat --prompt-file %s: exit %d\nstdout:\n%s\nstderr:\n%s", filepath.Base(f), code, stdout, stderr)
+		}
+	}
+	rs := readRecords(t, dir)
+	if len(rs.Runs) != 2 {
+		t.Fatalf("records: %+v, want two runs", rs.Runs)
+	}
+	text := readRecord(t, filepath.Join(dir, rs.Runs[0].Dir, "record.json"))
+	image := readRecord(t, filepath.Join(dir, rs.Runs[1].Dir, "record.json"))
+	if text.Protocol.Images != 0 || image.Protocol.Images != 1 || !strings.Contains(image.Identity.Protocol, "-img1-") {
+		t.Errorf("protocol images %d then %d, identity protocol %q: want 0, then 1 named in the identity", text.Protocol.Images, image.Protocol.Images, image.Identity.Protocol)
+	}
+	if rs.Runs[0].Protocol == rs.Runs[1].Protocol {
+		t.Errorf("runs with and without the image share the protocol %q: their figures would be compared", rs.Runs[0].Protocol)
+	}
+	if len(text.Rows) != 1 || len(image.Rows) != 1 {
+		t.Fatalf("rows %+v and %+v, want one each", text.Rows, image.Rows)
+	}
+	// the tiny projector gives a 32×32 image 16 embeddings; the marker's own text is not sent
+	if tt, it := text.Rows[0].PromptTokens, image.Rows[0].PromptTokens; it < tt+16 {
+		t.Errorf("row 0 prompt tokens %d with the image, %d without: want 16 more at least, the projector's embeddings", it, tt)
+	}
+	if !image.Valid {
+		t.Errorf("the run with the image does not count: %v", image.Invalid)
+	}
+
+	for _, tc := range []struct {
+		name, bundle, file, want string
+	}{
+		{"no projector", plain, withImage, "has no vision projector and the --chat messages hold 1 image(s), which it would drop: bundle it with --mmproj"},
+		{"a remote image", vision, messages("remote.json", "https://example.com/cat.png"), "is not a data: URL: bench fetches nothing"},
+	} {
+		d := filepath.Join(t.TempDir(), "campaign")
+		code, _, stderr := benchRun(t, append([]string{tc.bundle, "--dir", d, "--prompt-file", tc.file}, flags...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, want %d with %q\n%s", tc.name, code, exitUsage, tc.want, stderr)
+		}
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s: the refused bench made its campaign directory", tc.name)
+		}
+	}
+}
+
 // A bundle whose llama-server fails at load the same way every time (sid's server, a model of
 // an architecture it does not know: "llama" renamed "llamb" in the GGUF) is started twice, not five times; the run says crashed with
 // the line it crashed on and keeps the server's log, and its later rounds are not started.

@@ -39,8 +39,9 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // campaign's logs in benchmarks/); lab/week49 and lab/gemma4-q8 (an H200 A/B's records);
 // olares-one.new.json (olares-one's plan at the next pin); the bundles the documents bench,
 // verify, preflight and serve (bundle/, old/, new/, v2/, v3/, record/, today/, b-old/, b-new/, and
-// bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), chat.json and
-// key.txt; bundles/before
+// bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), vision/ (the
+// series build with a tiny model and vision projector) and photo.json (messages with a PNG),
+// chat.json and key.txt; bundles/before
 // and bundles/after (stand-in server files, plans a CMake argument and CFLAGS apart);
 // out/ with h200 artifacts of stand-in files at out/h200/3708fd884f2d, the provisioned series
 // build at out/cpu-v3/<hash>, sid's llama-server as olares-one's artifacts and two wheels
@@ -363,7 +364,7 @@ func docsWorld(t *testing.T, repo, mirror, tree, newPlan, bundles string) string
 	return dir
 }
 
-// docsBundles makes what the worlds share once (TestDocsWalk lists it): the bundles, chat.json,
+// docsBundles makes what the worlds share once (TestDocsWalk lists it): the bundles, chat.json and photo.json,
 // the h200 artifacts and the two ggufs beside them.
 func docsBundles(t *testing.T) string {
 	t.Helper()
@@ -420,6 +421,22 @@ func docsBundles(t *testing.T) string {
 	// for the README's sm_120 build of upstream's master).
 	series := filepath.Dir(enginetest.PatchedServer(t))
 	mustRun(t, "cp", "-al", series, filepath.Join(dir, "out", "cpu-v3"))
+	// vision/ and photo.json, which docs/bench.md benches with an image: the series build with
+	// the tiny model and a tiny vision projector (bundle --mmproj), one small PNG in the messages
+	proj := filepath.Join(t.TempDir(), "tiny-mmproj.gguf")
+	if err := gguf.WriteTinyProjectorFile(proj, gguf.DefaultTinyProjector(gguf.DefaultTiny())); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "bundle", "--target", "cpu-v3", "--artifacts", series, "--model", in.Model, "--mmproj", proj,
+		"--ctx-size", "2048", "--threads", "2", "--parallel", "1", "--quiet", "-o", filepath.Join(dir, "vision")); code != exitOK {
+		t.Fatalf("bundle vision: exit %d\n%s", code, stderr)
+	}
+	photo, _ := json.Marshal([]any{map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "text", "text": "What is in this picture?"},
+		map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngDataURL(t)}}}}})
+	if err := os.WriteFile(filepath.Join(dir, "photo.json"), photo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(t, "cp", "-al", filepath.Dir(sidArtifacts(t, "olares-one")), filepath.Join(dir, "out"))
 	docsImage(t, filepath.Join(dir, "image.tar"), series, nil)
 	docsImage(t, filepath.Join(dir, "new.oci.tar"), asTarget(t, series, "olares-one"),

@@ -120,6 +120,9 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	if o.Control != nil && len(o.GPUs) < 2 {
 		return nil, errors.New("a control bundle runs on every device: give two or more --gpus")
 	}
+	if err := takesImages(bundles, o.Control, o.Protocol.Images); err != nil {
+		return nil, err
+	}
 	if o.Judge == (Judge{}) {
 		o.Judge = DefaultJudge()
 	}

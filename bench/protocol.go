@@ -47,6 +47,10 @@ type Protocol struct {
 	// prompt file holding a JSON array of messages, those messages) rendered by the server's own
 	// chat template (/apply-template), as an app calling /v1/chat/completions sends it.
 	Chat bool `json:"chat,omitempty"`
+	// Images is how many images the chat messages of the prompt file hold (image_url parts):
+	// each is sent to the server's projector with the rows' prompt, its tokens part of the
+	// prefill. Runs with images are a protocol of their own.
+	Images int `json:"images,omitempty"`
 }
 
 // DefaultProtocol returns the lab's defaults for mode: a screen runs 128 canary checks and
@@ -71,7 +75,7 @@ func DefaultProtocol(mode string) (Protocol, error) {
 func (p Protocol) FullMode(keepCanaries bool) Protocol {
 	fp, _ := DefaultProtocol(ModeFull)
 	fp.Prompt, fp.PromptTokens, fp.PromptFile, fp.PromptText = p.Prompt, p.PromptTokens, p.PromptFile, p.PromptText
-	fp.Generate, fp.CanaryTokens, fp.Chat = p.Generate, p.CanaryTokens, p.Chat
+	fp.Generate, fp.CanaryTokens, fp.Chat, fp.Images = p.Generate, p.CanaryTokens, p.Chat, p.Images
 	if keepCanaries {
 		fp.Canaries = p.Canaries
 	}
@@ -109,10 +113,32 @@ func (p Protocol) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("prompt %q: use %s, %s or a --prompt-file", p.Prompt, PromptFilledLong, PromptShort))
 	}
+	if p.Chat && p.Prompt == PromptFile {
+		images, err := chatImages(p.PromptText)
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("prompt file %s: %w", p.PromptFile, e))
+		}
+		if err == nil && len(images) != p.Images {
+			errs = append(errs, fmt.Errorf("images %d: the prompt file's messages hold %d", p.Images, len(images)))
+		}
+	} else if p.Images != 0 {
+		errs = append(errs, fmt.Errorf("images %d: only the messages of a --chat prompt file hold images", p.Images))
+	}
 	return errors.Join(errs...)
 }
 
-// key says which runs' figures are comparable: same prompt and generation length.
+// unjoin is the errors errors.Join joined into err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// key says which runs' figures are comparable: same prompt (and images) and generation length.
 func (p Protocol) key() string {
 	if p.Chat {
 		q := p
@@ -123,6 +149,9 @@ func (p Protocol) key() string {
 	case PromptFilledLong:
 		return fmt.Sprintf("%s-p%d-g%d", p.Prompt, p.PromptTokens, p.Generate)
 	case PromptFile:
+		if p.Images > 0 {
+			return fmt.Sprintf("file:%s-img%d-g%d", shortHash([]byte(p.PromptText)), p.Images, p.Generate)
+		}
 		return fmt.Sprintf("file:%s-g%d", shortHash([]byte(p.PromptText)), p.Generate)
 	}
 	return fmt.Sprintf("%s-g%d", p.Prompt, p.Generate)

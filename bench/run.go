@@ -550,17 +550,19 @@ func at(s []int, i int) int {
 }
 
 // rowPrompt returns the rows' prompt: token ids for a filled-long prompt (exactly
-// PromptTokens), text otherwise.
-func (o *Options) rowPrompt(ctx context.Context, c *llamaserver.Client) (any, error) {
+// PromptTokens), a llamaserver.MediaPrompt for chat messages with images, text otherwise.
+func (o *Options) rowPrompt(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint) (any, error) {
 	prompt, err := o.rawPrompt(ctx, c)
 	if err != nil || !o.Protocol.Chat {
 		return prompt, err
 	}
-	return o.chatPrompt(ctx, c, prompt)
+	return o.chatPrompt(ctx, c, ep, prompt)
 }
 
-// chatPrompt renders the rows' prompt as a chat turn through the server's own template.
-func (o *Options) chatPrompt(ctx context.Context, c *llamaserver.Client, prompt any) (any, error) {
+// chatPrompt renders the rows' prompt as a chat turn through the server's own template. The
+// template renders an image part as the server's media marker; the images go beside the text,
+// one per marker, for the projector to encode in every row's prefill.
+func (o *Options) chatPrompt(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint, prompt any) (any, error) {
 	var text string
 	switch p := prompt.(type) {
 	case []int:
@@ -592,7 +594,20 @@ func (o *Options) chatPrompt(ctx context.Context, c *llamaserver.Client, prompt 
 	if rendered == nil || *rendered == "" {
 		return nil, errors.New("the server's chat template rendered the chat turn as nothing")
 	}
-	return *rendered, nil
+	if o.Protocol.Images == 0 {
+		return *rendered, nil
+	}
+	images, err := chatImages(text)
+	if err != nil {
+		return nil, err
+	}
+	if !ep.Vision || ep.MediaMarker == "" {
+		return nil, fmt.Errorf("the server takes no images (its /props says no vision modality) and the messages hold %d: bundle with --mmproj and the model's vision projector", len(images))
+	}
+	if n := strings.Count(*rendered, ep.MediaMarker); n != len(images) {
+		return nil, fmt.Errorf("the server's chat template rendered %d of the messages' %d images: the rows would not carry them all", n, len(images))
+	}
+	return llamaserver.MediaPrompt{Text: *rendered, Media: images}, nil
 }
 
 // rawPrompt is the protocol's prompt: token ids for filled-long, else text.
@@ -619,16 +634,24 @@ func (o *Options) rawPrompt(ctx context.Context, c *llamaserver.Client) (any, er
 // that still reports cached tokens shows the server reused work it was told not to.
 // rowInput is the rows' prompt, refused when a row would not fit the bundle's slot.
 func (o *Options) rowInput(ctx context.Context, c *llamaserver.Client, ep llamaserver.Endpoint) (any, error) {
-	prompt, err := o.rowPrompt(ctx, c)
+	prompt, err := o.rowPrompt(ctx, c, ep)
 	if err != nil {
 		return nil, err
 	}
+	text := ""
 	n := 0
 	switch p := prompt.(type) {
 	case []int:
 		n = len(p)
 	case string:
-		ids, err := c.Tokenize(ctx, llamaserver.TokenizeRequest{Content: p, AddSpecial: true})
+		text = p
+	case llamaserver.MediaPrompt:
+		// only the text's tokens: an image's count is known once the projector has encoded
+		// it, so this check is a lower bound and the server refuses a row that does not fit
+		text = strings.ReplaceAll(p.Text, ep.MediaMarker, "")
+	}
+	if text != "" {
+		ids, err := c.Tokenize(ctx, llamaserver.TokenizeRequest{Content: text, AddSpecial: true})
 		if err != nil {
 			return nil, fmt.Errorf("tokenizing the prompt: %w", err)
 		}

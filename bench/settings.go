@@ -43,6 +43,10 @@ func (s Settings) Options() (Options, error) {
 			return Options{}, fmt.Errorf("--prompt-file: %w", err)
 		}
 		p.Prompt, p.PromptFile, p.PromptText = PromptFile, s.PromptFile, string(b)
+		if p.Chat {
+			images, _ := chatImages(p.PromptText) // its problems are Validate's to report
+			p.Images = len(images)
+		}
 	}
 	if p.Prompt != PromptFilledLong {
 		p.PromptTokens = 0

@@ -4,7 +4,7 @@ import "encoding/json"
 
 // CompletionRequest is a body for llama-server's native POST /completion.
 type CompletionRequest struct {
-	Prompt   any `json:"prompt"` // text or token ids
+	Prompt   any `json:"prompt"` // text, token ids or a MediaPrompt
 	NPredict int `json:"n_predict"`
 	// NProbs > 0 asks for the generated tokens' probabilities; it also makes a server with
 	// llbuild's series generate without drafting (patch 0004).
@@ -36,6 +36,14 @@ type CompletionRequest struct {
 	PromptLogprobsFlat bool `json:"prompt_logprobs_flat,omitempty"`
 	// PromptLogprobsBase64 asks for the flat arrays as base64 (patch 0009).
 	PromptLogprobsBase64 bool `json:"prompt_logprobs_base64,omitempty"`
+}
+
+// MediaPrompt is a /completion prompt with images (or other media) for a server started with a
+// projector (--mmproj): Text holds the server's media marker (Info.MediaMarker) once per item
+// of Media, in order, and each item is the file's bytes in base64, not a data: URL.
+type MediaPrompt struct {
+	Text  string   `json:"prompt_string"`
+	Media []string `json:"multimodal_data"`
 }
 
 // Completion is an answer of POST /completion, or one streamed chunk of it.
@@ -117,7 +125,14 @@ type Props struct {
 	BOS        string `json:"bos_token"`
 	EOS        string `json:"eos_token"`
 	Template   string `json:"chat_template"`
-	Defaults   struct {
+	// MediaMarker is the text that stands for one image in a prompt (and in /apply-template's
+	// rendering of an image part); Modalities say which media the projector, if any, takes.
+	MediaMarker string `json:"media_marker"`
+	Modalities  struct {
+		Vision bool `json:"vision"`
+		Audio  bool `json:"audio"`
+	} `json:"modalities"`
+	Defaults struct {
 		NCtx int `json:"n_ctx"`
 	} `json:"default_generation_settings"`
 	// PromptLogprobs is present in a server built with llbuild's series (patch 0002).

@@ -22,6 +22,10 @@ type Info struct {
 	BuildInfo    string
 	BOS, EOS     string
 	ChatTemplate string
+	// Vision says the server takes images (it was started with a vision projector, --mmproj);
+	// MediaMarker is the text that stands for one in a prompt (MediaPrompt).
+	Vision      bool
+	MediaMarker string
 	// PromptLogprobs is true when the server advertises native prompt logprobs (a patched
 	// llama-server).
 	PromptLogprobs bool
@@ -76,6 +80,8 @@ func (c *Client) ReadInfo(ctx context.Context) (Info, error) {
 		BOS:            props.BOS,
 		EOS:            props.EOS,
 		ChatTemplate:   props.Template,
+		Vision:         props.Modalities.Vision,
+		MediaMarker:    props.MediaMarker,
 		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
 		Series:         props.PromptLogprobs != nil,
 		// Only with prompt logprobs on: flat is a form of them, not a feature of its own.
