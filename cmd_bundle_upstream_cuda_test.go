@@ -156,7 +156,19 @@ func upstreamCUDAImage(t *testing.T, app, sysroot string) v1.Image {
 		f.Close()
 		if interp != "" && !done[interp] {
 			done[interp] = true
-			add(strings.TrimPrefix(interp, "/"), filepath.Join(sysroot, interp))
+			// as Ubuntu has it: the loader among the libraries, PT_INTERP's path a link to it
+			// (libc needs it by its soname too)
+			base := path.Base(interp)
+			if d, p := find(base); p != "" {
+				done[base] = true
+				add(strings.TrimPrefix(d, "/")+"/"+base, p)
+				mkdirs(strings.TrimPrefix(interp, "/"))
+				if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(interp, "/"), Typeflag: tar.TypeSymlink, Linkname: d + "/" + base, Mode: 0o777}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				add(strings.TrimPrefix(interp, "/"), filepath.Join(sysroot, interp))
+			}
 		}
 		for _, n := range needed {
 			if done[n] || inApp[n] {

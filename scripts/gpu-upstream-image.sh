@@ -1,0 +1,108 @@
+#!/bin/bash
+# gpu-upstream-image.sh: issue 55 item 3 on the GPU machine (no Go, no docker, no network):
+# upstream's CUDA server image, as ghcr.io/ggml-org/llama.cpp:server-cuda is built, bundled by
+# llbuild bundle --image, preflighted, served and benched against llbuild's own h200 build. Runs
+# the root test TestBundleImageUpstreamCUDA (cmd_bundle_upstream_cuda_test.go).
+#
+# Carry (a folder git ignores, .carry/; 64 MiB in all), made here with Go:
+#   CGO_ENABLED=0 go build -o .carry/llbuild . && xz -9 -f .carry/llbuild
+#   CGO_ENABLED=0 go test -c -o .carry/root.test . && xz -9 -f .carry/root.test
+#   cp ../shared/llama.cpp/llama.cpp-PIN.tar.xz .carry/   (PIN: recipes/server.yaml's commit, 9 hex)
+#   optional: .carry/ccache.txz as scripts/h200-carry.sh makes it
+# and run, from the repository root, with the longest timeout (600 s):
+#   bash scripts/gpu-upstream-image.sh .carry
+# Each step leaves its result under /tmp and is skipped when run again, so that a call cut off
+# at 10 minutes is finished by the same command on the same warm machine. The steps (STAGE, the
+# second argument, runs one; default all):
+#   upstream  the pin built as .devops/cuda.Dockerfile builds it, with its cmake flags
+#               -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
+#               -DLLAMA_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=${CUDA_DOCKER_ARCH}
+#               -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined
+#             (CUDA_DOCKER_ARCH=90: sm_90; ARCH overrides) and, since this machine has no network
+#             and no libssl-dev for certain, -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF (the
+#             Dockerfile's node stage builds the web UI); only llama-server's target (ggml
+#             depends on every backend module), about 4-5 min with -j16; then laid out as the
+#             Dockerfile lays out /app: `find build -name "*.so*" -exec cp -P {} /app/lib` and
+#             the server, into /tmp/app
+#   own       llbuild build --executor host -t h200 of the same pin with the series, into /tmp/own
+#             (about 4 min)
+#   test      the root test with LLBUILD_UPSTREAM_CUDA_APP=/tmp/app, LLBUILD_UPSTREAM_CUDA_TARGET
+#             (TARGET, default h200) and LLBUILD_PATCHED_LLAMA_SERVER the own build's llama-server
+#             (its directory holds the artifacts the test bundles and benches against); the log
+#             in $OUT/test.log, the bench campaign in $OUT/bench.tgz
+set -uo pipefail
+D=$(cd "${1:?usage: gpu-upstream-image.sh CARRY_DIR [upstream|own|test|all]}" && pwd); stage=${2:-all}
+OUT=${OUT:-/tmp/gpu-upstream-out}; mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin
+if ! command -v ccache >/dev/null && [ -f "$D"/ccache.txz ]; then
+	[ -x /tmp/cc/ccache/bin/ccache ] || { mkdir -p /tmp/cc && tar -xJf "$D"/ccache.txz -C /tmp/cc; }
+	export PATH=/tmp/cc/ccache/bin:$PATH
+fi
+for f in "$D"/llbuild.xz "$D"/root.test.xz; do # carried compressed
+	[ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dk "$f" && chmod +x "${f%.xz}"
+done
+pin=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
+tarball=$D/llama.cpp-$pin.tar.xz
+jobs=$(nproc)
+
+upstream() {
+	[ -x /tmp/app/llama-server ] && { echo "upstream: /tmp/app already built"; return 0; }
+	local t0=$SECONDS src=/tmp/src-upstream launcher=()
+	[ -f "$tarball" ] || { echo "upstream: no $tarball carried" >&2; return 1; }
+	if [ ! -f "$src"/CMakeLists.txt ]; then
+		rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
+	fi
+	grep -n 'cmake -B build' "$src"/.devops/cuda.Dockerfile | tee "$OUT"/dockerfile-cmake.txt
+	command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+	cmake -S "$src" -B "$src"/build -G Ninja -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON \
+		-DLLAMA_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined \
+		-DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF "${launcher[@]}" >"$OUT"/upstream-cmake.log 2>&1 ||
+		{ tail -40 "$OUT"/upstream-cmake.log; return 1; }
+	cmake --build "$src"/build --config Release -j"$jobs" --target llama-server >"$OUT"/upstream-build.log 2>&1 ||
+		{ tail -40 "$OUT"/upstream-build.log; return 1; }
+	rm -rf /tmp/app.new && mkdir -p /tmp/app.new &&
+		(cd "$src" && find build -name "*.so*" -exec cp -P {} /tmp/app.new \;) &&
+		cp "$src"/build/bin/llama-server /tmp/app.new/ || return 1
+	[ -f /tmp/app.new/libggml-cuda.so ] || { echo "upstream: the build made no libggml-cuda.so" >&2; return 1; }
+	rm -rf /tmp/app && mv /tmp/app.new /tmp/app
+	readelf -d /tmp/app/llama-server | grep -E 'NEEDED|RUNPATH|RPATH' >"$OUT"/upstream-dynamic.txt
+	find /tmp/app -mindepth 1 -printf '%M %10s %f %l\n' | sort -k3 | tee "$OUT"/upstream-app.txt
+	echo "upstream ($pin): /tmp/app built in $((SECONDS - t0)) s"
+}
+
+own() {
+	[ -n "$(find /tmp/own -name artifacts.json 2>/dev/null | head -1)" ] && { echo "own: /tmp/own already built"; return 0; }
+	local t0=$SECONDS src=/tmp/src-own dir
+	[ -f "$tarball" ] || { echo "own: no $tarball carried" >&2; return 1; }
+	rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
+	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/own --work-dir /tmp/work-own 2>"$OUT"/own-build.log) ||
+		{ tail -40 "$OUT"/own-build.log; return 1; }
+	echo "own ($pin): built $dir in $((SECONDS - t0)) s"
+}
+
+run_test() {
+	local art t0=$SECONDS rc
+	art=$(dirname "$(find /tmp/own -name artifacts.json | head -1)")
+	if [ ! -x /tmp/app/llama-server ] || [ ! -x "$art"/llama-server ]; then
+		echo "test: build upstream and own first" >&2
+		return 1
+	fi
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT"/gpu.txt 2>&1
+	rm -rf /tmp/upstream-bench
+	LLBUILD_UPSTREAM_CUDA_APP=/tmp/app LLBUILD_UPSTREAM_CUDA_TARGET=${TARGET:-h200} LLBUILD_PATCHED_LLAMA_SERVER=$art/llama-server \
+		LLBUILD_UPSTREAM_CUDA_BENCH_DIR=/tmp/upstream-bench \
+		"$D"/root.test -test.run 'TestBundleImageUpstreamCUDA$' -test.v -test.count=1 -test.timeout 9m >"$OUT"/test.log 2>&1
+	rc=$?
+	[ -d /tmp/upstream-bench ] && tar -C /tmp -czf "$OUT"/bench.tgz upstream-bench
+	tail -60 "$OUT"/test.log
+	echo "test: exit $rc in $((SECONDS - t0)) s"
+	return $rc
+}
+
+case $stage in
+upstream) upstream ;;
+own) own ;;
+test) run_test ;;
+all) upstream && own && run_test ;;
+*) echo "gpu-upstream-image.sh: no stage $stage" >&2; exit 2 ;;
+esac
