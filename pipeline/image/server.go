@@ -507,13 +507,19 @@ func readDeps(file string) (elfDeps, error) {
 	return d, nil
 }
 
-func expandOrigin(dirs []string, origin string) []string {
+// expandOrigin makes an RPATH's or RUNPATH's entries image directories: $ORIGIN is the
+// directory of the file that has it, and an empty or relative entry is relative to the process's
+// working directory (wd, the image's), as glibc's loader reads it. A CMake build tree's binaries
+// have such an entry (RUNPATH "/app/build/bin:"), and upstream's images find their libraries
+// through it: the build directory is gone, the libraries are in /app, the working directory.
+func expandOrigin(dirs []string, origin, wd string) []string {
 	var out []string
 	for _, d := range dirs {
 		d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", origin), "$ORIGIN", origin)
-		if d != "" && path.IsAbs(d) {
-			out = append(out, path.Clean(d))
+		if !path.IsAbs(d) {
+			d = path.Join(wd, d)
 		}
+		out = append(out, path.Clean(d))
 	}
 	return out
 }
@@ -527,6 +533,10 @@ func (fsys *imageFS) closure(s *Server, env map[string]string) error {
 		}
 	}
 	system := append(fsys.ldconfDirs(), defaultLibDirs...)
+	wd := s.Config.Config.WorkingDir
+	if wd == "" {
+		wd = "/"
+	}
 	type item struct{ imagePath, needed string }
 	files := map[string]string{}  // bundle name -> image path (resolved)
 	byPath := map[string]string{} // resolved image path -> bundle name
@@ -581,10 +591,10 @@ func (fsys *imageFS) closure(s *Server, env map[string]string) error {
 			origin := path.Dir(it.imagePath)
 			var search []string
 			if len(d.runpath) == 0 {
-				search = append(search, expandOrigin(d.rpath, origin)...)
+				search = append(search, expandOrigin(d.rpath, origin, wd)...)
 			}
 			search = append(search, ldLibraryPath...)
-			search = append(search, expandOrigin(d.runpath, origin)...)
+			search = append(search, expandOrigin(d.runpath, origin, wd)...)
 			search = append(search, system...)
 			for _, need := range d.needed {
 				if hostProvided(need) {

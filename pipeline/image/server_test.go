@@ -247,3 +247,73 @@ func TestExtractServerRefusals(t *testing.T) {
 		t.Errorf("two servers: %v, want both named", err)
 	}
 }
+
+// A CMake build tree's server, as upstream's images hold it: RUNPATH "BUILD/bin:", the build
+// directory gone from the image and an empty entry, which glibc's loader reads as the working
+// directory: its libraries are found in /app, the image's WORKDIR, and in no other.
+func TestExtractServerReadsAnEmptyRunpathEntryAsTheWorkingDirectory(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		enginetest.SkipUnlessCI(t, "no gcc to compile the test's ELF files")
+	}
+	dir := t.TempDir()
+	o := func(name string) string { return filepath.Join(dir, name) }
+	for _, args := range [][]string{
+		{"-shared", "-fPIC", "-Wl,-soname,libllama.so.0", "-o", o("libllama.so.0"), "-x", "c", "-"},
+		{"-o", o("llama-server"), "-x", "c", "-", "-x", "none", "-L" + dir, "-l:libllama.so.0", "-Wl,--no-as-needed", "-Wl,-rpath,/app/build/bin:", "-Wl,--enable-new-dtags"},
+	} {
+		body := "int llama(void) { return 1; }\n"
+		if slices.Contains(args, o("llama-server")) {
+			body = "int llama(void); int main(void) { return llama(); }\n"
+		}
+		cmd := exec.Command(gcc, args...)
+		cmd.Stdin = strings.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	f := map[string][]byte{}
+	for _, p := range []string{o("libllama.so.0"), o("llama-server"), "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Skipf("this machine's C library: %v", err)
+		}
+		f[filepath.Base(p)] = b
+	}
+	image := func(wd string) v1.Image {
+		img, err := mutate.AppendLayers(empty.Image, layerOf(t, []entry{
+			{name: "lib", link: "usr/lib"},
+			{name: "lib64", link: "usr/lib64"},
+			{name: "usr/lib/x86_64-linux-gnu/libc.so.6", body: f["libc.so.6"]},
+			{name: "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", body: f["ld-linux-x86-64.so.2"]},
+			{name: "usr/lib64/ld-linux-x86-64.so.2", link: "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
+			{name: "app/llama-server", body: f["llama-server"]},
+			{name: "app/libllama.so.0", body: f["libllama.so.0"]},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf = cf.DeepCopy()
+		cf.OS, cf.Architecture = "linux", "amd64"
+		cf.Config.Entrypoint, cf.Config.WorkingDir = []string{"/app/llama-server"}, wd
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	s, err := ExtractServer(context.Background(), image("/app"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(s.Files, func(sf ServerFile) bool { return sf.Name == "libllama.so.0" })
+	if i < 0 || s.Files[i].ImagePath != "/app/libllama.so.0" {
+		t.Errorf("files %+v, want libllama.so.0 from /app, the working directory", s.Files)
+	}
+	if _, err := ExtractServer(context.Background(), image("/"), t.TempDir()); err == nil || !strings.Contains(err.Error(), "libllama.so.0") {
+		t.Errorf("working directory /: %v, want libllama.so.0 missing", err)
+	}
+}
