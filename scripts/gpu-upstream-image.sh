@@ -29,7 +29,8 @@
 #   test      the root test with LLBUILD_UPSTREAM_CUDA_APP=/tmp/app, LLBUILD_UPSTREAM_CUDA_TARGET
 #             (TARGET, default h200) and LLBUILD_PATCHED_LLAMA_SERVER the own build's llama-server
 #             (its directory holds the artifacts the test bundles and benches against); the log
-#             in $OUT/test.log, the bench campaign in $OUT/bench.tgz
+#             in $OUT/test.log, the bench campaign in $OUT/bench.tgz (ROUNDS: its --rounds,
+#             default 1; the model is the test's tiny one, so it proves the bench runs, not a speed)
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-upstream-image.sh CARRY_DIR [upstream|own|test|all]}" && pwd); stage=${2:-all}
 OUT=${OUT:-/tmp/gpu-upstream-out}; mkdir -p "$OUT"
@@ -82,7 +83,7 @@ own() {
 
 run_test() {
 	local art t0=$SECONDS rc
-	art=$(dirname "$(find /tmp/own -name artifacts.json | head -1)")
+	art=$(dirname "$(find /tmp/own -name artifacts.json 2>/dev/null | head -1)")
 	if [ ! -x /tmp/app/llama-server ] || [ ! -x "$art"/llama-server ]; then
 		echo "test: build upstream and own first" >&2
 		return 1
@@ -90,7 +91,7 @@ run_test() {
 	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT"/gpu.txt 2>&1
 	rm -rf /tmp/upstream-bench
 	LLBUILD_UPSTREAM_CUDA_APP=/tmp/app LLBUILD_UPSTREAM_CUDA_TARGET=${TARGET:-h200} LLBUILD_PATCHED_LLAMA_SERVER=$art/llama-server \
-		LLBUILD_UPSTREAM_CUDA_BENCH_DIR=/tmp/upstream-bench \
+		LLBUILD_UPSTREAM_CUDA_BENCH_DIR=/tmp/upstream-bench LLBUILD_UPSTREAM_CUDA_ROUNDS=${ROUNDS:-1} \
 		"$D"/root.test -test.run 'TestBundleImageUpstreamCUDA$' -test.v -test.count=1 -test.timeout 9m >"$OUT"/test.log 2>&1
 	rc=$?
 	[ -d /tmp/upstream-bench ] && tar -C /tmp -czf "$OUT"/bench.tgz upstream-bench
