@@ -9,10 +9,13 @@
 #   CGO_ENABLED=0 go test -c -o .carry/root.test . && xz -9 -f .carry/root.test
 #   cp ../shared/llama.cpp/llama.cpp-PIN.tar.xz .carry/   (PIN: recipes/server.yaml's commit, 9 hex)
 #   optional: .carry/ccache.txz as scripts/h200-carry.sh makes it
+# (only the .xz files: about 33 MB with the tarball; .carry must be ignored by git, and named in
+# run's carry: [".carry"])
 # and run, from the repository root, with the longest timeout (600 s):
 #   bash scripts/gpu-upstream-image.sh .carry
 # Each step leaves its result under /tmp and is skipped when run again, so that a call cut off
-# at 10 minutes is finished by the same command on the same warm machine. The steps (STAGE, the
+# at 10 minutes (both builds together take about 9) is finished by the same command on the same
+# warm machine: a build cut off goes on where ninja stopped. The steps (STAGE, the
 # second argument, runs one; default all):
 #   upstream  the pin built as .devops/cuda.Dockerfile builds it, with its cmake flags
 #               -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
@@ -75,7 +78,9 @@ own() {
 	[ -n "$(find /tmp/own -name artifacts.json 2>/dev/null | head -1)" ] && { echo "own: /tmp/own already built"; return 0; }
 	local t0=$SECONDS src=/tmp/src-own dir
 	[ -f "$tarball" ] || { echo "own: no $tarball carried" >&2; return 1; }
-	rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
+	if [ ! -f "$src"/CMakeLists.txt ]; then # kept for a step cut off and run again
+		rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
+	fi
 	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/own --work-dir /tmp/work-own 2>"$OUT"/own-build.log) ||
 		{ tail -40 "$OUT"/own-build.log; return 1; }
 	echo "own ($pin): built $dir in $((SECONDS - t0)) s"
