@@ -366,3 +366,44 @@ func BenchmarkAnswerStrings(b *testing.B) {
 		}
 	}
 }
+
+// TestLogprobsWriterMatchesItsParts: the logprobs object, whose top objects
+// copy the token's and the logprob's bytes written before them, is what
+// writing each part on its own gives: the tokens and offsets through
+// encoding/json, each logprob with appendJSONFloat and each top object with
+// its MarshalJSON (keys through encoding/json).
+func TestLogprobsWriterMatchesItsParts(t *testing.T) {
+	for _, fx := range []echoAnswerFixture{newEchoAnswerFixture(64), newEchoAnswerFixtureOf(512, mixedPiece)} {
+		l := fx.response(t, fx.flat).Choices[0].Logprobs
+		want := []byte(`{"tokens":`)
+		tokens, _ := json.Marshal(l.Tokens)
+		want = append(append(want, tokens...), `,"token_logprobs":[`...)
+		for i, v := range l.TokenLogprobs {
+			if i > 0 {
+				want = append(want, ',')
+			}
+			if v == nil {
+				want = append(want, "null"...)
+			} else {
+				want = appendJSONFloat(want, *v)
+			}
+		}
+		want = append(want, `],"top_logprobs":[`...)
+		for i, top := range l.TopLogprobs {
+			if i > 0 {
+				want = append(want, ',')
+			}
+			if top == nil {
+				want = append(want, "null"...)
+				continue
+			}
+			o, _ := top.MarshalJSON()
+			want = append(want, o...)
+		}
+		offsets, _ := json.Marshal(l.TextOffset)
+		want = append(append(append(want, `],"text_offset":`...), offsets...), '}')
+		if got := l.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("appendJSON =\n%.400s\nwant\n%.400s", got, want)
+		}
+	}
+}
