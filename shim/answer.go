@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -187,20 +186,72 @@ func (t *topObject) appendJSONReusing(b []byte, same float64, w [2]int32) []byte
 	return append(b, '}')
 }
 
-// appendJSONString appends s as encoding/json writes a string: HTML-safe, with
-// invalid UTF-8 as U+FFFD. Plain printable ASCII, nearly every token piece, is
-// copied; anything else takes encoding/json's own path.
+// appendJSONString appends s as encoding/json writes a string (its
+// appendString with HTML escaping, as json.Marshal does): \" \\ \b \f \n \r \t,
+// other control characters and < > & as \u00XX, invalid UTF-8 as \ufffd and
+// U+2028 and U+2029 escaped. Written here rather than through json.Marshal,
+// which a piece that is not plain ASCII (byte tokens, most non-English
+// pieces) took with reflection and an allocation per string.
 func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
 	b = append(b, '"')
-	b = append(b, s...)
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe says which ASCII bytes encoding/json copies into a string as they
+// are: printable ones and DEL, but not " \\ < > &.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // asFloat makes the number written at b[start:] read as a float: an integral
 // value gets ".0" (-21.0, not -21), so that clients in typed languages decode

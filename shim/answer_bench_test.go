@@ -7,9 +7,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llbuild/llbuild/llamaserver"
 )
@@ -27,10 +29,30 @@ type echoAnswerFixture struct {
 }
 
 func newEchoAnswerFixture(n int) echoAnswerFixture {
+	return newEchoAnswerFixtureOf(n, func(i int) string { return " " + strconv.FormatInt(int64(i)*7919, 36) })
+}
+
+// mixedPiece is a vocabulary of pieces that are half not plain ASCII, as in a
+// multilingual model's: accented and CJK words, and control and byte tokens.
+func mixedPiece(i int) string {
+	w := strconv.FormatInt(int64(i)*7919, 36)
+	switch i % 6 {
+	case 0:
+		return " é" + w
+	case 1:
+		return "世" + w
+	case 2:
+		return string([]byte{byte(i % 256)})
+	}
+	return " " + w
+}
+
+// newEchoAnswerFixtureOf is newEchoAnswerFixture with the vocabulary's pieces piece(0..31999).
+func newEchoAnswerFixtureOf(n int, piece func(int) string) echoAnswerFixture {
 	rng := rand.New(rand.NewPCG(1, uint64(n)))
 	pieces := make([]string, 32000)
 	for i := range pieces {
-		pieces[i] = " " + strconv.FormatInt(int64(i)*7919, 36)
+		pieces[i] = piece(i)
 	}
 	f := echoAnswerFixture{v: testVocabOf(pieces), ids: make([]int, n)}
 	for i := range f.ids {
@@ -225,14 +247,163 @@ func TestAnswerWriterMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%s: appendJSON =\n%s\nwant (encoding/json)\n%s", tc.name, got, want)
 		}
 	}
-	// the echo answer of a whole request, as the benchmark writes it
-	fx := newEchoAnswerFixture(64)
-	resp := fx.response(t, fx.flat)
-	want, err := json.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
+	// the echo answer of a whole request, as the benchmark writes it, with
+	// plain ASCII pieces and with others (control, byte and CJK tokens)
+	for _, fx := range []echoAnswerFixture{newEchoAnswerFixture(64), newEchoAnswerFixtureOf(512, mixedPiece)} {
+		resp := fx.response(t, fx.flat)
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("echo answer: appendJSON =\n%.400s\nwant (encoding/json)\n%.400s", got, want)
+		}
 	}
-	if got := resp.appendJSON(nil); string(got) != string(want) {
-		t.Errorf("echo answer: appendJSON =\n%.400s\nwant (encoding/json)\n%.400s", got, want)
+}
+
+// awkwardStrings are token texts that take every branch of appendJSONString:
+// escapes with a short form and without, HTML, DEL, invalid and truncated
+// UTF-8, U+FFFD itself, U+2028 and U+2029, and multi-byte characters.
+var awkwardStrings = []string{
+	"", "plain", " the", "a\"b\\c", "\b\f\n\r\t", "\x00\x01\x1f", "<&>", "\x7f", "\xff", "\xe4\xb8",
+	"x\xe4\xb8", "\xed\xa0\x80", "\uFFFD", "\u2028\u2029", "a\u2028b", "\u2027\u202a", " 世界", "▁the", "Ġthe",
+	"😀", "\xf0\x9f\x98", "é\xc3", "<0x0A>",
+}
+
+// TestAppendJSONStringMatchesEncodingJSON: every string is written as
+// json.Marshal writes it, for every single byte and the awkward strings.
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	in := slices.Clone(awkwardStrings)
+	for c := range 256 {
+		in = append(in, string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"z")
+	}
+	for _, s := range in {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got[1:], want)
+		}
+	}
+}
+
+// FuzzAppendJSONString: any string is written as json.Marshal writes it.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range awkwardStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// appendJSONStringBefore is how appendJSONString wrote a string before it
+// escaped one itself: plain printable ASCII copied, anything else through
+// json.Marshal. BenchmarkAnswerStrings measures against it.
+func appendJSONStringBefore(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// BenchmarkAnswerStrings writes the strings of an echo answer (the text, the
+// tokens and the top objects' keys) with appendJSONString and with the way
+// before it (appendJSONStringBefore), in turn on the same answer, for a
+// vocabulary of plain ASCII pieces and one half of other pieces (mixedPiece),
+// and reports both and the ratio new/old.
+func BenchmarkAnswerStrings(b *testing.B) {
+	gcAsServed(b)
+	for _, vc := range []struct {
+		name  string
+		piece func(int) string
+	}{{"ascii", nil}, {"mixed", mixedPiece}} {
+		for _, n := range []int{128, 512} {
+			b.Run(vc.name+"/"+strconv.Itoa(n), func(b *testing.B) {
+				f := newEchoAnswerFixture(n)
+				if vc.piece != nil {
+					f = newEchoAnswerFixtureOf(n, vc.piece)
+				}
+				resp := f.response(b, f.packed)
+				ch := resp.Choices[0]
+				write := func(buf []byte, str func([]byte, string) []byte) []byte {
+					buf = str(buf[:0], ch.Text)
+					for _, t := range ch.Logprobs.Tokens {
+						buf = str(buf, t)
+					}
+					for _, t := range ch.Logprobs.TopLogprobs {
+						if t != nil {
+							for _, k := range t.keys {
+								buf = str(buf, k)
+							}
+						}
+					}
+					return buf
+				}
+				buf := make([]byte, 0, resp.sizeHint())
+				if string(write(nil, appendJSONString)) != string(write(nil, appendJSONStringBefore)) {
+					b.Fatal("the two ways write different strings")
+				}
+				var now, before time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					buf = write(buf, appendJSONString)
+					now += time.Since(t0)
+					t0 = time.Now()
+					buf = write(buf, appendJSONStringBefore)
+					before += time.Since(t0)
+				}
+				b.ReportMetric(float64(now.Nanoseconds())/1e3/float64(b.N), "new_us")
+				b.ReportMetric(float64(before.Nanoseconds())/1e3/float64(b.N), "old_us")
+				b.ReportMetric(now.Seconds()/before.Seconds(), "new/old")
+			})
+		}
+	}
+}
+
+// TestLogprobsWriterMatchesItsParts: the logprobs object, whose top objects
+// copy the token's and the logprob's bytes written before them, is what
+// writing each part on its own gives: the tokens and offsets through
+// encoding/json, each logprob with appendJSONFloat and each top object with
+// its MarshalJSON (keys through encoding/json).
+func TestLogprobsWriterMatchesItsParts(t *testing.T) {
+	for _, fx := range []echoAnswerFixture{newEchoAnswerFixture(64), newEchoAnswerFixtureOf(512, mixedPiece)} {
+		l := fx.response(t, fx.flat).Choices[0].Logprobs
+		want := []byte(`{"tokens":`)
+		tokens, _ := json.Marshal(l.Tokens)
+		want = append(append(want, tokens...), `,"token_logprobs":[`...)
+		for i, v := range l.TokenLogprobs {
+			if i > 0 {
+				want = append(want, ',')
+			}
+			if v == nil {
+				want = append(want, "null"...)
+			} else {
+				want = appendJSONFloat(want, *v)
+			}
+		}
+		want = append(want, `],"top_logprobs":[`...)
+		for i, top := range l.TopLogprobs {
+			if i > 0 {
+				want = append(want, ',')
+			}
+			if top == nil {
+				want = append(want, "null"...)
+				continue
+			}
+			o, _ := top.MarshalJSON()
+			want = append(want, o...)
+		}
+		offsets, _ := json.Marshal(l.TextOffset)
+		want = append(append(append(want, `],"text_offset":`...), offsets...), '}')
+		if got := l.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("appendJSON =\n%.400s\nwant\n%.400s", got, want)
+		}
 	}
 }

@@ -831,3 +831,54 @@ func writeBenchModel(path string, o gguf.TinyOptions, vocab int) error {
 	}
 	return f.Close()
 }
+
+// BenchmarkEchoShimTime sends lm-eval's loglikelihood request (a token-id
+// prompt of 128 and 512 tokens, echo, logprobs 1, max_tokens 1) through a shim
+// in front of the patched llama-server (native prompt logprobs in the flat
+// base64 form) with a 32,000-token vocabulary, and reports the mean of its
+// Server-Timing figures: the shim's own work and its call of llama-server, and
+// their ratio shim/llama. The prompt's tokens are the vocabulary's first
+// pieces, byte and control tokens among them, which take every escape.
+// SHIM_BENCH_MODEL picks a bigger model (benchModelOptions).
+func BenchmarkEchoShimTime(b *testing.B) {
+	gcAsServed(b)
+	ts, err := startShim(patchedServer(b), benchModelFile(b, benchModelOptions(), 32000), Options{ServerArgs: []string{"-np", "1", promptLogprobsArg}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ts.stop)
+	for _, n := range []int{128, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ids := make([]int, n)
+			for i := range ids {
+				ids[i] = 3 + i%50
+			}
+			body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+			var shim, llama float64 // milliseconds
+			for b.Loop() {
+				resp, err := http.Post(ts.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				for part := range strings.SplitSeq(resp.Header.Get("Server-Timing"), ",") {
+					name, params, _ := strings.Cut(strings.TrimSpace(part), ";dur=")
+					ms, _ := strconv.ParseFloat(strings.Split(params, ";")[0], 64)
+					switch name {
+					case "shim":
+						shim += ms
+					case "llama":
+						llama += ms
+					}
+				}
+			}
+			b.ReportMetric(shim*1e3/float64(b.N), "shim_us")
+			b.ReportMetric(llama*1e3/float64(b.N), "llama_us")
+			b.ReportMetric(shim/llama, "shim/llama")
+		})
+	}
+}
