@@ -6,7 +6,7 @@
 #
 # Carry (a folder git ignores, .carry/; 64 MiB in all), made here with Go:
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && xz -9 -f .carry/llbuild
-#   CGO_ENABLED=0 go test -c -o .carry/root.test . && xz -9 -f .carry/root.test
+#   CGO_ENABLED=0 go test -tags gpu -c -o .carry/root.test . && xz -9 -f .carry/root.test
 #   cp ../shared/llama.cpp/llama.cpp-PIN.tar.xz .carry/   (PIN: recipes/server.yaml's commit, 9 hex)
 #   optional: .carry/ccache.txz as scripts/h200-carry.sh makes it
 # (only the .xz files: about 33 MB with the tarball; .carry must be ignored by git, and named in

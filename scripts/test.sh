@@ -34,4 +34,5 @@ source scripts/provision.sh
 trap provision_stop_engine EXIT
 provision
 go vet ./...
+go vet -tags gpu .
 go test -timeout 45m -count=1 ./... "$@"
