@@ -138,7 +138,8 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 		return o, cmdutil.Usage(err)
 	}
 	if !c.Bool("quiet") {
-		o.Out.Progress = &progress.Reporter{Term: cmdutil.StreamsOf(c).Term, Log: o.Out.Log, Every: cmdutil.StreamsOf(c).Every}
+		s := cmdutil.StreamsOf(c)
+		o.Out.Progress = &progress.Reporter{Term: s.Term, Log: o.Out.Log, Every: s.Every}
 	}
 	return o, nil
 }

@@ -106,6 +106,25 @@ func (s *serving) post(t *testing.T, key string, body any) (int, []byte) {
 	return resp.StatusCode, answer
 }
 
+// echoRows asks for lm-eval's echo of a short prompt (two tokens generated, logprobs 1) and
+// returns the answer's token_logprobs; anything but a 200 with one choice ends the test, what
+// naming the bundle.
+func (s *serving) echoRows(t *testing.T, what string) []*float64 {
+	t.Helper()
+	st, body := s.post(t, "", map[string]any{"prompt": "the quick brown fox", "max_tokens": 2, "logprobs": 1, "echo": true, "temperature": 0})
+	var out struct {
+		Choices []struct {
+			Logprobs struct {
+				TokenLogprobs []*float64 `json:"token_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &out); st != 200 || err != nil || len(out.Choices) != 1 {
+		t.Fatalf("%s: completion: status %d %v %s\n%s", what, st, err, body, s.stderr.String())
+	}
+	return out.Choices[0].Logprobs.TokenLogprobs
+}
+
 // TestServeBundle serves a real bundle (sid's llama-server, a tiny model
 // and a draft) with an API key, scores a prompt with echo through it, and
 // stops it the way SIGTERM does: by cancelling run's context.
