@@ -195,6 +195,8 @@ func upstreamCUDAImage(t *testing.T, app, sysroot string) v1.Image {
 			elves = append(elves, p)
 		}
 	}
+	// Ubuntu's ld.so.conf, which brings in ld.so.conf.d, where the toolkit names its directory
+	addBytes("etc/ld.so.conf", []byte("include /etc/ld.so.conf.d/*.conf\n"))
 	if cuda {
 		addBytes("etc/ld.so.conf.d/988_cuda.conf", []byte(upstreamCUDALib+"\n"))
 	}

@@ -353,7 +353,10 @@ func scanCode(f *elf.File, variant bool) (*CodeFacts, error) {
 }
 
 // symbolizer names the function symbol an address lies in.
-type symbolizer struct{ syms []elf.Symbol }
+type symbolizer struct {
+	syms   []elf.Symbol
+	sorted bool
+}
 
 func newSymbolizer(f *elf.File) *symbolizer {
 	z := &symbolizer{}
@@ -367,6 +370,21 @@ func newSymbolizer(f *elf.File) *symbolizer {
 		}
 	}
 	return z
+}
+
+// bounds returns the start and end of the function symbol holding a.
+func (z *symbolizer) bounds(a uint64) (start, end uint64, ok bool) {
+	if !z.sorted {
+		sort.Slice(z.syms, func(i, j int) bool { return z.syms[i].Value < z.syms[j].Value })
+		z.sorted = true
+	}
+	i := sort.Search(len(z.syms), func(i int) bool { return z.syms[i].Value > a })
+	for j := i - 1; j >= 0 && j >= i-8; j-- { // symbols that alias or nest end near each other
+		if s := z.syms[j]; a >= s.Value && a < s.Value+s.Size {
+			return s.Value, s.Value + s.Size, true
+		}
+	}
+	return 0, 0, false
 }
 
 // at returns "name+0xoff" for the function symbol holding a, or "".

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/llbuild/llbuild/preflight/x86"
 )
@@ -88,6 +89,10 @@ func followInitCode(f *elf.File, spans []codeSpan, names *symbolizer) *initFacts
 		work = work[:len(work)-1]
 		// gotReg[r] is the GOT slot register r was last loaded from in this straight run.
 		gotReg := map[uint8]uint64{}
+		// A run ends where the function symbol it starts in ends: past its last byte lie
+		// padding and the next function, reached only after a call that does not return
+		// (__stack_chk_fail at the end of a .cold part, then the next function's .cold part).
+		_, fnEnd, _ := names.bounds(a)
 		for !visited[a] {
 			code, end, ok := inCode(a)
 			if !ok {
@@ -110,8 +115,10 @@ func followInitCode(f *elf.File, spans []codeSpan, names *symbolizer) *initFacts
 						Mnemonic: in.Name(), Encoding: in.String(), Needs: in.Ext.String(), Section: section, Function: names.at(a)})
 				}
 			}
+			noReturn := false
 			if t, ok := in.DirectTarget(code, a); ok {
 				push(t)
+				noReturn = in.IsCall() && noReturnCallee(t, inCode, slots)
 			} else if t, ok := in.RIPTarget(code, a); ok {
 				push(t) // a function whose address is taken may be called
 				s, slot := slots[t]
@@ -145,16 +152,60 @@ func followInitCode(f *elf.File, spans []codeSpan, names *symbolizer) *initFacts
 			} else if !keepsRegisters(&in) {
 				gotReg = map[uint8]uint64{}
 			}
-			if in.EndsFlow() {
+			if in.EndsFlow() || noReturn {
 				break
 			}
 			a += uint64(in.Len)
-			if a >= end {
+			if a >= end || (fnEnd != 0 && a >= fnEnd) {
 				break
 			}
 		}
 	}
 	return facts
+}
+
+// noReturns are the C and C++ runtime's functions that never return, which compilers call
+// last in a function with nothing after them but padding and the next function.
+var noReturns = map[string]bool{"__stack_chk_fail": true, "abort": true, "exit": true, "_exit": true, "_Exit": true,
+	"__assert_fail": true, "__fortify_fail": true, "__chk_fail": true, "_Unwind_Resume": true, "__cxa_throw": true,
+	"__cxa_rethrow": true, "__cxa_bad_cast": true, "__cxa_bad_typeid": true, "__cxa_pure_virtual": true,
+	"__cxa_throw_bad_array_new_length": true, "longjmp": true, "siglongjmp": true, "pthread_exit": true,
+	"quick_exit": true, "__libc_fatal": true}
+
+// noReturnCallee reports a call to t that does not return: t is a PLT stub (an optional
+// endbr64, then jmp *slot(%rip)) whose slot the relocation of one of noReturns fills, or a
+// libstdc++ std::__throw_* function.
+func noReturnCallee(t uint64, inCode func(uint64) ([]byte, uint64, bool), slots map[uint64]relocSlot) bool {
+	code, _, ok := inCode(t)
+	if !ok {
+		return false
+	}
+	at := t
+	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa { // endbr64
+		code, at = code[4:], at+4
+	}
+	if len(code) > 0 && code[0] == 0xf2 { // bnd jmp
+		code, at = code[1:], at+1
+	}
+	in, err := x86.Decode(code)
+	if err != nil || in.Enc != x86.Legacy || in.Map != x86.Map1Byte || in.Op != 0xff || (in.ModRM>>3)&7 != 4 {
+		return false
+	}
+	slot, ok := in.RIPTarget(code, at)
+	if !ok {
+		return false
+	}
+	s, ok := slots[slot]
+	if !ok || s.local {
+		return false
+	}
+	name, _, _ := strings.Cut(s.name, "@")
+	if noReturns[name] {
+		return true
+	}
+	// std::__throw_*: _ZSt, the length of the name, __throw_...
+	rest, ok := strings.CutPrefix(name, "_ZSt")
+	return ok && strings.HasPrefix(strings.TrimLeft(rest, "0123456789"), "__throw_")
 }
 
 // relocSlot is what a dynamic relocation puts in a slot: the address of a function of this
@@ -163,6 +214,7 @@ type relocSlot struct {
 	target   uint64
 	local    bool
 	resolver bool
+	name     string // the symbol of another library (local false), as a PLT call names it
 }
 
 // relocationSlots maps each slot a RELA or RELR relocation fills to what it holds.
@@ -186,7 +238,7 @@ func relocationSlots(f *elf.File) map[uint64]relocSlot {
 					out[off] = relocSlot{target: addend, resolver: true}
 				case sym > 0 && sym <= len(dsyms):
 					ds := dsyms[sym-1]
-					out[off] = relocSlot{target: ds.Value + addend, local: ds.Section != elf.SHN_UNDEF}
+					out[off] = relocSlot{target: ds.Value + addend, local: ds.Section != elf.SHN_UNDEF, name: ds.Name}
 				case typ == elf.R_X86_64_RELATIVE:
 					out[off] = relocSlot{target: addend, local: true}
 				}

@@ -216,31 +216,41 @@ func TestGGMLBackendPathLoadsWhateverItScores(t *testing.T) {
 // to call its ggml_backend_score, so a variant it does not pick still runs its constructors.
 // One whose constructor is AVX-512 code kills an AVX2 host while ggml loads its backends, and
 // must not read "ok: not loaded"; one whose constructor calls through a table of function
-// pointers cannot be followed and is unknown.
+// pointers cannot be followed and is unknown. Code that only lies after a call that never
+// returns (abort, __stack_chk_fail: the next function, as in upstream's own CUDA image, where
+// ggml_backend_score.cold's stack check is followed by ggml_graph_compute's .cold part) is not
+// run, with the file's symbols and stripped.
 func TestVariantsGGMLOnlyScoresStillRunTheirConstructors(t *testing.T) {
+	const abortsBeforeAVX512 = `#include <stdlib.h>
+int ggml_backend_score(void) { if (getenv("GGML_SCORE_OFF")) return 0; abort(); }
+void fill(float *t) { for (int i = 0; i < 1024; i++) t[i] = i * 0.5f; }
+`
 	for _, c := range []struct {
 		name, src string
 		want      Status
 		mentions  string
+		flags     []string
 	}{
 		{"an AVX-512 constructor", `float table[1024];
 __attribute__((constructor)) static void fill(void) { for (int i = 0; i < 1024; i++) table[i] = i * 0.5f; }
 int ggml_backend_score(void) { return 0; }
-`, Fail, "AVX512F"},
+`, Fail, "AVX512F", nil},
 		{"a constructor calling through a table", `static void a(void) {} static void b(void) {}
 void (*hooks[])(void) = {a, b};
 int n_hooks = 2;
 __attribute__((constructor)) static void run(void) { for (int i = 0; i < n_hooks; i++) hooks[i](); }
 int ggml_backend_score(void) { return 0; }
-`, Unknown, "function pointers"},
+`, Unknown, "function pointers", nil},
 		{"a baseline constructor", `int ready;
 __attribute__((constructor)) static void init(void) { ready = 1; }
 int ggml_backend_score(void) { return 0; }
-`, OK, "not loaded"},
+`, OK, "not loaded", nil},
+		{"a score ending in abort before AVX-512 code", abortsBeforeAVX512, OK, "not loaded", []string{"-fno-reorder-blocks-and-partition"}},
+		{"a stripped score ending in abort before AVX-512 code", abortsBeforeAVX512, OK, "not loaded", []string{"-fno-reorder-blocks-and-partition", "-s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := gccBuild(t, dir, "libggml-cpu-skylakex.so", c.src, "-shared", "-fPIC", "-mavx512f")
+			p := gccBuild(t, dir, "libggml-cpu-skylakex.so", c.src, append([]string{"-shared", "-fPIC", "-mavx512f"}, c.flags...)...)
 			f, err := os.Open(p)
 			if err != nil {
 				t.Fatal(err)

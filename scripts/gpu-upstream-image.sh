@@ -8,7 +8,11 @@
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && xz -9 -f .carry/llbuild
 #   CGO_ENABLED=0 go test -tags gpu -c -o .carry/root.test . && xz -9 -f .carry/root.test
 #   cp ../shared/llama.cpp/llama.cpp-PIN.tar.xz .carry/   (PIN: recipes/server.yaml's commit, 9 hex)
+#     or, instead of the tarball, upstream's history as scripts/h200-carry.sh carries it
+#     (.carry/llama.cpp-history.git.tar, which holds the pin)
 #   optional: .carry/ccache.txz as scripts/h200-carry.sh makes it
+# With scripts/h200-carry.sh's folder plus root.test.xz, one lease runs this and then
+# scripts/h200-pin-ab.sh: the own build is that script's build-new (/tmp/pins/new), made once.
 # (only the .xz files: about 33 MB with the tarball; .carry must be ignored by git, and named in
 # run's carry: [".carry"])
 # and run, from the repository root, with the longest timeout (600 s):
@@ -27,8 +31,8 @@
 #             depends on every backend module), about 4-5 min with -j16; then laid out as the
 #             Dockerfile lays out /app: `find build -name "*.so*" -exec cp -P {} /app/lib` and
 #             the server, into /tmp/app
-#   own       llbuild build --executor host -t h200 of the same pin with the series, into /tmp/own
-#             (about 4 min)
+#   own       llbuild build --executor host -t h200 of the same pin with the series, into
+#             /tmp/pins/new (about 4 min), where scripts/h200-pin-ab.sh's build-new puts it
 #   test      the root test with LLBUILD_UPSTREAM_CUDA_APP=/tmp/app, LLBUILD_UPSTREAM_CUDA_TARGET
 #             (TARGET, default h200) and LLBUILD_PATCHED_LLAMA_SERVER the own build's llama-server
 #             (its directory holds the artifacts the test bundles and benches against); the log
@@ -49,13 +53,31 @@ pin=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
 tarball=$D/llama.cpp-$pin.tar.xz
 jobs=$(nproc)
 
+source_tree() { # source_tree DIR: the pin's source, from the tarball or from the carried history
+	[ -f "$1"/CMakeLists.txt ] && return 0 # kept for a step cut off and run again
+	rm -rf "$1" && mkdir -p "$1" || return 1
+	if [ -f "$tarball" ]; then
+		tar -xJf "$tarball" -C "$1"
+	elif [ -f "$D"/llama.cpp-history.git.tar ]; then
+		[ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; } || return 1
+		# the history leaves out models/'s blobs (vocabularies, not needed to build): checked out
+		# through an index without them, since git archive stops at the first missing blob
+		local g=/tmp/hist/llrange.git idx=/tmp/index-$$
+		GIT_INDEX_FILE=$idx git --git-dir="$g" --work-tree="$1" read-tree "$pin" &&
+			GIT_INDEX_FILE=$idx git --git-dir="$g" --work-tree="$1" rm --cached -r -q models &&
+			GIT_INDEX_FILE=$idx git --git-dir="$g" --work-tree="$1" checkout-index -a
+		[ -d "$1"/src ] || { rm -rf "$1"; return 1; }
+		rm -f "$idx"
+	else
+		echo "no $tarball nor $D/llama.cpp-history.git.tar carried" >&2
+		return 1
+	fi
+}
+
 upstream() {
 	[ -x /tmp/app/llama-server ] && { echo "upstream: /tmp/app already built"; return 0; }
 	local t0=$SECONDS src=/tmp/src-upstream launcher=()
-	[ -f "$tarball" ] || { echo "upstream: no $tarball carried" >&2; return 1; }
-	if [ ! -f "$src"/CMakeLists.txt ]; then
-		rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
-	fi
+	source_tree "$src" || return 1
 	grep -n 'cmake -B build' "$src"/.devops/cuda.Dockerfile | tee "$OUT"/dockerfile-cmake.txt
 	command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 	cmake -S "$src" -B "$src"/build -G Ninja -DGGML_NATIVE=OFF -DGGML_CUDA=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON \
@@ -75,20 +97,17 @@ upstream() {
 }
 
 own() {
-	[ -n "$(find /tmp/own -name artifacts.json 2>/dev/null | head -1)" ] && { echo "own: /tmp/own already built"; return 0; }
+	[ -n "$(find /tmp/pins/new -name artifacts.json 2>/dev/null | head -1)" ] && { echo "own: /tmp/pins/new already built"; return 0; }
 	local t0=$SECONDS src=/tmp/src-own dir
-	[ -f "$tarball" ] || { echo "own: no $tarball carried" >&2; return 1; }
-	if [ ! -f "$src"/CMakeLists.txt ]; then # kept for a step cut off and run again
-		rm -rf "$src" && mkdir -p "$src" && tar -xJf "$tarball" -C "$src" || return 1
-	fi
-	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/own --work-dir /tmp/work-own 2>"$OUT"/own-build.log) ||
+	source_tree "$src" || return 1
+	dir=$("$D"/llbuild build --executor host -t h200 --source "$src" --out /tmp/pins/new --work-dir /tmp/work-new 2>"$OUT"/own-build.log) ||
 		{ tail -40 "$OUT"/own-build.log; return 1; }
 	echo "own ($pin): built $dir in $((SECONDS - t0)) s"
 }
 
 run_test() {
 	local art t0=$SECONDS rc
-	art=$(dirname "$(find /tmp/own -name artifacts.json 2>/dev/null | head -1)")
+	art=$(dirname "$(find /tmp/pins/new -name artifacts.json 2>/dev/null | head -1)")
 	if [ ! -x /tmp/app/llama-server ] || [ ! -x "$art"/llama-server ]; then
 		echo "test: build upstream and own first" >&2
 		return 1

@@ -82,6 +82,7 @@ new=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
 build() { # build NAME COMMIT LLBUILD-ARGS...
 	local name=$1 commit=$2 t0=$SECONDS dir
 	shift 2
+	[ -n "$(find /tmp/pins/"$name" -name artifacts.json 2>/dev/null | head -1)" ] && { echo "$name: already built in this lease"; return 0; }
 	for f in "$D"/"$name".txz.*; do
 		[ -e "$f" ] || break
 		mkdir -p /tmp/pins/"$name" && cat "$D"/"$name".txz.* | tar -xJ -C /tmp/pins/"$name" && echo "$name: carried" && return 0
@@ -129,6 +130,7 @@ build-minus) # the pin with the built-in series less DROP's patches (default: it
 	build minus "$new" --series /tmp/series-minus/series ;;
 build-next)
 	t0=$SECONDS
+	[ -n "$(find /tmp/pins/next -name artifacts.json 2>/dev/null | head -1)" ] && { echo "next: already built in this lease"; exit 0; }
 	for f in "$D"/next.txz.*; do
 		[ -e "$f" ] || break
 		mkdir -p /tmp/pins/next && cat "$D"/next.txz.* | tar -xJ -C /tmp/pins/next && echo "next: carried" && exit 0

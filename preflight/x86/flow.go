@@ -22,6 +22,11 @@ func (in *Inst) DirectTarget(code []byte, addr uint64) (uint64, bool) {
 	return 0, false
 }
 
+// IsCall reports a direct call (E8 rel32).
+func (in *Inst) IsCall() bool {
+	return in.Enc == Legacy && in.Map == Map1Byte && in.Op == 0xe8
+}
+
 // RIPTarget returns the address a RIP-relative memory operand of the instruction decoded
 // from code at addr names (lea sym(%rip), call *sym(%rip), ...).
 func (in *Inst) RIPTarget(code []byte, addr uint64) (uint64, bool) {
