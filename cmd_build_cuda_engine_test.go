@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -265,6 +266,13 @@ func fixtureCopy(t *testing.T) string {
 // delete nothing).
 func imageFileNames(t *testing.T, archive string, re *regexp.Regexp) []string {
 	t.Helper()
+	return walkImageFiles(t, archive, re, "")
+}
+
+// walkImageFiles lists the matching files of an OCI archive's layers, as imageFileNames, and
+// writes each regular one to dir under its base name when dir is not empty.
+func walkImageFiles(t *testing.T, archive string, re *regexp.Regexp, dir string) []string {
+	t.Helper()
 	f, err := os.Open(archive)
 	if err != nil {
 		t.Fatal(err)
@@ -301,8 +309,18 @@ func imageFileNames(t *testing.T, archive string, re *regexp.Regexp) []string {
 				t.Fatalf("%s: layer %s: %v", archive, h.Name, err)
 			}
 			n := strings.TrimPrefix(strings.TrimPrefix(lh.Name, "./"), "/")
-			if re.MatchString(n) {
-				names = append(names, n)
+			if !re.MatchString(n) {
+				continue
+			}
+			names = append(names, n)
+			if dir != "" && lh.Typeflag == tar.TypeReg {
+				b, err := io.ReadAll(lr)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", archive, n, err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, path.Base(n)), b, 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}

@@ -76,8 +76,13 @@ func container(entries ...[]byte) []byte {
 
 func libWithFatbin(t *testing.T, containers ...[]byte) *Binary {
 	t.Helper()
-	data := buildELF([]byte{0xc3}, bytes.Join(containers, nil), "libggml-cuda.so", "libcudart.so.13")
-	b, err := ReadBinary("lib/libggml-cuda.so", bytes.NewReader(data))
+	return namedLibWithFatbin(t, "libggml-cuda.so", containers...)
+}
+
+func namedLibWithFatbin(t *testing.T, soname string, containers ...[]byte) *Binary {
+	t.Helper()
+	data := buildELF([]byte{0xc3}, bytes.Join(containers, nil), soname, "libcudart.so.13")
+	b, err := ReadBinary("lib/"+soname, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +125,38 @@ func TestKernelsPerBlob(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := Check(nvidiaHost(c.host, "nvidia", "590.44.01", c.driverCUDA), c.name, Input{Binaries: []*Binary{c.lib}})
 			k := verdictFor(r, CheckGPUKernels, "lib/libggml-cuda.so on GPU 0")
+			if k == nil || k.Status != c.want || !strings.Contains(k.Reason, c.says) {
+				t.Errorf("kernel verdict = %+v, want %s mentioning %q", k, c.want, c.says)
+			}
+		})
+	}
+}
+
+// TestKernelsPerGPULibraries: NVIDIA's libraries ship containers for one GPU generation each
+// and launch those of the GPU they run on (upstream's CUDA image ran on an H100 with cuBLAS's
+// sm_75-only and NCCL's sm_100f-only containers): such containers are not a failure when
+// another container has code for the GPU, in those libraries only; with nothing for the GPU
+// they still fail, and ggml-cuda's own containers are each needed.
+func TestKernelsPerGPULibraries(t *testing.T) {
+	mixed := realContainers(t, "mixed")    // [no kernels: sm_86 sm_90a sm_120a] [axpy: sm_86 sm_90a sm_120a compute_90]
+	plain := realContainers(t, "plain120") // [no kernels: sm_120 sm_75] [axpy: compute_120 sm_120 sm_75]
+	for _, c := range []struct {
+		name, soname string
+		containers   [][]byte
+		want         Status
+		says         string
+	}{
+		{"cuBLASLt's containers for other GPUs", "libcublasLt.so.13", [][]byte{mixed[0], mixed[1], plain[0], plain[1]}, OK,
+			"container 4 of 4 holds code only for other GPUs (compute_120 sm_120 sm_75), which libcublasLt.so.13 launches only on those GPUs"},
+		{"NCCL's the same", "libnccl.so.2", [][]byte{plain[1], mixed[1]}, OK, "only for other GPUs"},
+		{"cuDNN's family by prefix", "libcudnn_ops.so.9", [][]byte{plain[1], mixed[1]}, OK, "only for other GPUs"},
+		{"cuBLAS with nothing for the GPU fails", "libcublas.so.13", [][]byte{plain[0], plain[1]}, Fail, "CUDA error 209"},
+		{"ggml-cuda needs every container", "libggml-cuda.so", [][]byte{mixed[0], mixed[1], plain[0], plain[1]}, Fail, "container 4 of 4 (axpy): no kernel for compute capability 8.6"},
+		{"a library named like one but not NVIDIA's", "libcublas-shim.so", [][]byte{mixed[1], plain[1]}, Fail, "CUDA error 209"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(nvidiaHost("8.6", "nvidia", "590.44.01", "13.1"), c.name, Input{Binaries: []*Binary{namedLibWithFatbin(t, c.soname, c.containers...)}})
+			k := verdictFor(r, CheckGPUKernels, "lib/"+c.soname+" on GPU 0")
 			if k == nil || k.Status != c.want || !strings.Contains(k.Reason, c.says) {
 				t.Errorf("kernel verdict = %+v, want %s mentioning %q", k, c.want, c.says)
 			}

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,9 +46,15 @@ func fatbinArchs(es []fatbin.Entry) string {
 	return strings.Join(names, " ")
 }
 
-// kernelVerdict judges each fat binary container with kernels on its own: the driver loads
-// every container as a module, and a module without code for the GPU fails however many
-// other modules have it. A container whose payloads define no kernel needs nothing.
+// kernelVerdict judges each fat binary container with kernels on its own: a kernel launched
+// from a container without code for the GPU fails (CUDA error 209) however many other
+// containers have code, and a library such as ggml-cuda launches its kernels by operation,
+// whatever the GPU. A container whose payloads define no kernel needs nothing. NVIDIA's own
+// libraries (cuBLAS, cuBLASLt, NCCL, cuDNN ...) are the exception: they ship containers for
+// one GPU generation each (cuBLASLt's *_sm80 kernels, NCCL's sm_100f ones) and launch the
+// ones of the GPU they run on, and CUDA loads a container's module only when one of its
+// kernels is first launched; on the H100, upstream's CUDA image ran with cuBLAS's sm_75-only
+// and NCCL's sm_100f-only containers. Those are ok when some container has code for the GPU.
 func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict {
 	v := Verdict{Check: CheckGPUKernels, Subject: fmt.Sprintf("%s on GPU %d", b.Path, idx)}
 	dev, err := fatbin.ParseCC(g.ComputeCapability)
@@ -63,7 +70,7 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 			continue
 		}
 		bv := judgeBlob(bl, names, known, dev, driverCUDA)
-		bv.index, bv.kernels, bv.known = i, names, known
+		bv.index, bv.kernels, bv.known, bv.archs = i, names, known, fatbinArchs(bl.Entries)
 		if b.FatbinError != "" && i == len(blobs)-1 && bv.status == Fail {
 			// The listing stopped inside or after this container: its missing entries may
 			// hold the code.
@@ -78,11 +85,29 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 			unknown = append(unknown, bv)
 		}
 	}
+	var elsewhere []blobVerdict
+	if len(ok) > 0 && picksKernelsByGPU(b.Path) {
+		// containers with no code at all for the GPU (read or compressed beyond reading)
+		// are the other GPUs'; a PTX the driver cannot JIT still fails
+		keep := func(bs []blobVerdict) []blobVerdict {
+			var out []blobVerdict
+			for _, bv := range bs {
+				if bv.lacks {
+					elsewhere = append(elsewhere, bv)
+				} else {
+					out = append(out, bv)
+				}
+			}
+			return out
+		}
+		fail, unknown = keep(fail), keep(unknown)
+		slices.SortFunc(elsewhere, func(a, b blobVerdict) int { return a.index - b.index })
+	}
 	reasons := func(bs []blobVerdict) string {
 		if len(blobs) == 1 {
 			return bs[0].reason
 		}
-		return groupedReasons(bs, len(blobs))
+		return groupedReasons(bs, len(blobs), len(elsewhere))
 	}
 	switch {
 	case len(fail) > 0:
@@ -91,6 +116,9 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 		v.Status, v.Reason = Unknown, reasons(unknown)
 	case len(ok) > 0:
 		v.Status, v.Reason = OK, reasons(ok)
+		if len(elsewhere) > 0 {
+			v.Reason += "; " + otherGPUs(b.Path, elsewhere, len(blobs))
+		}
 	default:
 		v.Status, v.Reason = OK, "its fat binaries define no kernels"
 	}
@@ -101,9 +129,53 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 	return v
 }
 
+// perGPULibraries are NVIDIA's libraries that pick their kernels by the GPU they run on,
+// by the name before ".so" (a prefix where a family has several: libcudnn_ops, libnppc ...).
+var perGPULibraries = []string{"libcublas", "libcublasLt", "libnvblas", "libnccl", "libcudnn", "libcufft", "libcufftw",
+	"libcusparse", "libcusparseLt", "libcurand", "libcusolver", "libcusolverMg", "libcutensor", "libnvjpeg", "libnpp", "libcufile"}
+
+func picksKernelsByGPU(file string) bool {
+	name, _, _ := strings.Cut(path.Base(file), ".so")
+	for _, l := range perGPULibraries {
+		if name == l || ((l == "libcudnn" || l == "libnpp" || l == "libcutensor") && strings.HasPrefix(name, l)) {
+			return true
+		}
+	}
+	return false
+}
+
+// otherGPUs says which containers of one of perGPULibraries hold code only for other GPUs.
+func otherGPUs(file string, bs []blobVerdict, n int) string {
+	var idx []int
+	seen := map[string]bool{}
+	var archs []string
+	for _, b := range bs {
+		idx = append(idx, b.index)
+		for _, a := range strings.Fields(b.archs) {
+			if !seen[a] {
+				seen[a] = true
+				archs = append(archs, a)
+			}
+		}
+	}
+	slices.Sort(archs)
+	what := "containers " + indexRanges(idx)
+	if len(idx) == 1 {
+		what = "container " + indexRanges(idx)
+	}
+	verb := "hold"
+	if len(idx) == 1 {
+		verb = "holds"
+	}
+	return fmt.Sprintf("%s of %d %s code only for other GPUs (%s), which %s launches only on those GPUs: not loaded here",
+		what, n, verb, strings.Join(archs, " "), path.Base(file))
+}
+
 type blobVerdict struct {
 	status      Status
 	reason, fix string
+	archs       string // the container's code, as fatbinArchs names it
+	lacks       bool   // it has no code at all for the GPU (no cubin, no PTX)
 	// the container: its index, its kernels and whether they could be read
 	index   int
 	kernels []string
@@ -114,7 +186,7 @@ type blobVerdict struct {
 // distinct reason, naming its containers as ranges: a CUDA library has one container per
 // translation unit, 141 in ggml-cuda, mostly with the same verdict. bs are the containers
 // with kernels (or unread ones); those without kernels need nothing and are left out.
-func groupedReasons(bs []blobVerdict, n int) string {
+func groupedReasons(bs []blobVerdict, n, others int) string {
 	var order []string
 	groups := map[string][]blobVerdict{}
 	for _, b := range bs {
@@ -154,6 +226,12 @@ func groupedReasons(bs []blobVerdict, n int) string {
 		}
 		var which string
 		switch {
+		case len(order) == 1 && len(g) > 3 && len(g) < n && others > 0:
+			// the others with kernels are said apart (otherGPUs)
+			which = fmt.Sprintf("%d containers of %d", len(g), n)
+			if none := n - len(g) - others; none > 0 {
+				what = append(what, plural(none, "other defines", "others define")+" none")
+			}
 		case len(order) == 1 && len(g) > 3 && len(g) < n:
 			which = fmt.Sprintf("all %d containers with kernels, of %d", len(g), n)
 			what = append(what, "the other "+plural(n-len(g), "defines", "define")+" none")
@@ -223,13 +301,13 @@ func judgeBlob(bl fatbin.Blob, names []string, known bool, dev fatbin.CC, driver
 			reason: fmt.Sprintf("no cubin for compute capability %s, and the PTX the driver would JIT, %s (PTX ISA %d.%d needs CUDA %d.%d), is newer than driver CUDA %s: CUDA error 222 (the provided PTX was compiled with an unsupported toolchain)", dev, e.Arch(), e.VersionMajor, e.VersionMinor, maj, min, driverCUDA),
 			fix:    "add a cubin for this GPU (CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM()) + "), build with an older toolkit, or update the driver"}
 	case !known:
-		return blobVerdict{status: Unknown, reason: fmt.Sprintf("nothing for compute capability %s among %s, and its payloads are compressed, so whether it defines kernels (and fails with CUDA error 209) was not read", dev, fatbinArchs(bl.Entries))}
+		return blobVerdict{status: Unknown, lacks: true, reason: fmt.Sprintf("nothing for compute capability %s among %s, and its payloads are compressed, so whether it defines kernels (and fails with CUDA error 209) was not read", dev, fatbinArchs(bl.Entries))}
 	}
 	fix := "build with CMAKE_CUDA_ARCHITECTURES=" + strconv.Itoa(dev.SM())
 	if dev.Major == 12 {
 		fix += " (ggml turns 12X into 12Xa, which runs only on compute capability 12.X)"
 	}
-	return blobVerdict{status: Fail,
+	return blobVerdict{status: Fail, lacks: true,
 		reason: fmt.Sprintf("no kernel for compute capability %s among %s: CUDA error 209 (no kernel image is available for execution on the device)", dev, fatbinArchs(bl.Entries)),
 		fix:    fix}
 }
