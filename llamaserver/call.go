@@ -15,11 +15,13 @@ import (
 // Option configures a Client (NewClient).
 type Option func(*Client)
 
-// WithPool gives the client a transport that keeps alive connections for a server of slots
-// slots (2*slots+8 of them), as a server answering many requests at once wants. llama-server
-// closes kept-alive connections after a few requests or seconds; every request carries an
-// X-Idempotency-Key, with which Go's transport resends one that found its reused connection
-// closed before anything was answered.
+// WithPool gives the client connections kept alive for a server of slots slots (2*slots+8
+// of them), as a server answering many requests at once wants: for a plain http://host:port
+// server, calls with a whole answer go over its own kept-alive connections, read on the
+// caller's goroutine (rawPool); streams use Go's transport, whose connections are kept alive
+// too. llama-server closes kept-alive connections after a few requests or seconds; a request
+// that found its reused connection closed before anything was answered is sent again (every
+// request through Go's transport carries an X-Idempotency-Key for that).
 func WithPool(slots int) Option {
 	return func(c *Client) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -28,12 +30,13 @@ func WithPool(slots int) Option {
 		t.DisableCompression = true
 		t.Proxy = nil // llama-server is on loopback; never route it through a proxy
 		c.http = &http.Client{Transport: t}
+		c.raw = newRawPool(c.base, c.key, 2*slots+8)
 	}
 }
 
-// WithHTTPClient has the client send its requests with h.
+// WithHTTPClient has the client send all its requests with h.
 func WithHTTPClient(h *http.Client) Option {
-	return func(c *Client) { c.http = h }
+	return func(c *Client) { c.http, c.raw = h, nil }
 }
 
 // StatusError is an answer of llama-server with a status other than 200.
@@ -173,6 +176,22 @@ func (c *Client) open(ctx context.Context, method, path string, body any) (*http
 // call sends a request with body (nil for none) and returns the whole of a 200 answer.
 func (c *Client) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	t0 := time.Now()
+	if c.raw != nil {
+		status, data, err := c.raw.do(ctx, method, path, body)
+		if d, ok := ctx.Value(wireKey{}).(*time.Duration); ok && err == nil {
+			*d += time.Since(t0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if status != http.StatusOK {
+			if len(data) > 1<<20 {
+				data = data[:1<<20]
+			}
+			return nil, &StatusError{Method: method, Path: path, Status: status, Body: string(data)}
+		}
+		return data, nil
+	}
 	resp, err := c.Send(ctx, method, path, body)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 type Client struct {
 	base, key string
 	http      *http.Client
+	raw       *rawPool // WithPool's kept-alive connections for whole answers, or nil
 	// Now is the clock that times the chunks; NewClient sets time.Now.
 	Now func() time.Time
 }

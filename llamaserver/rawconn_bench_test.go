@@ -1,0 +1,76 @@
+package llamaserver
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/internal/llamatest"
+)
+
+// BenchmarkWholeAnswerCall times the shim's scoring call (prompt logprobs of 128 and 512
+// prompt tokens, in the flat base64 form) to the patched llama-server with a tiny model
+// (one thread, one slot), made by a pooled client two ways, interleaved call by call in one
+// run: over Go's transport and over rawPool's connections read on the caller's goroutine.
+// It reports each way's median, their ratio raw/transport and the median of the paired
+// differences (transport - raw).
+//
+//	go test ./llamaserver -run '^$' -bench WholeAnswerCall -benchtime 400x
+func BenchmarkWholeAnswerCall(b *testing.B) {
+	bin, err := llamatest.External(context.Background(), enginetest.PatchedServer(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	model := filepath.Join(b.TempDir(), "tiny.gguf")
+	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
+		b.Fatal(err)
+	}
+	srv := llamatest.StartWith(b, bin, model, "-np", "1", "-t", "1", "--cache-ram", "0", "--prompt-logprobs", "--prompt-logprobs-alone")
+	raw := NewClient(srv.URL, "", WithPool(1))
+	transport := NewClient(srv.URL, "", WithPool(1))
+	transport.raw = nil
+	ctx := context.Background()
+	for _, n := range []int{128, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ids := make([]int, n)
+			for i := range ids {
+				ids[i] = 3 + i%50
+			}
+			req := &PromptLogprobsRequest{Prompt: ids, NPredict: 1, PromptLogprobs: 1, TopK: 1, Samplers: []string{"top_k"},
+				CachePrompt: true, ResponseFields: []string{"prompt_logprobs_flat"}, Flat: true, Base64: true}
+			call := func(c *Client) time.Duration {
+				t0 := time.Now()
+				if _, err := c.PromptLogprobs(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(t0)
+			}
+			call(raw)
+			call(transport)
+			var tr, rw, diff []float64
+			i := 0
+			for b.Loop() {
+				var dt, dr time.Duration
+				if i%2 == 0 {
+					dt, dr = call(transport), call(raw)
+				} else {
+					dr, dt = call(raw), call(transport)
+				}
+				i++
+				tr, rw = append(tr, float64(dt.Microseconds())), append(rw, float64(dr.Microseconds()))
+				diff = append(diff, float64((dt - dr).Microseconds()))
+			}
+			med := func(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
+			mt, mr := med(tr), med(rw)
+			b.ReportMetric(mt, "transport_us")
+			b.ReportMetric(mr, "raw_us")
+			b.ReportMetric(mr/mt, "raw/transport")
+			b.ReportMetric(med(diff), "paired_saved_us")
+		})
+	}
+}
