@@ -6,7 +6,9 @@
 #   llama.cpp-*.tar.xz   the recipe's pinned source (../shared/llama.cpp), or
 #   srv.txz.*      a build packed by an earlier run (then nothing is built)
 # and run, from the repository root on that machine: bash scripts/gpu-bench.sh .devcarry [STAGE]
-# (TARGET=cpu-v3 tries it on a machine without a GPU).
+# (TARGET=cpu-v3 tries it on a machine without a GPU). The outside stage also runs from
+# scripts/h200-carry.sh's folder after h200-pin-ab.sh build-new in the same lease:
+#   bash scripts/gpu-bench.sh .carry outside
 # The series is built for the h200 target into /tmp (once per machine; 280-300 s on the H200) and
 # packed into $OUT/srv.txz.* (15 MiB pieces, about 42 MB) to carry to the next machine instead.
 # STAGE: echo (default: BenchmarkPromptLogprobs with CUDA graphs off and on, BenchmarkEchoAnswer),
@@ -25,6 +27,16 @@ if [ ! -x /tmp/server ] && ls "$D"/srv.txz.* >/dev/null 2>&1; then
 	mkdir -p /tmp/out/carried && cat "$D"/srv.txz.* | tar -xJ -C /tmp/out/carried || exit 1
 	ln -sf /tmp/out/carried/*/llama-server /tmp/server
 	echo "carried build: $(ls /tmp/out/carried)"
+fi
+# the pin's h200 build that scripts/h200-pin-ab.sh build-new or scripts/gpu-upstream-image.sh made
+# in this lease (/tmp/pins/new) serves as well, so that one lease can run those and this
+new_art=$(find /tmp/pins/new -name artifacts.json 2>/dev/null | head -1)
+if [ ! -x /tmp/server ] && [ -n "$new_art" ] && [ "${TARGET:-h200}" = h200 ]; then
+	ln -sf "$(dirname "$new_art")/llama-server" /tmp/server
+	echo "the lease's build-new: $(dirname "$new_art")"
+fi
+if [ -e "$D"/llbuild.xz ] && [ ! -e "$D"/llbuild ]; then # a carry folder of scripts/h200-carry.sh
+	xz -dk "$D"/llbuild.xz && chmod +x "$D"/llbuild
 fi
 if [ ! -x /tmp/server ]; then
 	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
