@@ -1,0 +1,54 @@
+#!/bin/bash
+# gpu-chain.sh: a lease's GPU steps, run in order across calls of at most 10 minutes. The GPU
+# machine's /tmp lives 30 s after a call and a call runs 600 s at most, so a lease is a few
+# calls back to back of the same command:
+#   bash scripts/gpu-chain.sh scripts/gpu-plans/PLAN
+# (with carry [".carry"], made by scripts/h200-carry.sh). Each line of PLAN is a step: about how
+# many seconds it takes, then its shell command (run from the repository root with OUT set to
+# the step's own folder). A step starts only if it fits in what is left of the call (LIMIT,
+# default 570 s), except the first of a call, which always starts: a build cut off at the
+# call's limit goes on where ninja stopped when the same command runs again. A finished step is
+# not run again while the machine lives (/tmp/chain/done-N); a failed one stops the chain.
+# Each call leaves in $OUT the chain's summary and chain.tgz (every step's log and output so
+# far); the summary's last line says "chain: done" or what to run next.
+set -uo pipefail
+plan=${1:?usage: gpu-chain.sh PLAN}
+[ -f "$plan" ] || { echo "gpu-chain.sh: no plan $plan" >&2; exit 2; }
+limit=${LIMIT:-570}
+state=${CHAIN_STATE:-/tmp/chain}
+out=${OUT:-/tmp/chain-out}
+mkdir -p "$state" "$out"
+t0=$SECONDS n=0 ran=0 status="done"
+finish() {
+	echo "chain: $1" | tee -a "$state/summary"
+	tar -C "$state" -czf "$out/chain.tgz" . 2>/dev/null
+	cp "$state/summary" "$out/summary.txt"
+}
+while IFS= read -r line || [ -n "$line" ]; do
+	case $line in '' | '#'*) continue ;; esac
+	n=$((n + 1))
+	[ -f "$state/done-$n" ] && continue
+	est=${line%% *} cmd=${line#* }
+	if ! [[ $est =~ ^[0-9]+$ ]]; then
+		finish "step $n of $plan does not start with its seconds: $line"
+		exit 2
+	fi
+	left=$((limit - (SECONDS - t0)))
+	if [ $ran -gt 0 ] && [ "$est" -gt "$left" ]; then
+		status="step $n needs about $est s and $left s are left in this call: run the same command again within 30 s"
+		break
+	fi
+	echo "== step $n ($(date -u +%T)): $cmd" | tee -a "$state/summary"
+	s0=$SECONDS
+	mkdir -p "$state/out-$n"
+	OUT=$state/out-$n bash -c "$cmd" > >(tee -a "$state/log-$n") 2>&1
+	rc=$?
+	ran=$((ran + 1))
+	echo "== step $n: exit $rc in $((SECONDS - s0)) s" | tee -a "$state/summary"
+	if [ $rc -ne 0 ]; then
+		finish "step $n failed (exit $rc): its log is log-$n in chain.tgz; fix it, then run the same command again"
+		exit 1
+	fi
+	touch "$state/done-$n"
+done <"$plan"
+finish "$status"
