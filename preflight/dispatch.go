@@ -171,6 +171,17 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 			incoming[to] = true
 		}
 	}
+	// a call that never returns (abort, __stack_chk_fail through the PLT) ends a function as
+	// ret does: what follows it is padding and the next function, not reached from it
+	slots := relocationSlots(f)
+	spanCode := func(a uint64) ([]byte, uint64, bool) {
+		for _, s := range spans {
+			if a >= s.addr && a < s.addr+uint64(len(s.data)) {
+				return s.data[a-s.addr:], s.addr + uint64(len(s.data)), true
+			}
+		}
+		return nil, 0, false
+	}
 	// Each span is decoded in one linear sweep, as the scan does; an FDE may start inside an
 	// instruction (glibc's __restore_rt), so regions are then moved to the instruction
 	// boundaries the sweep found.
@@ -199,14 +210,16 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 				return nil
 			}
 			code := s.data[off:]
+			noReturn := false
 			if t, ok := in.DirectTarget(code, at); ok {
 				addEdge(ri, find(t), false)
+				noReturn = in.IsCall() && noReturnCallee(t, spanCode, slots)
 			} else if t, ok := in.RIPTarget(code, at); ok {
 				from := regions[ri].start
 				addEdge(ri, find(t), resolvers[from] || listers[from])
 			}
 			switch {
-			case in.EndsFlow():
+			case in.EndsFlow() || noReturn:
 				ended = true
 			case !in.IsPadding():
 				ended = false

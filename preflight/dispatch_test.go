@@ -71,6 +71,10 @@ func TestIFuncTargetsAreDispatched(t *testing.T) {
 		{"an implementation also called directly", ifuncSrc + "void add_fast(float *a, int n) { add_avx512(a, n); }\n", so, v3, Fail, "add_avx512"},
 		{"an implementation whose address is stored in data", ifuncSrc + "void (*add_ptr)(float *, int) = add_avx512;\n", so, v3, Fail, "add_avx512"},
 		{"target_clones on a host that has AVX-512", clonesSrc, so, avx512, OK, ""},
+		// the function laid before the implementation ends in a call of abort: nothing runs on
+		// into add_avx512 (before, that read as a direct way in: "would fail")
+		{"an implementation after a function that ends in abort", "#include <stdlib.h>\nint checked(int x) { if (x) return 0; abort(); }\n" + ifuncSrc,
+			append([]string{"-fno-reorder-blocks-and-partition", "-fno-toplevel-reorder"}, so...), v3, Dispatched, "add_avx512"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(strings.ReplaceAll(c.name, " ", "-"), "libt.so")
