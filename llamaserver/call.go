@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -30,9 +31,15 @@ func WithPool(slots int) Option {
 		t.DisableCompression = true
 		t.Proxy = nil // llama-server is on loopback; never route it through a proxy
 		c.http = &http.Client{Transport: t}
-		c.raw = newRawPool(c.base, c.key, 2*slots+8)
+		if os.Getenv(TransportEnv) != "go" {
+			c.raw = newRawPool(c.base, c.key, 2*slots+8)
+		}
 	}
 }
+
+// TransportEnv set to "go" keeps Go's transport for every call of a pooled client: the way to
+// measure what the raw connections save (scripts/echo-bench.sh AB=transport), not a setting.
+const TransportEnv = "LLBUILD_LLAMA_TRANSPORT"
 
 // WithHTTPClient has the client send all its requests with h.
 func WithHTTPClient(h *http.Client) Option {

@@ -209,5 +209,9 @@ func TestRawPoolAnswers(t *testing.T) {
 		if NewClient("http://127.0.0.1:1", "", WithPool(1), WithHTTPClient(http.DefaultClient)).raw != nil {
 			t.Error("WithHTTPClient after WithPool: raw connections, want the given client for every request")
 		}
+		t.Setenv(TransportEnv, "go") // what scripts/echo-bench.sh AB=transport compares with
+		if NewClient("http://127.0.0.1:1", "", WithPool(1)).raw != nil {
+			t.Errorf("%s=go: raw connections, want Go's transport", TransportEnv)
+		}
 	})
 }

@@ -4,6 +4,7 @@ plain prefill of the same tokens sent straight to llama-server, measured from ou
 process, standard library only), the two kinds interleaved one request each.
 
     echo-bench.py SHIM_URL LLAMA_URL [--llama-key KEY] [--tokens 128,512] [--pairs 15] [--warm 3]
+                  [--shim-b URL --label-b NAME]
 
 SHIM_URL is llbuild serve's address, LLAMA_URL the llama-server it supervises (scripts/echo-bench.sh
 starts both from a bundle and finds the second in serve's log). The prompt is token ids (what
@@ -16,6 +17,10 @@ of echo's time as this client saw it (the connection to the shim, reading the an
 kind, "direct", is the request the shim makes for echo (native prompt logprobs in the form the
 server's /props offers) sent straight to llama-server by this client: llama-server's own time to
 the first and the last byte of it, so that echo less direct is what the shim costs end to end.
+With --shim-b, a second llbuild serve of the same bundle (made otherwise: scripts/echo-bench.sh
+starts it with LLBUILD_LLAMA_TRANSPORT=go, the shim calling llama-server through Go's transport)
+gets the same echo request right after the first in each round: B's median, A/B as the ratio of
+the medians, the per-pair A/B ratios' median and spread, and how many pairs A was faster in.
 """
 import argparse
 import http.client
@@ -90,8 +95,13 @@ def main():
     ap.add_argument("--pairs", type=int, default=15)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--llama-key", default="", help="llama-server's API key (echo-bench.sh reads it)")
+    ap.add_argument("--shim-b", default="", help="a second shim to compare echo with, interleaved")
+    ap.add_argument("--label-b", default="B")
     a = ap.parse_args()
     shim, llama = Conn(a.shim), Conn(a.llama, a.llama_key)
+    shim_b = Conn(a.shim_b) if a.shim_b else None
+    ab_rows = []
+    warned = False
     sizes = [int(x) for x in a.tokens.split(",")]
     _, _, b, _ = llama.post("/tokenize", {"content": TEXT * (max(sizes) // 40 + 2), "add_special": True})
     ids = json.loads(b)["tokens"]
@@ -115,14 +125,28 @@ def main():
         prefill = {"prompt": prompt, "n_predict": 1, "temperature": 0, "cache_prompt": False}
         echo = {"prompt": [prompt], "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0}
         p_last, e_last, p_first, e_first, pairs, split = [], [], [], [], [], {"slot": [], "llama": [], "shim": [], "hop": []}
-        d_first, d_last = [], []
+        d_first, d_last, e_b = [], [], []
         sizes_seen = (0, 0)
         for i in range(a.warm + a.pairs):
             pf, pl, pb, _ = llama.post("/completion", prefill)
-            ef, el, eb, st = shim.post("/v1/completions", echo)
+            if shim_b is not None and i % 2 == 1:  # B first every other round
+                _, bl, bb, _ = shim_b.post("/v1/completions", echo)
+                ef, el, eb, st = shim.post("/v1/completions", echo)
+            else:
+                ef, el, eb, st = shim.post("/v1/completions", echo)
+                bl, bb = (shim_b.post("/v1/completions", echo)[1:3] if shim_b is not None else (0.0, b""))
+            if shim_b is not None and bb != eb:
+                a_j, b_j = json.loads(eb), json.loads(bb)
+                for j in (a_j, b_j):  # the ids and times differ; the scores must not
+                    j.pop("id", None), j.pop("created", None), j.pop("usage", None)
+                if a_j != b_j and not warned:
+                    print(f"warning: A's and B's answers differ for {n} tokens (besides id, created, usage)", file=sys.stderr)
+                    warned = True
             df, dl, _, _ = llama.post("/completion", direct)
             if i < a.warm:
                 continue
+            if shim_b is not None:
+                e_b.append(bl)
             d_first.append(df)
             d_last.append(dl)
             rows = json.loads(eb)["choices"][0]["logprobs"]["token_logprobs"]
@@ -144,6 +168,15 @@ def main():
               f"{med(p_first):>5.2f}/{med(e_first):<5.2f} {sizes_seen[0]:>6}/{sizes_seen[1]:<6} "
               f"{med(split['slot']):>5.2f} {med(split['llama']):>6.2f} {med(split['shim']):>5.2f} {med(split['hop']):>5.2f} "
               f"{med(d_first):>7.2f}/{med(d_last):<8.2f} {em - med(d_last):>11.2f}")
+        if shim_b is not None:
+            r = [x / y for x, y in zip(e_last, e_b)]
+            ab_rows.append(f"{n:>6} {em:>9.2f} {med(e_b):>9.2f} {em / med(e_b):>6.3f} {med(r):>10.3f} "
+                           f"{min(r):>6.3f}-{max(r):<6.3f} {sum(x < 1 for x in r):>3}/{len(r)}")
+    if ab_rows:
+        print(f"\necho through A ({a.shim}) against B ({a.label_b}: {a.shim_b}), interleaved")
+        print(f"{'tokens':>6} {'A echo ms':>9} {'B echo ms':>9} {'A/B':>6} {'pair A/B':>10} {'spread':>13} {'A faster':>8}")
+        for row in ab_rows:
+            print(row)
 
 
 if __name__ == "__main__":

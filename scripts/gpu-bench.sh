@@ -18,7 +18,8 @@
 # graphs off; AB_RUNS pairs, 2 by default; needs the build made here, not a carried one),
 # outside (scripts/echo-bench.sh on a bundle of the build: echo through llbuild serve against a
 # plain prefill straight to llama-server, from an outside client; randgguf in the carry folder:
-# CGO_ENABLED=0 go build -o .devcarry/randgguf ./internal/tools/randgguf).
+# CGO_ENABLED=0 go build -o .devcarry/randgguf ./internal/tools/randgguf; AB=transport adds a
+# second serve whose shim calls llama-server through Go's transport, interleaved).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
