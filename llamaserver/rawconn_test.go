@@ -3,13 +3,16 @@ package llamaserver
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,4 +217,50 @@ func TestRawPoolAnswers(t *testing.T) {
 			t.Errorf("%s=go: raw connections, want Go's transport", TransportEnv)
 		}
 	})
+}
+
+// Calls from many goroutines at once each take a connection of their own: every answer is
+// its own request's, and no more connections stay open than the pool keeps.
+func TestRawPoolConcurrentCalls(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in TokenizeRequest
+		json.NewDecoder(r.Body).Decode(&in)
+		time.Sleep(time.Millisecond)
+		fmt.Fprintf(w, `{"tokens":[%s]}`, in.Content)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := NewClient(srv.URL, "", WithPool(2)) // keeps 12
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*25)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				want := g*1000 + i
+				ids, err := c.Tokenize(context.Background(), TokenizeRequest{Content: strconv.Itoa(want)})
+				if err != nil || len(ids) != 1 || ids[0] != want {
+					errs <- fmt.Errorf("goroutine %d call %d: %v %v, want [%d]", g, i, ids, err, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := conns.Load(); n < 2 || n > 16*25/2 {
+		t.Errorf("%d connections for 400 calls from 16 goroutines, want them kept and reused", n)
+	}
+	if len(c.raw.idle) > c.raw.max {
+		t.Errorf("%d idle connections kept, more than the pool's %d", len(c.raw.idle), c.raw.max)
+	}
 }
