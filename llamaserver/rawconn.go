@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,8 @@ type rawPool struct {
 	max  int
 	mu   sync.Mutex
 	idle []*rawConn
+	// dials counts the connections opened
+	dials atomic.Int64
 }
 
 type rawConn struct {
@@ -62,6 +65,7 @@ func (p *rawPool) get(ctx context.Context) (*rawConn, bool, error) {
 	}
 	p.mu.Unlock()
 	var d net.Dialer
+	p.dials.Add(1)
 	c, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, false, err
