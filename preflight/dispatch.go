@@ -16,6 +16,16 @@ type codeSpan struct {
 	data []byte
 }
 
+// spanAt returns the span that holds address a.
+func spanAt(spans []codeSpan, a uint64) (*codeSpan, bool) {
+	for i := range spans {
+		if s := &spans[i]; a >= s.addr && a < s.addr+uint64(len(s.data)) {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
 // codeRegion is a stretch of code from one function start to the next.
 type codeRegion struct {
 	span       int
@@ -57,14 +67,7 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 			return nil // sections out of order or overlapping: addresses do not name one byte
 		}
 	}
-	inCode := func(a uint64) bool {
-		for _, s := range spans {
-			if a >= s.addr && a < s.addr+uint64(len(s.data)) {
-				return true
-			}
-		}
-		return false
-	}
+	inCode := func(a uint64) bool { _, ok := spanAt(spans, a); return ok }
 	resolvers := map[uint64]bool{}
 	// listers take the address of every implementation without running it: glibc's
 	// __libc_ifunc_impl_list (in libc.so.6 only) hands its test suite each implementation
@@ -174,14 +177,6 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 	// a call that never returns (abort, __stack_chk_fail through the PLT) ends a function as
 	// ret does: what follows it is padding and the next function, not reached from it
 	slots := relocationSlots(f)
-	spanCode := func(a uint64) ([]byte, uint64, bool) {
-		for _, s := range spans {
-			if a >= s.addr && a < s.addr+uint64(len(s.data)) {
-				return s.data[a-s.addr:], s.addr + uint64(len(s.data)), true
-			}
-		}
-		return nil, 0, false
-	}
 	// Each span is decoded in one linear sweep, as the scan does; an FDE may start inside an
 	// instruction (glibc's __restore_rt), so regions are then moved to the instruction
 	// boundaries the sweep found.
@@ -213,7 +208,7 @@ func findDispatched(f *elf.File, spans []codeSpan) *dispatchMap {
 			noReturn := false
 			if t, ok := in.DirectTarget(code, at); ok {
 				addEdge(ri, find(t), false)
-				noReturn = in.IsCall() && noReturnCallee(t, spanCode, slots)
+				noReturn = in.IsCall() && noReturnCallee(t, spans, slots)
 			} else if t, ok := in.RIPTarget(code, at); ok {
 				from := regions[ri].start
 				addEdge(ri, find(t), resolvers[from] || listers[from])

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -355,7 +356,7 @@ func scanCode(f *elf.File, variant bool) (*CodeFacts, error) {
 // symbolizer names the function symbol an address lies in.
 type symbolizer struct {
 	syms   []elf.Symbol
-	sorted bool
+	byAddr []elf.Symbol // syms sorted by address, made by the first bounds call
 }
 
 func newSymbolizer(f *elf.File) *symbolizer {
@@ -374,13 +375,14 @@ func newSymbolizer(f *elf.File) *symbolizer {
 
 // bounds returns the start and end of the function symbol holding a.
 func (z *symbolizer) bounds(a uint64) (start, end uint64, ok bool) {
-	if !z.sorted {
-		sort.Slice(z.syms, func(i, j int) bool { return z.syms[i].Value < z.syms[j].Value })
-		z.sorted = true
+	if z.byAddr == nil {
+		// a copy: at names an address by the symbols' order in the file
+		z.byAddr = slices.Clone(z.syms)
+		sort.Slice(z.byAddr, func(i, j int) bool { return z.byAddr[i].Value < z.byAddr[j].Value })
 	}
-	i := sort.Search(len(z.syms), func(i int) bool { return z.syms[i].Value > a })
+	i := sort.Search(len(z.byAddr), func(i int) bool { return z.byAddr[i].Value > a })
 	for j := i - 1; j >= 0 && j >= i-8; j-- { // symbols that alias or nest end near each other
-		if s := z.syms[j]; a >= s.Value && a < s.Value+s.Size {
+		if s := z.byAddr[j]; a >= s.Value && a < s.Value+s.Size {
 			return s.Value, s.Value + s.Size, true
 		}
 	}

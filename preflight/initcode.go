@@ -37,13 +37,12 @@ func followInitCode(f *elf.File, spans []codeSpan, names *symbolizer) *initFacts
 	facts := &initFacts{}
 	section := ""
 	inCode := func(a uint64) ([]byte, uint64, bool) {
-		for _, s := range spans {
-			if a >= s.addr && a < s.addr+uint64(len(s.data)) {
-				section = s.name
-				return s.data[a-s.addr:], s.addr + uint64(len(s.data)), true
-			}
+		s, ok := spanAt(spans, a)
+		if !ok {
+			return nil, 0, false
 		}
-		return nil, 0, false
+		section = s.name
+		return s.data[a-s.addr:], s.addr + uint64(len(s.data)), true
 	}
 	slots := relocationSlots(f)
 	var work []uint64
@@ -118,7 +117,7 @@ func followInitCode(f *elf.File, spans []codeSpan, names *symbolizer) *initFacts
 			noReturn := false
 			if t, ok := in.DirectTarget(code, a); ok {
 				push(t)
-				noReturn = in.IsCall() && noReturnCallee(t, inCode, slots)
+				noReturn = in.IsCall() && noReturnCallee(t, spans, slots)
 			} else if t, ok := in.RIPTarget(code, a); ok {
 				push(t) // a function whose address is taken may be called
 				s, slot := slots[t]
@@ -175,12 +174,12 @@ var noReturns = map[string]bool{"__stack_chk_fail": true, "abort": true, "exit":
 // noReturnCallee reports a call to t that does not return: t is a PLT stub (an optional
 // endbr64, then jmp *slot(%rip)) whose slot the relocation of one of noReturns fills, or a
 // libstdc++ std::__throw_* function.
-func noReturnCallee(t uint64, inCode func(uint64) ([]byte, uint64, bool), slots map[uint64]relocSlot) bool {
-	code, _, ok := inCode(t)
+func noReturnCallee(t uint64, spans []codeSpan, slots map[uint64]relocSlot) bool {
+	sp, ok := spanAt(spans, t)
 	if !ok {
 		return false
 	}
-	at := t
+	code, at := sp.data[t-sp.addr:], t
 	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa { // endbr64
 		code, at = code[4:], at+4
 	}

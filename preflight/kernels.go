@@ -130,14 +130,14 @@ func kernelVerdict(b *Binary, idx int, g targets.GPU, driverCUDA string) Verdict
 }
 
 // perGPULibraries are NVIDIA's libraries that pick their kernels by the GPU they run on,
-// by the name before ".so" (a prefix where a family has several: libcudnn_ops, libnppc ...).
-var perGPULibraries = []string{"libcublas", "libcublasLt", "libnvblas", "libnccl", "libcudnn", "libcufft", "libcufftw",
-	"libcusparse", "libcusparseLt", "libcurand", "libcusolver", "libcusolverMg", "libcutensor", "libnvjpeg", "libnpp", "libcufile"}
+// by the name before ".so"; a trailing * names a family (libcudnn_ops, libnppc ...).
+var perGPULibraries = []string{"libcublas", "libcublasLt", "libnvblas", "libnccl", "libcudnn*", "libcufft", "libcufftw",
+	"libcusparse", "libcusparseLt", "libcurand", "libcusolver", "libcusolverMg", "libcutensor*", "libnvjpeg", "libnpp*", "libcufile"}
 
 func picksKernelsByGPU(file string) bool {
 	name, _, _ := strings.Cut(path.Base(file), ".so")
 	for _, l := range perGPULibraries {
-		if name == l || ((l == "libcudnn" || l == "libnpp" || l == "libcutensor") && strings.HasPrefix(name, l)) {
+		if family, ok := strings.CutSuffix(l, "*"); (ok && strings.HasPrefix(name, family)) || name == l {
 			return true
 		}
 	}
@@ -159,13 +159,9 @@ func otherGPUs(file string, bs []blobVerdict, n int) string {
 		}
 	}
 	slices.Sort(archs)
-	what := "containers " + indexRanges(idx)
+	what, verb := "containers "+indexRanges(idx), "hold"
 	if len(idx) == 1 {
-		what = "container " + indexRanges(idx)
-	}
-	verb := "hold"
-	if len(idx) == 1 {
-		verb = "holds"
+		what, verb = "container "+indexRanges(idx), "holds"
 	}
 	return fmt.Sprintf("%s of %d %s code only for other GPUs (%s), which %s launches only on those GPUs: not loaded here",
 		what, n, verb, strings.Join(archs, " "), path.Base(file))
