@@ -183,41 +183,40 @@ func (c *Client) open(ctx context.Context, method, path string, body any) (*http
 // call sends a request with body (nil for none) and returns the whole of a 200 answer.
 func (c *Client) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	t0 := time.Now()
-	if c.raw != nil {
-		status, data, err := c.raw.do(ctx, method, path, body)
-		if d, ok := ctx.Value(wireKey{}).(*time.Duration); ok && err == nil {
-			*d += time.Since(t0)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if status != http.StatusOK {
-			if len(data) > 1<<20 {
-				data = data[:1<<20]
-			}
-			return nil, &StatusError{Method: method, Path: path, Status: status, Body: string(data)}
-		}
-		return data, nil
+	status, data, err := c.roundTrip(ctx, method, path, body)
+	var re *ReadError
+	if d, ok := ctx.Value(wireKey{}).(*time.Duration); ok && (err == nil || errors.As(err, &re)) {
+		*d += time.Since(t0) // an answer came, whole or not
 	}
-	resp, err := c.Send(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := readAll(resp)
-	if d, ok := ctx.Value(wireKey{}).(*time.Duration); ok {
-		*d += time.Since(t0)
-	}
-	if err != nil {
-		return nil, &ReadError{Path: path, Err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		if len(data) > 1<<20 {
 			data = data[:1<<20]
 		}
-		return nil, &StatusError{Method: method, Path: path, Status: resp.StatusCode, Body: string(data)}
+		return nil, &StatusError{Method: method, Path: path, Status: status, Body: string(data)}
 	}
 	return data, nil
+}
+
+// roundTrip sends a request and reads its whole answer, over the pool's own connections
+// (WithPool) or Go's transport: its status and body, or a *ConnError (no answer) or a
+// *ReadError (an answer that broke off).
+func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	if c.raw != nil {
+		return c.raw.do(ctx, method, path, body)
+	}
+	resp, err := c.Send(ctx, method, path, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := readAll(resp)
+	if err != nil {
+		return 0, nil, &ReadError{Path: path, Err: err}
+	}
+	return resp.StatusCode, data, nil
 }
 
 // readAll reads resp's body into a buffer of its announced length, rather than growing
