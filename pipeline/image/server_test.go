@@ -147,7 +147,13 @@ func testImage(t *testing.T, f map[string][]byte, entrypoint []string, env []str
 			kept = append(kept, e)
 		}
 	}
-	img, err := mutate.AppendLayers(empty.Image, layerOf(t, base), layerOf(t, kept))
+	return linuxImage(t, func(c *v1.Config) { c.Entrypoint, c.Env = entrypoint, env }, layerOf(t, base), layerOf(t, kept))
+}
+
+// linuxImage is an amd64 Linux image of layers whose config set fills in.
+func linuxImage(t *testing.T, set func(*v1.Config), layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func testImage(t *testing.T, f map[string][]byte, entrypoint []string, env []str
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Entrypoint, cf.Config.Env = entrypoint, env
+	set(&cf.Config)
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +287,7 @@ func TestExtractServerReadsAnEmptyRunpathEntryAsTheWorkingDirectory(t *testing.T
 		f[filepath.Base(p)] = b
 	}
 	image := func(wd string) v1.Image {
-		img, err := mutate.AppendLayers(empty.Image, layerOf(t, []entry{
+		return linuxImage(t, func(c *v1.Config) { c.Entrypoint, c.WorkingDir = []string{"/app/llama-server"}, wd }, layerOf(t, []entry{
 			{name: "lib", link: "usr/lib"},
 			{name: "lib64", link: "usr/lib64"},
 			{name: "usr/lib/x86_64-linux-gnu/libc.so.6", body: f["libc.so.6"]},
@@ -290,20 +296,6 @@ func TestExtractServerReadsAnEmptyRunpathEntryAsTheWorkingDirectory(t *testing.T
 			{name: "app/llama-server", body: f["llama-server"]},
 			{name: "app/libllama.so.0", body: f["libllama.so.0"]},
 		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture = "linux", "amd64"
-		cf.Config.Entrypoint, cf.Config.WorkingDir = []string{"/app/llama-server"}, wd
-		if img, err = mutate.ConfigFile(img, cf); err != nil {
-			t.Fatal(err)
-		}
-		return img
 	}
 	s, err := ExtractServer(context.Background(), image("/app"), t.TempDir())
 	if err != nil {
