@@ -19,7 +19,11 @@
 # outside (scripts/echo-bench.sh on a bundle of the build: echo through llbuild serve against a
 # plain prefill straight to llama-server, from an outside client; randgguf in the carry folder:
 # CGO_ENABLED=0 go build -o .devcarry/randgguf ./internal/tools/randgguf; AB=transport adds a
-# second serve whose shim calls llama-server through Go's transport, interleaved).
+# second serve whose shim calls llama-server through Go's transport, interleaved),
+# overhead (BenchmarkEchoShimOverhead: the shim's share of an echo with llama-server's compute taken
+# out, a replay server answering from memory in its place; run with and without the CPUs held out
+# of deep idle states through /dev/cpu_dma_latency, alternating, with the host's CPU and idle
+# states printed: is the shim's cost on a GPU host its work or the wake-ups of idle cores?).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
@@ -36,9 +40,9 @@ if [ ! -x /tmp/server ] && [ -n "$new_art" ] && [ "${TARGET:-h200}" = h200 ]; th
 	ln -sf "$(dirname "$new_art")/llama-server" /tmp/server
 	echo "the lease's build-new: $(dirname "$new_art")"
 fi
-if [ -e "$D"/llbuild.xz ] && [ ! -e "$D"/llbuild ]; then # a carry folder of scripts/h200-carry.sh
-	xz -dk "$D"/llbuild.xz && chmod +x "$D"/llbuild
-fi
+for f in llbuild shim.test; do # a carry folder of scripts/h200-carry.sh holds them compressed
+	if [ -e "$D/$f.xz" ] && [ ! -e "$D/$f" ]; then xz -dk "$D/$f.xz" && chmod +x "$D/$f"; fi
+done
 if [ ! -x /tmp/server ]; then
 	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
 	t0=$SECONDS
@@ -98,5 +102,24 @@ outside)
 	"$D"/llbuild bundle -t "${TARGET:-h200}" --artifacts "$a" --model /tmp/o.gguf -o /tmp/b-outside --n-gpu-layers 99 --threads 8 \
 		--ctx-size 4096 --parallel 1 --env GGML_CUDA_DISABLE_GRAPHS=1 --force >/dev/null || exit 1
 	LLBUILD=$D/llbuild bash "$repo"/scripts/echo-bench.sh /tmp/b-outside --pairs "${PAIRS:-15}" 2>&1 | tee "$OUT"/outside.txt ;;
+overhead)
+	{
+		echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
+		echo "governor: $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo none)"
+		for st in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
+			[ -d "$st" ] && echo "idle state $(cat "$st"/name): exit latency $(cat "$st"/latency) us, disabled $(cat "$st"/disable)"
+		done
+		for i in 1 2; do
+			for q in free held; do
+				echo "== $q: the CPUs $([ $q = held ] && echo "held out of deep idle states (cpu_dma_latency 0)" || echo "as the host sets them")"
+				if [ $q = held ]; then
+					# the request holds while the file is open: this subshell's fd 3, closed when it ends
+					(exec 3>/dev/cpu_dma_latency && printf 0 >&3 && "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 2000x) 2>&1
+				else
+					"$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 2000x 2>&1
+				fi
+			done
+		done
+	} | tee "$OUT"/overhead.txt ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -3,6 +3,7 @@
 # that it travels as an ignored path): everything scripts/h200-pin-ab.sh and
 # scripts/h200-bisect.sh read there, for a machine without Go, ccache or network.
 #   llbuild.xz, bigramgguf.xz, randgguf   this tree's binaries (static, CGO off)
+#   shim.test.xz                          the shim's tests (scripts/gpu-bench.sh overhead)
 #   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
 #   llama.cpp-history.git.tar             upstream's history from ../shared (both pins, 3f545becc)
 #   ccache.txz                            this machine's ccache with its two libraries beside it
@@ -20,7 +21,8 @@ done
 mkdir -p "$dir"
 export PATH=$PATH:/usr/local/go/bin CGO_ENABLED=0
 go build -o "$dir/llbuild" . && go build -o "$dir/bigramgguf" ./internal/tools/bigramgguf && go build -o "$dir/randgguf" ./internal/tools/randgguf
-rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz && xz -9 "$dir/llbuild" "$dir/bigramgguf"
+go test -c -o "$dir/shim.test" ./shim
+rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz "$dir"/shim.test.xz && xz -9 "$dir/llbuild" "$dir/bigramgguf" "$dir/shim.test"
 bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >"$dir/old-testament.txt.xz"
 cp "$shared/llama.cpp/llama.cpp-history.git.tar" "$dir/"
 cc=$(mktemp -d)

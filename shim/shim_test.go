@@ -43,8 +43,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("SHIM_TEST_HELPER") == "run" {
+	switch os.Getenv("SHIM_TEST_HELPER") {
+	case "run":
 		helperRun()
+		return
+	case "replay":
+		replayRun()
 		return
 	}
 	code := m.Run()
