@@ -114,9 +114,9 @@ overhead)
 				echo "== $q: the CPUs $([ $q = held ] && echo "held out of deep idle states (cpu_dma_latency 0)" || echo "as the host sets them")"
 				if [ $q = held ]; then
 					# the request holds while the file is open: this subshell's fd 3, closed when it ends
-					(exec 3>/dev/cpu_dma_latency && printf 0 >&3 && "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 2000x) 2>&1
+					(exec 3>/dev/cpu_dma_latency && printf 0 >&3 && "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x) 2>&1
 				else
-					"$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 2000x 2>&1
+					"$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x 2>&1
 				fi
 			done
 		done
