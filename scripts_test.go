@@ -1,8 +1,13 @@
 package main
 
 import (
+	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llbuild/llbuild/publish/publishtest"
@@ -24,5 +29,123 @@ func TestShellScriptsPassShellcheck(t *testing.T) {
 		if out, err := exec.Command(shellcheck, "--shell=bash", s).CombinedOutput(); err != nil {
 			t.Errorf("shellcheck %s: %v\n%s", s, err, out)
 		}
+	}
+}
+
+// TestGPUPlansNameStagesTheirScriptsHave reads every plan of scripts/gpu-plans/ (the steps
+// scripts/gpu-chain.sh runs on a GPU lease, which no test can run) and checks each step against
+// the script it calls: the script exists and has a branch of its stage case for the stage named,
+// and the step starts with its seconds. A typo there would cost a lease's scarce minutes.
+func TestGPUPlansNameStagesTheirScriptsHave(t *testing.T) {
+	plans, err := filepath.Glob("scripts/gpu-plans/*.plan")
+	if err != nil || len(plans) == 0 {
+		t.Fatalf("no plans in scripts/gpu-plans: %v", err)
+	}
+	stagesOf := map[string]map[string]bool{}
+	stages := func(script string) map[string]bool {
+		if s, ok := stagesOf[script]; ok {
+			return s
+		}
+		b, err := os.ReadFile(script)
+		if err != nil {
+			t.Fatalf("a plan calls %s: %v", script, err)
+		}
+		s := map[string]bool{}
+		// the stage case's branches: lines like "build-new) ..." or "ab | ab-bigram)"
+		branch := regexp.MustCompile(`(?m)^([a-z0-9-]+(?: \| [a-z0-9-]+)*)\)`)
+		for _, m := range branch.FindAllStringSubmatch(string(b), -1) {
+			for name := range strings.SplitSeq(m[1], " | ") {
+				s[name] = true
+			}
+		}
+		stagesOf[script] = s
+		return s
+	}
+	step := regexp.MustCompile(`^(\d+) (.*)$`)
+	call := regexp.MustCompile(`bash (scripts/[a-z0-9-]+\.sh) \S+ ([a-z0-9-]+)`)
+	steps := 0
+	for _, plan := range plans {
+		b, err := os.ReadFile(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			m := step.FindStringSubmatch(line)
+			if m == nil {
+				t.Errorf("%s:%d: a step starts with its seconds: %q", plan, i+1, line)
+				continue
+			}
+			c := call.FindStringSubmatch(m[2])
+			if c == nil {
+				t.Errorf("%s:%d: no `bash scripts/NAME.sh CARRY STAGE` in %q", plan, i+1, m[2])
+				continue
+			}
+			if !stages(c[1])[c[2]] {
+				t.Errorf("%s:%d: %s has no stage %q (it has %v)", plan, i+1, c[1], c[2], slices.Sorted(maps.Keys(stages(c[1]))))
+			}
+			steps++
+		}
+	}
+	if steps < len(plans) {
+		t.Fatalf("read %d steps from %d plans", steps, len(plans))
+	}
+}
+
+// TestGPUChainRunsAPlanAcrossCalls runs scripts/gpu-chain.sh on a plan of small steps as a lease
+// would: a call runs the steps that fit in its time and says to run it again, the next call skips
+// what is done, a failed step stops the chain with its log named, and a step without its seconds
+// is refused.
+func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "p.plan")
+	marks := filepath.Join(dir, "marks")
+	os.WriteFile(plan, []byte("# a comment\n\n1 echo one >>"+marks+"\n5 echo two >>"+marks+"\n1 echo three >>"+marks+"\n"), 0o644)
+	run := func(limit string) (string, int) {
+		cmd := exec.Command("bash", "scripts/gpu-chain.sh", plan)
+		cmd.Env = append(os.Environ(), "LIMIT="+limit, "CHAIN_STATE="+filepath.Join(dir, "state"), "OUT="+filepath.Join(dir, "out"))
+		out, _ := cmd.CombinedOutput()
+		summary, err := os.ReadFile(filepath.Join(dir, "out", "summary.txt"))
+		if err != nil {
+			t.Fatalf("no summary.txt: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out", "chain.tgz")); err != nil {
+			t.Errorf("no chain.tgz: %v", err)
+		}
+		return string(summary), cmd.ProcessState.ExitCode()
+	}
+	// LIMIT 3: step 1 starts (the first of a call always does), step 2 (5 s) does not fit
+	summary, code := run("3")
+	if code != 0 || !strings.Contains(summary, "step 2 needs about 5 s") || !strings.Contains(summary, "run the same command again") {
+		t.Fatalf("first call: exit %d, summary:\n%s", code, summary)
+	}
+	summary, code = run("3") // step 2 is this call's first: it starts; step 3 fits
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(summary), "chain: done") {
+		t.Fatalf("second call: exit %d, summary:\n%s", code, summary)
+	}
+	if b, _ := os.ReadFile(marks); string(b) != "one\ntwo\nthree\n" {
+		t.Errorf("the steps ran as %q, want each once, in order", b)
+	}
+	summary, code = run("600") // all done: nothing runs again
+	if b, _ := os.ReadFile(marks); code != 0 || string(b) != "one\ntwo\nthree\n" || !strings.HasSuffix(strings.TrimSpace(summary), "chain: done") {
+		t.Errorf("a third call: exit %d, marks %q, summary:\n%s", code, b, summary)
+	}
+
+	os.RemoveAll(filepath.Join(dir, "state"))
+	os.WriteFile(plan, []byte("1 echo ok\n1 exit 3\n1 echo never >>"+marks+"\n"), 0o644)
+	summary, code = run("600")
+	if code != 1 || !strings.Contains(summary, "step 2 failed (exit 3)") || !strings.Contains(summary, "log-2 in chain.tgz") {
+		t.Errorf("a failing step: exit %d, summary:\n%s", code, summary)
+	}
+	if b, _ := os.ReadFile(marks); strings.Contains(string(b), "never") {
+		t.Error("the chain went on after a failed step")
+	}
+
+	os.RemoveAll(filepath.Join(dir, "state"))
+	os.WriteFile(plan, []byte("echo no seconds\n"), 0o644)
+	if summary, code = run("600"); code != 2 || !strings.Contains(summary, "does not start with its seconds") {
+		t.Errorf("a step without its seconds: exit %d, summary:\n%s", code, summary)
 	}
 }
