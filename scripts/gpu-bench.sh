@@ -22,8 +22,9 @@
 # second serve whose shim calls llama-server through Go's transport, interleaved),
 # overhead (BenchmarkEchoShimOverhead: the shim's share of an echo with llama-server's compute taken
 # out, a replay server answering from memory in its place; run with and without the CPUs held out
-# of deep idle states through /dev/cpu_dma_latency, alternating, with the host's CPU and idle
-# states printed: is the shim's cost on a GPU host its work or the wake-ups of idle cores?).
+# of deep idle states through /dev/cpu_dma_latency and with the shim on Go's transport, alternating,
+# with the host's CPU and idle states printed: is the shim's cost on a GPU host its work or the
+# wake-ups of idle cores? Without a build in the lease it runs on the carry's CPU llama-server).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
@@ -43,7 +44,17 @@ fi
 for f in llbuild shim.test; do # a carry folder of scripts/h200-carry.sh holds them compressed
 	if [ -e "$D/$f.xz" ] && [ ! -e "$D/$f" ]; then xz -dk "$D/$f.xz" && chmod +x "$D/$f"; fi
 done
-if [ ! -x /tmp/server ]; then
+# the overhead stage needs a patched llama-server only to answer each request once (the replay
+# server answers the rest): without a GPU build in this lease it takes the CPU one the carry holds
+# (cpu-server.txz, scripts/h200-carry.sh with LLBUILD_PATCHED_LLAMA_SERVER set), no build needed
+# (not linked as /tmp/server, which the other stages take for the lease's GPU build)
+srv=/tmp/server
+if [ ! -x /tmp/server ] && [ "$stage" = overhead ] && [ -f "$D"/cpu-server.txz ]; then
+	[ -x /tmp/cpu-server/llama-server ] || { mkdir -p /tmp/cpu-server && tar -xJf "$D"/cpu-server.txz -C /tmp/cpu-server; } || exit 1
+	srv=/tmp/cpu-server/llama-server
+	echo "the carried CPU llama-server"
+fi
+if [ ! -x "$srv" ]; then
 	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
 	t0=$SECONDS
 	dir=$("$D"/llbuild build --executor host -t "${TARGET:-h200}" --source /tmp/src --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
@@ -53,7 +64,7 @@ if [ ! -x /tmp/server ]; then
 	echo "$dir" >/tmp/server.dir
 	tar -C "$(dirname "$dir")" -cf - "$(basename "$dir")" | xz -T0 -6 | split -b 15m - "$OUT"/srv.txz.
 fi
-export LLBUILD_PATCHED_LLAMA_SERVER=/tmp/server SHIM_LLAMA_SERVER=/tmp/server SHIM_BENCH_GGUF=/tmp/b.gguf
+export LLBUILD_PATCHED_LLAMA_SERVER=$srv SHIM_LLAMA_SERVER=$srv SHIM_BENCH_GGUF=/tmp/b.gguf
 repo=$(pwd)
 cd shim || exit 1
 T=$D/shim.test
@@ -110,11 +121,17 @@ overhead)
 			[ -d "$st" ] && echo "idle state $(cat "$st"/name): exit latency $(cat "$st"/latency) us, disabled $(cat "$st"/disable)"
 		done
 		for i in 1 2; do
-			for q in free held; do
-				echo "== $q: the CPUs $([ $q = held ] && echo "held out of deep idle states (cpu_dma_latency 0)" || echo "as the host sets them")"
+			for q in free held go; do
+				case $q in
+				free) echo "== free: the CPUs as the host sets them" ;;
+				held) echo "== held: the CPUs held out of deep idle states (cpu_dma_latency 0)" ;;
+				go) echo "== go: the shim calling llama-server through Go's transport (LLBUILD_LLAMA_TRANSPORT=go)" ;;
+				esac
 				if [ $q = held ]; then
 					# the request holds while the file is open: this subshell's fd 3, closed when it ends
 					(exec 3>/dev/cpu_dma_latency && printf 0 >&3 && "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x) 2>&1
+				elif [ $q = go ]; then
+					LLBUILD_LLAMA_TRANSPORT=go "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x 2>&1
 				else
 					"$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x 2>&1
 				fi

@@ -4,6 +4,8 @@
 # scripts/h200-bisect.sh read there, for a machine without Go, ccache or network.
 #   llbuild.xz, bigramgguf.xz, randgguf   this tree's binaries (static, CGO off)
 #   shim.test.xz                          the shim's tests (scripts/gpu-bench.sh overhead)
+#   cpu-server.txz                        with LLBUILD_PATCHED_LLAMA_SERVER set: that llama-server and
+#                                         its libraries (the overhead stage without a GPU build)
 #   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
 #   llama.cpp-history.git.tar             upstream's history from ../shared (both pins, 3f545becc)
 #   ccache.txz                            this machine's ccache with its two libraries beside it
@@ -25,6 +27,12 @@ go test -c -o "$dir/shim.test" ./shim
 rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz "$dir"/shim.test.xz && xz -9 "$dir/llbuild" "$dir/bigramgguf" "$dir/shim.test"
 bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >"$dir/old-testament.txt.xz"
 cp "$shared/llama.cpp/llama.cpp-history.git.tar" "$dir/"
+# the patched CPU llama-server the tests run (provision.sh), for gpu-bench.sh's overhead stage
+# without a GPU build: LLBUILD_PATCHED_LLAMA_SERVER names it (source /tmp/prov/env.sh or the like)
+if [ -n "${LLBUILD_PATCHED_LLAMA_SERVER:-}" ]; then
+	srv=$(dirname "$(readlink -f "$LLBUILD_PATCHED_LLAMA_SERVER")")
+	tar -C "$srv" -cJf "$dir/cpu-server.txz" --exclude=artifacts.json .
+fi
 cc=$(mktemp -d)
 mkdir -p "$cc/ccache/bin" "$cc/ccache/lib"
 cp "$(command -v ccache)" "$cc/ccache/bin/"
