@@ -29,20 +29,20 @@ import (
 func replayRun() {
 	args := os.Args[1:]
 	port := ""
-	var real []string
+	var same []string
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--port" && i+1 < len(args) {
 			port = args[i+1]
 			i++
 			continue
 		}
-		real = append(real, args[i])
+		same = append(same, args[i])
 	}
 	backPort, err := freePort()
 	if err != nil {
 		os.Exit(1)
 	}
-	cmd := exec.Command(os.Getenv("SHIM_REPLAY_SERVER"), append(real, "--port", strconv.Itoa(backPort))...)
+	cmd := exec.Command(os.Getenv("SHIM_REPLAY_SERVER"), append(same, "--port", strconv.Itoa(backPort))...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		os.Exit(1)
@@ -126,10 +126,10 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // it, its work, its call) and the Server-Timing figures (shim: its own work; llama: its calls).
 func BenchmarkEchoShimOverhead(b *testing.B) {
 	gcAsServed(b)
-	real := patchedServer(b)
+	behind := patchedServer(b)
 	ts, err := startShim(os.Args[0], benchModelFile(b, benchModelOptions(), 32000), Options{
 		ServerArgs: []string{"-np", "1", promptLogprobsArg},
-		Env:        append(os.Environ(), "SHIM_TEST_HELPER=replay", "SHIM_REPLAY_SERVER="+real),
+		Env:        append(os.Environ(), "SHIM_TEST_HELPER=replay", "SHIM_REPLAY_SERVER="+behind),
 	})
 	if err != nil {
 		b.Fatal(err)
