@@ -136,6 +136,7 @@ func BenchmarkEchoShimOverhead(b *testing.B) {
 	}
 	b.Cleanup(ts.stop)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	var answer bytes.Buffer // the last answer's body
 	post := func(url string, body []byte, hdr http.Header) (time.Duration, http.Header) {
 		t0 := time.Now()
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
@@ -147,13 +148,22 @@ func BenchmarkEchoShimOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		answer.Reset()
+		io.Copy(&answer, resp.Body)
 		resp.Body.Close()
 		d := time.Since(t0)
 		if resp.StatusCode != 200 {
-			b.Fatalf("POST %s: status %d", url, resp.StatusCode)
+			b.Fatalf("POST %s: status %d: %.300s", url, resp.StatusCode, answer.Bytes())
 		}
 		return d, resp.Header
+	}
+	// the answer's choices (what the shim made of llama-server's), without its id and time
+	choices := func() string {
+		var a struct{ Choices json.RawMessage }
+		if err := json.Unmarshal(answer.Bytes(), &a); err != nil || len(a.Choices) < 100 {
+			b.Fatalf("echo answer without its rows (%v): %.300s", err, answer.Bytes())
+		}
+		return string(a.Choices)
 	}
 	up := ts.upstream(b)
 	for _, n := range []int{128, 512} {
@@ -164,7 +174,11 @@ func BenchmarkEchoShimOverhead(b *testing.B) {
 			}
 			body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
 			post(ts.URL+"/v1/completions", body, nil) // the real llama-server answers once; kept
+			fromServer := choices()
 			post(ts.URL+"/v1/completions", body, nil)
+			if choices() != fromServer {
+				b.Fatal("the echo made from the replayed answer differs from the one made from llama-server's: the replay would measure other work")
+			}
 			direct, err := http.Get(up.base + "/replay/last")
 			if err != nil {
 				b.Fatal(err)
