@@ -20,7 +20,9 @@ the first and the last byte of it, so that echo less direct is what the shim cos
 With --shim-b, a second llbuild serve of the same bundle (made otherwise: scripts/echo-bench.sh
 starts it with LLBUILD_LLAMA_TRANSPORT=go, the shim calling llama-server through Go's transport)
 gets the same echo request right after the first in each round: B's median, A/B as the ratio of
-the medians, the per-pair A/B ratios' median and spread, and how many pairs A was faster in.
+the medians, the per-pair A/B ratios' median and spread, and how many pairs A was faster in; and
+each shim's own share (its echo less its calls of llama-server, by its Server-Timing), which
+llama-server's spread does not reach: their medians, the per-pair ratio and how often A's was less.
 """
 import argparse
 import http.client
@@ -125,16 +127,16 @@ def main():
         prefill = {"prompt": prompt, "n_predict": 1, "temperature": 0, "cache_prompt": False}
         echo = {"prompt": [prompt], "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0}
         p_last, e_last, p_first, e_first, pairs, split = [], [], [], [], [], {"slot": [], "llama": [], "shim": [], "hop": []}
-        d_first, d_last, e_b = [], [], []
+        d_first, d_last, e_b, own_a, own_b = [], [], [], [], []
         sizes_seen = (0, 0)
         for i in range(a.warm + a.pairs):
             pf, pl, pb, _ = llama.post("/completion", prefill)
             if shim_b is not None and i % 2 == 1:  # B first every other round
-                _, bl, bb, _ = shim_b.post("/v1/completions", echo)
+                _, bl, bb, bst = shim_b.post("/v1/completions", echo)
                 ef, el, eb, st = shim.post("/v1/completions", echo)
             else:
                 ef, el, eb, st = shim.post("/v1/completions", echo)
-                bl, bb = (shim_b.post("/v1/completions", echo)[1:3] if shim_b is not None else (0.0, b""))
+                _, bl, bb, bst = shim_b.post("/v1/completions", echo) if shim_b is not None else (0.0, 0.0, b"", "")
             if shim_b is not None and bb != eb:
                 a_j, b_j = json.loads(eb), json.loads(bb)
                 for j in (a_j, b_j):  # the ids and times differ; the scores must not
@@ -147,6 +149,10 @@ def main():
                 continue
             if shim_b is not None:
                 e_b.append(bl)
+                # each shim's own share: its echo less its calls of llama-server (the hop, its work
+                # and any slot wait), free of llama-server's spread
+                own_a.append(el - timing(st).get("llama", 0.0))
+                own_b.append(bl - timing(bst).get("llama", 0.0))
             d_first.append(df)
             d_last.append(dl)
             rows = json.loads(eb)["choices"][0]["logprobs"]["token_logprobs"]
@@ -170,11 +176,15 @@ def main():
               f"{med(d_first):>7.2f}/{med(d_last):<8.2f} {em - med(d_last):>11.2f}")
         if shim_b is not None:
             r = [x / y for x, y in zip(e_last, e_b)]
+            o = [x / y for x, y in zip(own_a, own_b)]
             ab_rows.append(f"{n:>6} {em:>9.2f} {med(e_b):>9.2f} {em / med(e_b):>6.3f} {med(r):>10.3f} "
-                           f"{min(r):>6.3f}-{max(r):<6.3f} {sum(x < 1 for x in r):>3}/{len(r)}")
+                           f"{min(r):>6.3f}-{max(r):<6.3f} {sum(x < 1 for x in r):>3}/{len(r)} "
+                           f"{med(own_a):>7.3f} {med(own_b):>7.3f} {med(o):>8.3f} {sum(x < 1 for x in o):>3}/{len(o)}")
     if ab_rows:
         print(f"\necho through A ({a.shim}) against B ({a.label_b}: {a.shim_b}), interleaved")
-        print(f"{'tokens':>6} {'A echo ms':>9} {'B echo ms':>9} {'A/B':>6} {'pair A/B':>10} {'spread':>13} {'A faster':>8}")
+        print(f"{'tokens':>6} {'A echo ms':>9} {'B echo ms':>9} {'A/B':>6} {'pair A/B':>10} {'spread':>13} {'A faster':>8} "
+              f"{'A own':>7} {'B own':>7} {'pair own':>8} {'A less':>6}")
+        print("(own: echo less the shim's calls of llama-server, in ms: the hop, the shim's work, any slot wait)")
         for row in ab_rows:
             print(row)
 

@@ -8,6 +8,8 @@
 # AB=transport also starts a second serve of the same bundle whose shim calls llama-server
 # through Go's transport (LLBUILD_LLAMA_TRANSPORT=go) instead of its own kept-alive connections,
 # and compares echo through the two, interleaved in the same rounds (echo-bench.py --shim-b).
+# AB=env starts the second serve with B_ENV in its environment instead (B_ENV="GOMAXPROCS=1":
+# does the shim's hop shrink when the Go runtime has one thread to hand work between?).
 set -uo pipefail
 bundle=${1:?usage: echo-bench.sh BUNDLE [--tokens 128,512] [--pairs 15] [--warm 3]}
 shift
@@ -54,6 +56,11 @@ case ${AB:-} in
 transport)
 	serve LLBUILD_LLAMA_TRANSPORT=go
 	b=(--shim-b "http://127.0.0.1:$port" --label-b "Go's transport to llama-server") ;;
-*) echo "echo-bench.sh: AB=$AB: only AB=transport is known" >&2; exit 2 ;;
+env)
+	[ -n "${B_ENV:-}" ] || { echo "echo-bench.sh: AB=env needs B_ENV (say B_ENV=GOMAXPROCS=1)" >&2; exit 2; }
+	read -r -a benv <<<"$B_ENV"
+	serve LLBUILD_LLAMA_TRANSPORT= "${benv[@]}"
+	b=(--shim-b "http://127.0.0.1:$port" --label-b "$B_ENV") ;;
+*) echo "echo-bench.sh: AB=$AB: AB=transport or AB=env (with B_ENV) are known" >&2; exit 2 ;;
 esac
 python3 "$here/echo-bench.py" "http://127.0.0.1:$a_port" "http://$a_upstream" --llama-key "$a_key" "${b[@]}" "$@"

@@ -19,7 +19,8 @@
 # outside (scripts/echo-bench.sh on a bundle of the build: echo through llbuild serve against a
 # plain prefill straight to llama-server, from an outside client; randgguf in the carry folder:
 # CGO_ENABLED=0 go build -o .devcarry/randgguf ./internal/tools/randgguf; AB=transport adds a
-# second serve whose shim calls llama-server through Go's transport, interleaved),
+# second serve whose shim calls llama-server through Go's transport, interleaved; AB=env B_ENV=…
+# one with B_ENV in its environment, say B_ENV=GOMAXPROCS=1),
 # overhead (BenchmarkEchoShimOverhead: the shim's share of an echo with llama-server's compute taken
 # out, a replay server answering from memory in its place; run with and without the CPUs held out
 # of deep idle states through /dev/cpu_dma_latency and with the shim on Go's transport, alternating,
