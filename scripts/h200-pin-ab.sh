@@ -14,9 +14,11 @@
 #                                 asks whether the candidates make the pin as fast as the old one,
 #                                 PAIR="new fix" what they add to the pin
 #   STAGE build-minus             the new pin with its series less the patches named in DROP
-#                                 (default the series' last, 0012: the server's worker woken only
-#                                 for tasks), into /tmp/pins/minus; PAIR="minus new"
-#                                 is that patch's own effect
+#                                 (file names or numbers, DROP="0011"; default the series' last,
+#                                 0012: the server's worker woken only for tasks), into
+#                                 /tmp/pins/$MINUS (default minus); PAIR="new minus" is that patch's
+#                                 own effect, and several MINUS builds interleave in one campaign
+#                                 (PAIR="new m11 mlp": each against the series build)
 #   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
 #   .carry/llama.cpp-history.git.tar, which holds both pins)
 #   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
@@ -119,15 +121,18 @@ build-fix) # the pin with the built-in series and the candidate amendments in pa
 	done
 	[ $n -gt 0 ] || { echo "no candidate patches in patches/candidates/: build-new builds the series" >&2; exit 2; }
 	build fix "$new" --series /tmp/series-fix/series ;;
-build-minus) # the pin with the built-in series less DROP's patches (default: its last one)
-	drop=${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}
-	rm -rf /tmp/series-minus && mkdir -p /tmp/series-minus && cp patches/0*.patch /tmp/series-minus/ || exit 1
-	for p in $drop; do
-		grep -q "^$p " patches/series || { echo "DROP: $p is not in patches/series" >&2; exit 2; }
+build-minus) # the pin with the built-in series less DROP's patches (default: its last one), as MINUS
+	minus=${MINUS:-minus}
+	drop=() # DROP names patches by file name or by number (DROP="0002 0005")
+	for p in ${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}; do
+		f=$(grep -E "^$p(-[^ ]+\.patch)? " patches/series | cut -d' ' -f1)
+		[ -n "$f" ] || { echo "DROP: $p is not in patches/series" >&2; exit 2; }
+		drop+=("$f")
 	done
-	grep -vE "^($(echo "$drop" | tr ' ' '|')) " patches/series >/tmp/series-minus/series
-	echo "minus: the series without $drop"
-	build minus "$new" --series /tmp/series-minus/series ;;
+	rm -rf /tmp/series-"$minus" && mkdir -p /tmp/series-"$minus" && cp patches/0*.patch /tmp/series-"$minus"/ || exit 1
+	grep -vE "^($(IFS='|'; echo "${drop[*]}")) " patches/series >/tmp/series-"$minus"/series
+	echo "$minus: the series without ${drop[*]}"
+	build "$minus" "$new" --series /tmp/series-"$minus"/series ;;
 build-next)
 	t0=$SECONDS
 	[ -n "$(find /tmp/pins/next -name artifacts.json 2>/dev/null | head -1)" ] && { echo "next: already built in this lease"; exit 0; }
