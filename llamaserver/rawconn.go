@@ -55,9 +55,11 @@ func newRawPool(base, key string, max int) *rawPool {
 	return &rawPool{addr: addr, host: u.Host, key: key, max: max}
 }
 
-func (p *rawPool) get(ctx context.Context) (*rawConn, bool, error) {
+// get returns a kept-alive connection (reused true) or, when there is none or fresh is set, a
+// new one.
+func (p *rawPool) get(ctx context.Context, fresh bool) (*rawConn, bool, error) {
 	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
+	if n := len(p.idle); n > 0 && !fresh {
 		rc := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
@@ -71,6 +73,18 @@ func (p *rawPool) get(ctx context.Context) (*rawConn, bool, error) {
 		return nil, false, err
 	}
 	return &rawConn{c: c, br: bufio.NewReaderSize(c, 32<<10)}, false, nil
+}
+
+// dropIdle closes the kept-alive connections: one found closed by the server says the others,
+// idle as long, were closed with it (llama-server's idle timeout closes them all).
+func (p *rawPool) dropIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, rc := range idle {
+		rc.c.Close()
+	}
 }
 
 func (p *rawPool) put(rc *rawConn) {
@@ -88,11 +102,12 @@ func (p *rawPool) put(rc *rawConn) {
 // do sends one request and reads its whole answer. A reused connection that the server
 // had closed while it was idle (llama-server closes kept-alive connections after a few
 // seconds or 100 requests) gives no byte of an answer: the request is sent again once on
-// a new connection, as Go's transport does for an idempotent request. Errors are a
+// a new connection, as Go's transport does for an idempotent request, and the other kept
+// connections, idle as long, are closed rather than tried in turn. Errors are a
 // *ConnError (no answer) or a *ReadError (an answer that broke off).
 func (p *rawPool) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
 	for attempt := 0; ; attempt++ {
-		rc, reused, err := p.get(ctx)
+		rc, reused, err := p.get(ctx, attempt > 0)
 		if err != nil {
 			return 0, nil, &ConnError{Method: method, Path: path, Err: err}
 		}
@@ -116,6 +131,7 @@ func (p *rawPool) do(ctx context.Context, method, path string, body []byte) (int
 			}
 			switch {
 			case !answered && reused && attempt == 0 && cerr == nil:
+				p.dropIdle()
 				continue
 			case !answered:
 				return 0, nil, &ConnError{Method: method, Path: path, Err: err}

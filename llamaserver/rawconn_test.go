@@ -264,3 +264,87 @@ func TestRawPoolConcurrentCalls(t *testing.T) {
 		t.Errorf("%d idle connections kept, more than the pool's %d", len(c.raw.idle), c.raw.max)
 	}
 }
+
+// TestRawPoolSeveralStaleConnections: llama-server closes every idle kept-alive connection after
+// its idle timeout, so a pool that kept several finds them all closed at once. A call that finds
+// one closed must not take another stale one for its second try (a 503 "closed the connection"
+// under concurrent traffic, seen in TestScoresDoNotDependOnTraffic): it is answered on a new
+// connection, and the pool keeps none of the dead ones.
+func TestRawPoolSeveralStaleConnections(t *testing.T) {
+	var mu sync.Mutex
+	var open []net.Conn
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			go func() {
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+				}
+			}()
+		}
+	}()
+	p := newRawPool("http://"+l.Addr().String(), "", 4)
+	ctx := context.Background()
+	// four calls at once leave four kept-alive connections in the pool
+	var wg, got sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		got.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, _, err := p.get(ctx, false)
+			got.Done()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			<-start
+			if _, _, _, _, err := rc.exchange("GET", p.host, "/props", "", nil); err != nil {
+				t.Error(err)
+			}
+			p.put(rc)
+		}()
+	}
+	got.Wait() // four connections taken before any goes back
+	close(start)
+	wg.Wait()
+	if n := len(p.idle); n != 4 {
+		t.Fatalf("%d idle connections, want 4", n)
+	}
+	// the server's idle timeout: every connection closed
+	mu.Lock()
+	for _, c := range open {
+		c.Close()
+	}
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		status, body, err := p.do(ctx, "GET", "/props", nil)
+		if err != nil || status != 200 || string(body) != "{}" {
+			t.Fatalf("call %d after the server closed its idle connections: %d %q %v", i, status, body, err)
+		}
+	}
+	if n := accepted.Load(); n != 5 {
+		t.Errorf("%d connections, want 5: the four closed ones and one new one that answered the three calls", n)
+	}
+}
