@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,11 +166,7 @@ func BenchmarkEchoShimOverhead(b *testing.B) {
 	up := ts.upstream(b)
 	for _, n := range []int{128, 512} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			ids := make([]int, n)
-			for i := range ids {
-				ids[i] = 3 + i%50
-			}
-			body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+			body := lmEvalEchoBody(n)
 			post(ts.URL+"/v1/completions", body, nil) // the real llama-server answers once; kept
 			fromServer := choices()
 			post(ts.URL+"/v1/completions", body, nil)
@@ -187,35 +181,21 @@ func BenchmarkEchoShimOverhead(b *testing.B) {
 			direct.Body.Close()
 			auth := http.Header{"Authorization": {"Bearer " + up.key}}
 			var shimT, directT []time.Duration
-			var work, llama float64
+			var work, llama time.Duration
 			for b.Loop() {
 				d, h := post(ts.URL+"/v1/completions", body, nil)
 				shimT = append(shimT, d)
-				for part := range strings.SplitSeq(h.Get("Server-Timing"), ",") {
-					name, params, _ := strings.Cut(strings.TrimSpace(part), ";dur=")
-					ms, _ := strconv.ParseFloat(strings.Split(params, ";")[0], 64)
-					switch name {
-					case "shim":
-						work += ms
-					case "llama":
-						llama += ms
-					}
-				}
+				work += serverTimingMS(b, h, "shim")
+				llama += serverTimingMS(b, h, "llama")
 				d, _ = post(up.base+"/completion", native, auth)
 				directT = append(directT, d)
 			}
-			ms, md := medianOf(shimT), medianOf(directT)
+			ms, md := median(shimT), median(directT)
 			b.ReportMetric(float64(ms.Microseconds()), "shim_us")
 			b.ReportMetric(float64(md.Microseconds()), "direct_us")
 			b.ReportMetric(float64((ms - md).Microseconds()), "added_us")
-			b.ReportMetric(work*1e3/float64(len(shimT)), "work_us")
-			b.ReportMetric(llama*1e3/float64(len(shimT)), "call_us")
+			b.ReportMetric(float64(work.Microseconds())/float64(len(shimT)), "work_us")
+			b.ReportMetric(float64(llama.Microseconds())/float64(len(shimT)), "call_us")
 		})
 	}
-}
-
-func medianOf(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

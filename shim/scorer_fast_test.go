@@ -706,6 +706,17 @@ func (ts *testShim) timedPost(b *testing.B, path string, v any) ([]byte, time.Du
 	return data, d, resp.Header
 }
 
+// lmEvalEchoBody is lm-eval's loglikelihood request for an n-token prompt of token ids (echo,
+// logprobs 1, max_tokens 1): the vocabulary's first pieces, byte and control tokens among them.
+func lmEvalEchoBody(n int) []byte {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = 3 + i%50
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
+	return body
+}
+
 // serverTimingMS reads one metric's duration from a Server-Timing header.
 func serverTimingMS(b *testing.B, h http.Header, name string) time.Duration {
 	b.Helper()
@@ -849,12 +860,8 @@ func BenchmarkEchoShimTime(b *testing.B) {
 	b.Cleanup(ts.stop)
 	for _, n := range []int{128, 512} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			ids := make([]int, n)
-			for i := range ids {
-				ids[i] = 3 + i%50
-			}
-			body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": 1, "echo": true, "logprobs": 1, "temperature": 0})
-			var shim, llama float64 // milliseconds
+			body := lmEvalEchoBody(n)
+			var shim, llama time.Duration
 			for b.Loop() {
 				resp, err := http.Post(ts.URL+"/v1/completions", "application/json", bytes.NewReader(body))
 				if err != nil {
@@ -865,20 +872,12 @@ func BenchmarkEchoShimTime(b *testing.B) {
 				if resp.StatusCode != 200 {
 					b.Fatalf("status %d", resp.StatusCode)
 				}
-				for part := range strings.SplitSeq(resp.Header.Get("Server-Timing"), ",") {
-					name, params, _ := strings.Cut(strings.TrimSpace(part), ";dur=")
-					ms, _ := strconv.ParseFloat(strings.Split(params, ";")[0], 64)
-					switch name {
-					case "shim":
-						shim += ms
-					case "llama":
-						llama += ms
-					}
-				}
+				shim += serverTimingMS(b, resp.Header, "shim")
+				llama += serverTimingMS(b, resp.Header, "llama")
 			}
-			b.ReportMetric(shim*1e3/float64(b.N), "shim_us")
-			b.ReportMetric(llama*1e3/float64(b.N), "llama_us")
-			b.ReportMetric(shim/llama, "shim/llama")
+			b.ReportMetric(float64(shim.Microseconds())/float64(b.N), "shim_us")
+			b.ReportMetric(float64(llama.Microseconds())/float64(b.N), "llama_us")
+			b.ReportMetric(shim.Seconds()/llama.Seconds(), "shim/llama")
 		})
 	}
 }
