@@ -79,12 +79,29 @@ func TestRawPoolKeepsOneConnection(t *testing.T) {
 // connection, and closes the connection after answer's close; accepted counts connections.
 func rawServer(t *testing.T, answer func(n int, req string) (resp string, closeAfter bool)) (string, *atomic.Int32) {
 	t.Helper()
+	base, accepted, _ := rawServerClosing(t, answer)
+	return base, accepted
+}
+
+// rawServerClosing is rawServer with closeAll, which closes every connection it accepted so
+// far, as llama-server's idle timeout closes its kept-alive ones.
+func rawServerClosing(t *testing.T, answer func(n int, req string) (resp string, closeAfter bool)) (base string, accepted *atomic.Int32, closeAll func()) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	var accepted atomic.Int32
+	accepted = new(atomic.Int32)
+	var mu sync.Mutex
+	var open []net.Conn
+	closeAll = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range open {
+			c.Close()
+		}
+	}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -92,6 +109,9 @@ func rawServer(t *testing.T, answer func(n int, req string) (resp string, closeA
 				return
 			}
 			accepted.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
 			go func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
@@ -109,7 +129,7 @@ func rawServer(t *testing.T, answer func(n int, req string) (resp string, closeA
 			}()
 		}
 	}()
-	return "http://" + l.Addr().String(), &accepted
+	return "http://" + l.Addr().String(), accepted, closeAll
 }
 
 func TestRawPoolAnswers(t *testing.T) {
@@ -271,38 +291,10 @@ func TestRawPoolConcurrentCalls(t *testing.T) {
 // under concurrent traffic, seen in TestScoresDoNotDependOnTraffic): it is answered on a new
 // connection, and the pool keeps none of the dead ones.
 func TestRawPoolSeveralStaleConnections(t *testing.T) {
-	var mu sync.Mutex
-	var open []net.Conn
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-			go func() {
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-				}
-			}()
-		}
-	}()
-	p := newRawPool("http://"+l.Addr().String(), "", 4)
+	base, accepted, closeAll := rawServerClosing(t, func(int, string) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", false
+	})
+	p := newRawPool(base, "", 4)
 	ctx := context.Background()
 	// four calls at once leave four kept-alive connections in the pool
 	var wg, got sync.WaitGroup
@@ -331,12 +323,7 @@ func TestRawPoolSeveralStaleConnections(t *testing.T) {
 	if n := len(p.idle); n != 4 {
 		t.Fatalf("%d idle connections, want 4", n)
 	}
-	// the server's idle timeout: every connection closed
-	mu.Lock()
-	for _, c := range open {
-		c.Close()
-	}
-	mu.Unlock()
+	closeAll() // the server's idle timeout: every connection closed
 	time.Sleep(50 * time.Millisecond)
 	for i := 0; i < 3; i++ {
 		status, body, err := p.do(ctx, "GET", "/props", nil)
