@@ -147,11 +147,12 @@ def main():
             df, dl, _, _ = llama.post("/completion", direct)
             if i < a.warm:
                 continue
+            t = timing(st)
             if shim_b is not None:
                 e_b.append(bl)
                 # each shim's own share: its echo less its calls of llama-server (the hop, its work
                 # and any slot wait), free of llama-server's spread
-                own_a.append(el - timing(st).get("llama", 0.0))
+                own_a.append(el - t.get("llama", 0.0))
                 own_b.append(bl - timing(bst).get("llama", 0.0))
             d_first.append(df)
             d_last.append(dl)
@@ -163,7 +164,6 @@ def main():
             p_first.append(pf)
             e_first.append(ef)
             pairs.append(el / pl)
-            t = timing(st)
             for k in ("slot", "llama", "shim"):
                 split[k].append(t.get(k, 0.0))
             split["hop"].append(el - sum(t.get(k, 0.0) for k in ("slot", "llama", "shim")))

@@ -128,14 +128,11 @@ overhead)
 				held) echo "== held: the CPUs held out of deep idle states (cpu_dma_latency 0)" ;;
 				go) echo "== go: the shim calling llama-server through Go's transport (LLBUILD_LLAMA_TRANSPORT=go)" ;;
 				esac
-				if [ $q = held ]; then
-					# the request holds while the file is open: this subshell's fd 3, closed when it ends
-					(exec 3>/dev/cpu_dma_latency && printf 0 >&3 && "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x) 2>&1
-				elif [ $q = go ]; then
-					LLBUILD_LLAMA_TRANSPORT=go "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x 2>&1
-				else
-					"$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x 2>&1
-				fi
+				transport=
+				[ $q = go ] && transport=go
+				# held: the request holds while the file is open, this subshell's fd 3, closed when it ends
+				(if [ $q = held ]; then exec 3>/dev/cpu_dma_latency && printf 0 >&3 || exit 1; fi
+					LLBUILD_LLAMA_TRANSPORT=$transport "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x) 2>&1
 			done
 		done
 	} | tee "$OUT"/overhead.txt ;;
