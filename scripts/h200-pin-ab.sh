@@ -2,7 +2,8 @@
 # h200-pin-ab.sh: did moving the pin make the H200 faster? Builds the old pin (the recorded
 # series and recipe, patches/<old>/) and the new one (the built-in recipe and series) for h200
 # with the host executor, and runs llbuild bench OLD NEW --mode full --rounds "${ROUNDS:-8}" on one model,
-# without a draft and with a draft-simple draft. For a GPU machine without Go or network.
+# without a draft and with a draft-simple draft (CANARIES, default full mode's 384, sets the
+# canary checks of each run of the A/B stages: 128 takes about half a run's time, as the bisect's). For a GPU machine without Go or network.
 # Prepare a folder git ignores (.carry/) here with `bash scripts/h200-carry.sh`, which does
 #   CGO_ENABLED=0 go build -o .carry/llbuild . && CGO_ENABLED=0 go build -o .carry/randgguf ./internal/tools/randgguf
 #   cp ../shared/llama.cpp/llama.cpp-{OLD,NEW}.tar.xz .carry/
@@ -163,7 +164,7 @@ ab | ab-bigram)
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	for kind in ${KINDS:-b bd}; do # KINDS=bd: the draft alone (issue 40's item 4 asks for the drafts)
 		t0=$SECONDS
-		"$D"/llbuild bench "${PINS[@]/#//tmp/$kind-}" --mode full --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
+		"$D"/llbuild bench "${PINS[@]/#//tmp/$kind-}" --mode full --canaries "${CANARIES:-384}" --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$kind" >"$OUT/bench-$kind.txt" 2>"$OUT/bench-$kind.log"
 		echo "bench $kind: exit $?, $((SECONDS - t0)) s"
 		cat "$OUT/bench-$kind.txt"
 		tail -5 "$OUT/bench-$kind.log"
@@ -188,7 +189,7 @@ ab-mtp | drafts)
 		set -- /tmp/g-none /tmp/g-simple /tmp/g-mtp
 	fi
 	t0=$SECONDS
-	"$D"/llbuild bench "$@" --mode full --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$stage" >"$OUT/bench-$stage.txt" 2>"$OUT/bench-$stage.log"
+	"$D"/llbuild bench "$@" --mode full --canaries "${CANARIES:-384}" --rounds "${ROUNDS:-8}" --dir /tmp/runs-"$stage" >"$OUT/bench-$stage.txt" 2>"$OUT/bench-$stage.log"
 	echo "bench $stage: exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-$stage.txt"
 	tail -5 "$OUT/bench-$stage.log"
