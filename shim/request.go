@@ -148,13 +148,15 @@ func decodeObject(body []byte) (fields, error) {
 	if !utf8.Valid(trimmed) {
 		return nil, badRequest("", "request body is not valid UTF-8 (JSON text must be); at byte %d", invalidUTF8At(trimmed))
 	}
-	var f fields
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(&f); err != nil {
-		return nil, badRequest("", "malformed JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, badRequest("", "malformed JSON: data after the object")
+	f, ok := splitObject(trimmed)
+	if !ok {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		if err := dec.Decode(&f); err != nil {
+			return nil, badRequest("", "malformed JSON: %v", err)
+		}
+		if dec.More() {
+			return nil, badRequest("", "malformed JSON: data after the object")
+		}
 	}
 	for k, v := range f {
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
@@ -162,6 +164,73 @@ func decodeObject(body []byte) (fields, error) {
 		}
 	}
 	return f, nil
+}
+
+// splitObject reads a valid JSON object into its members' values as json.Decoder does, but
+// with one check of the whole (json.Valid) and a plain walk over it instead of the decoder's
+// two scans and its reflection: a 512-token prompt's request took 23 µs that way. ok is false
+// for input that is not valid JSON or has a key with escapes or invalid UTF-8, which
+// json.Decoder then reads or refuses.
+func splitObject(data []byte) (fields, bool) {
+	if !json.Valid(data) {
+		return nil, false
+	}
+	f := fields{}
+	i := skipJSONSpace(data, 0)
+	if data[i] != '{' {
+		return nil, false
+	}
+	for {
+		i = skipJSONSpace(data, i+1) // past '{' or ','
+		if data[i] == '}' {
+			return f, true
+		}
+		end := skipValidJSON(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			return nil, false
+		}
+		i = skipJSONSpace(data, end)
+		start := skipJSONSpace(data, i+1) // past ':'
+		end = skipValidJSON(data, start)
+		f[string(key)] = json.RawMessage(data[start:end:end])
+		if i = skipJSONSpace(data, end); data[i] == '}' {
+			return f, true
+		}
+	}
+}
+
+// skipValidJSON returns the index after the value that starts at data[i], in data that
+// json.Valid took.
+func skipValidJSON(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		for i++; data[i] != '"'; i++ {
+			if data[i] == '\\' {
+				i++
+			}
+		}
+		return i + 1
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch data[i] {
+			case '"':
+				i = skipValidJSON(data, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	// a number, true, false or null
+	for i < len(data) && data[i] != ',' && data[i] != '}' && data[i] != ']' && skipJSONSpace(data, i) == i {
+		i++
+	}
+	return i
 }
 
 func (f fields) has(name string) bool { _, ok := f[name]; return ok }

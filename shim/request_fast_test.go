@@ -1,6 +1,9 @@
 package shim
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -32,4 +35,70 @@ func TestFastIDPromptsAgreeWithDecodePrompts(t *testing.T) {
 			t.Errorf("parsePrompts(%.60s) = %v, %v; want %v, %v", in, gotAll, err, want, wantErr)
 		}
 	}
+}
+
+// decoderFields is what json.Decoder makes of an object, as decodeObject read every request
+// before splitObject.
+func decoderFields(in []byte) (fields, error) {
+	var f fields
+	dec := json.NewDecoder(bytes.NewReader(in))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the object")
+	}
+	return f, nil
+}
+
+// TestSplitObjectAgreesWithTheDecoder: splitObject reads a request's members as json.Decoder
+// does, and leaves to it what it refuses (then with its error) or what has escaped keys.
+func TestSplitObjectAgreesWithTheDecoder(t *testing.T) {
+	for _, in := range []string{
+		string(lmEvalEchoBody(16)),
+		`{}`, ` { } `,
+		"{\n\t\"prompt\" : [ [1, 2] , [3] ] ,\r\n \"stop\": [\"}\", \"\\\"]\\\\\"], \"n\":-1.5e3, \"x\":{\"a\":[true,false,null]} }",
+		`{"a":1,"a":2}`, `{"é":"ü","b":""}`, `{"s":"\u0041\ud83d\ude00"}`,
+	} {
+		want, err := decoderFields([]byte(in))
+		if err != nil {
+			t.Fatalf("decoder refused %s: %v", in, err)
+		}
+		got, ok := splitObject([]byte(in))
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("splitObject(%.80s) = %q, %v; want %q (json.Decoder)", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{
+		`{"a\u0062":1}`, // an escaped key: the decoder unescapes it
+		`{"a":1,}`, `{"a":1} {}`, `{"a":[1}`, `{"a"}`, `{"a":01}`, `{"a":"\x"}`, "{\"a\":\"\t\"}", `{"a":1`, `{`,
+	} {
+		if got, ok := splitObject([]byte(in)); ok {
+			t.Errorf("splitObject(%s) = %q, want it left to json.Decoder", in, got)
+		}
+	}
+	// malformed requests keep the decoder's message
+	if _, err := decodeObject([]byte(`{"prompt":[1,2,}`)); err == nil || !strings.Contains(err.Error(), "malformed JSON: invalid character '}'") {
+		t.Errorf("decodeObject of a malformed request: %v, want the decoder's malformed JSON error", err)
+	}
+}
+
+// FuzzSplitObject: what splitObject takes, json.Decoder takes too and reads the same; nothing
+// makes it panic.
+func FuzzSplitObject(f *testing.F) {
+	f.Add(string(lmEvalEchoBody(4)))
+	f.Add(`{"stop":["}","\"]"],"x":{"a":[true,null,-1.5e3]}}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		got, ok := splitObject([]byte(in))
+		if !ok {
+			return
+		}
+		want, err := decoderFields([]byte(in))
+		if err != nil {
+			t.Fatalf("splitObject took %q, which json.Decoder refuses: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("splitObject(%q) = %q, json.Decoder %q", in, got, want)
+		}
+	})
 }
