@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,14 +28,36 @@ func upstreamMirror(t *testing.T) string {
 	return filepath.Join(dir, "llrange.git")
 }
 
+// upstreamChild makes a commit after the pin in repo (upstreamMirror's), as upstream's next
+// commit would be: the history here ends at the pin, 3f545becc, so a test that moves the pin
+// forward needs one. It has the pin's tree (so the pinned series applies there) and fixed
+// names and times, so its hash is the same in every run; committed at childEpoch.
+func upstreamChild(t *testing.T, repo string) string {
+	t.Helper()
+	cmd := exec.Command("git", "-C", repo, "commit-tree", "-p", "3f545becc", "-m", "upstream's next commit (made by llbuild's tests)", "3f545becc^{tree}")
+	stamp := fmt.Sprintf("@%d +0000", childEpoch)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=llbuild", "GIT_AUTHOR_EMAIL=tests@llbuild.invalid", "GIT_AUTHOR_DATE="+stamp,
+		"GIT_COMMITTER_NAME=llbuild", "GIT_COMMITTER_EMAIL=tests@llbuild.invalid", "GIT_COMMITTER_DATE="+stamp)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("a commit after 3f545becc in %s: %v", repo, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// childEpoch is upstreamChild's committer time: a day after the pin's (1787427740).
+const childEpoch = 1787514140
+
 // recipe bump --out moves a copy of the built-in recipe and series, outside llbuild's tree:
 // the pin's build number counted in a shallow mirror from the built-in pin, the copy usable by
 // plan --recipe --series; a series that does not apply writes nothing, not even the directory.
 func TestRecipeBumpOutMovesACopy(t *testing.T) {
 	repo := upstreamMirror(t)
-	// ed1c3a20f is the fifth first-parent commit after the pin 34af94cd9 (b10470)
+	// the first commit after the pin 3f545becc (b10587)
+	child := upstreamChild(t, repo)
 	out := filepath.Join(t.TempDir(), "pin")
-	code, stdout, stderr := runCLI(t, "recipe", "bump", "--out", out, "--source", repo, "--commit", "ed1c3a20f")
+	code, stdout, stderr := runCLI(t, "recipe", "bump", "--out", out, "--source", repo, "--commit", child[:9])
 	if code != exitOK {
 		t.Fatalf("recipe bump --out: exit %d\n%s", code, stderr)
 	}
@@ -44,7 +65,7 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"commit: ed1c3a20f5e3f0892ac7135d43542815bd7c4aba", "buildNumber: 10475", "epoch: 1786994412"} {
+	for _, want := range []string{"commit: " + child, "buildNumber: 10588", fmt.Sprintf("epoch: %d", childEpoch)} {
 		if !strings.Contains(string(recipe), want) {
 			t.Errorf("the bumped recipe lacks %q:\n%s", want, recipe)
 		}
@@ -53,37 +74,41 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 		t.Errorf("stdout %q does not name the recipe written", stdout)
 	}
 	src, _, ps := planOf(t, "--recipe", filepath.Join(out, "server.yaml"), "--series", filepath.Join(out, "series"))
-	if src.Commit != "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba" || len(ps) < 2 {
+	if src.Commit != child || len(ps) < 2 {
 		t.Errorf("plan of the copy: %+v with %d patches", src, len(ps))
 	}
-	if code, _, stderr := runCLI(t, "recipe", "bump", "--out", out, "--source", repo, "--commit", "ed1c3a20f"); code != exitUsage || !strings.Contains(stderr, "exists") {
+	if code, _, stderr := runCLI(t, "recipe", "bump", "--out", out, "--source", repo, "--commit", child[:9]); code != exitUsage || !strings.Contains(stderr, "exists") {
 		t.Errorf("bump --out into an existing directory: exit %d %s", code, stderr)
 	}
-	// At 3f545becc, upstream's newest reachable commit, the series' 0002 no longer applies.
-	gone := filepath.Join(t.TempDir(), "newest")
-	code, _, stderr = runCLI(t, "recipe", "bump", "--out", gone, "--source", repo, "--commit", "3f545becc")
+	// At 34af94cd9, the pin before, the series' 0002 does not apply: it was refreshed for
+	// upstream's move of /props into get_res_props.
+	gone := filepath.Join(t.TempDir(), "older")
+	code, _, stderr = runCLI(t, "recipe", "bump", "--out", gone, "--source", repo, "--commit", "34af94cd9")
 	if code != exitFailed || !strings.Contains(stderr, "0002-server-prompt-logprobs.patch does not apply") {
-		t.Errorf("bump to 3f545becc: exit %d\n%s", code, stderr)
+		t.Errorf("bump to 34af94cd9: exit %d\n%s", code, stderr)
 	}
 	if _, err := os.Stat(gone); !os.IsNotExist(err) {
 		t.Errorf("a refused bump left %s behind (%v)", gone, err)
 	}
 }
 
-// The next pin prepared in patches/next/3f545becc: its refreshed series applies at upstream's
-// newest reachable commit, where the pinned series' 0002 does not; its recipe plans that commit
-// with its build number; and each refreshed patch makes the changes the pinned one makes (the
-// same lines added and removed), only at other places.
-func TestNextPinSeriesAppliesAtTheNewestUpstream(t *testing.T) {
+// The pin's series and the series recorded for the pin before it (patches/34af94cd9/, by
+// recipe bump --new-series): each applies at its own commit in upstream's history, the
+// recorded recipe plans its commit with its build number, and each pinned patch makes the
+// changes its recorded predecessor made (the same lines added and removed), only at other
+// places: refreshing moved the patches, it did not change them.
+func TestPinnedSeriesIsTheRecordedOneRefreshed(t *testing.T) {
 	repo := upstreamMirror(t)
-	next := filepath.Join("patches", "next", "3f545becc")
-	code, stdout, stderr := runCLI(t, "patches", "status", "--source", repo, "--commit", "3f545becc", "--series", filepath.Join(next, "series"))
-	if code != exitOK || strings.Count(stdout, " applies") != 12 {
-		t.Errorf("patches status of the next series at 3f545becc: exit %d, want 0 and 12 patches applying\n%s%s", code, stdout, stderr)
+	prev := filepath.Join("patches", "34af94cd9")
+	for _, at := range []struct{ commit, series string }{{"3f545becc", filepath.Join("patches", "series")}, {"34af94cd9", filepath.Join(prev, "series")}} {
+		code, stdout, stderr := runCLI(t, "patches", "status", "--source", repo, "--commit", at.commit, "--series", at.series)
+		if code != exitOK || strings.Count(stdout, " applies") != 12 {
+			t.Errorf("patches status of %s at %s: exit %d, want 0 and 12 patches applying\n%s%s", at.series, at.commit, code, stdout, stderr)
+		}
 	}
-	src, _, ps := planOf(t, "--recipe", filepath.Join(next, "server.yaml"), "--series", filepath.Join(next, "series"))
-	if src.Commit != "3f545beccee69d9975f466ec7e45fd9aacd8ba90" || len(ps) != 12 {
-		t.Errorf("plan of the next pin: source %+v, %d patches; want 3f545becc and the 12 patches", src, len(ps))
+	src, configure, ps := planOf(t, "--recipe", filepath.Join(prev, "server.yaml"), "--series", filepath.Join(prev, "series"))
+	if src.Commit != "34af94cd9ab277632e27caeec2d41de2fd091b31" || buildNumberArg(configure) != "10470" || len(ps) != 12 {
+		t.Errorf("plan of the recorded pin: source %+v, %d patches; want 34af94cd9 (b10470) and the 12 patches", src, len(ps))
 	}
 	changes := func(file string) string {
 		b, err := os.ReadFile(file)
@@ -104,46 +129,8 @@ func TestNextPinSeriesAppliesAtTheNewestUpstream(t *testing.T) {
 		t.Fatalf("pinned patches %v (%v)", pinned, err)
 	}
 	for _, p := range pinned {
-		if changes(p) != changes(filepath.Join(next, filepath.Base(p))) {
-			t.Errorf("%s: the refreshed patch adds or removes other lines than the pinned one", filepath.Base(p))
+		if changes(p) != changes(filepath.Join(prev, filepath.Base(p))) {
+			t.Errorf("%s: the pinned patch adds or removes other lines than 34af94cd9's", filepath.Base(p))
 		}
-	}
-	// the candidates waiting for their measurement apply there after the series too, each the
-	// same change as the pinned series' candidate of its name
-	candidates, err := filepath.Glob(filepath.Join(next, "candidates", "*.patch"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	withCandidates := t.TempDir()
-	b, err := os.ReadFile(filepath.Join(next, "series"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	series := string(b)
-	for _, f := range append(pinned, candidates...) {
-		src := f
-		if !slices.Contains(candidates, f) {
-			src = filepath.Join(next, filepath.Base(f))
-		}
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(withCandidates, filepath.Base(f)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(candidates, f) {
-			series += fmt.Sprintf("%s sha256:%x\n", filepath.Base(f), sha256.Sum256(data))
-			if changes(f) != changes(filepath.Join("patches", "candidates", filepath.Base(f))) {
-				t.Errorf("%s: the next pin's candidate adds or removes other lines than the pin's", filepath.Base(f))
-			}
-		}
-	}
-	if err := os.WriteFile(filepath.Join(withCandidates, "series"), []byte(series), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr = runCLI(t, "patches", "status", "--source", repo, "--commit", "3f545becc", "--series", filepath.Join(withCandidates, "series"))
-	if want := len(pinned) + len(candidates); code != exitOK || strings.Count(stdout, " applies") != want {
-		t.Errorf("patches status of the next series and its candidates at 3f545becc: exit %d, want 0 and %d patches applying\n%s%s", code, want, stdout, stderr)
 	}
 }

@@ -22,22 +22,18 @@ import (
 	"github.com/llbuild/llbuild/targets"
 )
 
-// docsOriginMaster is upstream master (and the mirror's HEAD) in the documents' world:
-// ed1c3a20f, five commits after the pin 34af94cd9, where the pinned series still applies (so
-// that recipe bump moves the pin as the documents show; at 3f545becc it refuses, 0002
-// conflicting there).
-const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
-
 // TestDocsWalk runs the documents' command lines that read a llama.cpp repository, a campaign's
 // log, a lab's records or a bundle, as a user would after the document's earlier lines, each
 // fenced block in a world of its own made of real things. HOME holds llama.cpp.git and llama.cpp
-// (upstream's history from ../shared, master and origin/master at docsOriginMaster, and the
-// release tag b10573 where llbuild counts that build number; also as ./llama.cpp.git),
+// (upstream's history from ../shared, master and origin/master at a commit after the pin,
+// upstreamChild's, where the pinned series applies, so that recipe bump moves the pin as the
+// documents show; and the release tag b10573 where llbuild counts that build number; also as
+// ./llama.cpp.git),
 // src/llama.cpp-b7000 (the pinned tree) and refreshed/ (the series, refreshed for origin/master:
 // the pinned one applies there). The working directory holds copies of recipes/ and patches/
 // (recipe bump rewrites them); camp/bisect.log, edited.log and h200-part3.log (the H200
 // campaign's logs in benchmarks/); lab/week49 and lab/gemma4-q8 (an H200 A/B's records);
-// olares-one.new.json (olares-one's plan at the next pin); the bundles the documents bench,
+// olares-one.new.json (olares-one's plan at origin/master); the bundles the documents bench,
 // verify, preflight and serve (bundle/, old/, new/, v2/, v3/, record/, today/, b-old/, b-new/, and
 // bundle.tar.zst and new.tar.zst: Debian sid's llama-server with a tiny model), vision/ (the
 // series build with a tiny model and vision projector) and photo.json (messages with a PNG),
@@ -59,17 +55,15 @@ const docsOriginMaster = "ed1c3a20f5e3f0892ac7135d43542815bd7c4aba"
 // commands' own tests.
 func TestDocsWalk(t *testing.T) {
 	mirror := upstreamMirror(t)
+	master := upstreamChild(t, mirror)
 	for _, ref := range []string{"refs/remotes/origin/master", "refs/heads/master"} { // HEAD too
-		if out, err := exec.Command("git", "-C", mirror, "update-ref", ref, docsOriginMaster).CombinedOutput(); err != nil {
+		if out, err := exec.Command("git", "-C", mirror, "update-ref", ref, master).CombinedOutput(); err != nil {
 			t.Fatalf("%s in the mirror: %v\n%s", ref, err, out)
 		}
 	}
 	// upstream's release tag that docs/plan.md resolves, which the shallow mirror lacks: b10573,
-	// 103 first-parent commits after the pin (b10470), as llbuild counts build numbers
-	out, err := exec.Command("git", "-C", mirror, "rev-list", "--first-parent", "--reverse", "34af94cd9..3f545becc").Output()
-	if lines := strings.Fields(string(out)); err != nil || len(lines) < 103 {
-		t.Fatalf("the mirror's first-parent line after the pin: %v (%d commits)", err, len(lines))
-	} else if out, err := exec.Command("git", "-C", mirror, "update-ref", "refs/tags/b10573", lines[102]).CombinedOutput(); err != nil {
+	// 14 first-parent commits before the pin (b10587), as llbuild counts build numbers
+	if out, err := exec.Command("git", "-C", mirror, "update-ref", "refs/tags/b10573", "3f545becc~14").CombinedOutput(); err != nil {
 		t.Fatalf("tagging b10573: %v\n%s", err, out)
 	}
 	tree := enginetest.LlamaSource(t)
@@ -77,11 +71,11 @@ func TestDocsWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the plan a pin moved to origin/master would have (the pinned series applies there)
 	newPlan := filepath.Join(t.TempDir(), "olares-one.new.json")
-	next := filepath.Join(repo, "patches", "next", "3f545becc")
-	code, stdout, stderr := runCLI(t, "plan", "--target", "olares-one", "--recipe", filepath.Join(next, "server.yaml"), "--series", filepath.Join(next, "series"), "--json")
+	code, stdout, stderr := runCLI(t, "plan", "--target", "olares-one", "--source", mirror, "--ref", "origin/master", "--json")
 	if code != exitOK {
-		t.Fatalf("the next pin's plan: exit %d\n%s", code, stderr)
+		t.Fatalf("olares-one's plan at origin/master: exit %d\n%s", code, stderr)
 	}
 	if err := os.WriteFile(newPlan, []byte(stdout), 0o644); err != nil {
 		t.Fatal(err)

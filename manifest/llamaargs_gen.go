@@ -4,9 +4,9 @@ package manifest
 
 // llamaOptions are llama-server's command-line options, with the environment variable
 // each answers to, read from:
-//   - llama.cpp common/arg.cpp (sha256 0978d69731fe7a68422716bd11651e16ac10b4f5fe77e99316257cf6d7ab932b)
-//   - patches/0002-server-prompt-logprobs.patch (sha256 e11c602edf6281ba9a8e62407b466fc8895c3017d824b3cccffb51548d4500c5)
-//   - patches/0007-server-prompt-logprobs-alone.patch (sha256 ffb9806f42e9340e981e0232eb8261aef0a22f14db230b92c4ee3304c989db18)
+//   - llama.cpp common/arg.cpp (sha256 35208607f88a398b67b244363591d13c8f98bf8ba0a8674cad53c7f86109f682)
+//   - patches/0002-server-prompt-logprobs.patch (sha256 fd8431fd7de15c7ee6fc8c6508b427325973ff5caa7b30308eafdd06805e06fa)
+//   - patches/0007-server-prompt-logprobs-alone.patch (sha256 b2d8deb2bcdf93af598fac28eec29bd271157f6b975b0de84c44762f11b1835d)
 var llamaOptions = []llamaOption{
 	{flags: []string{"--adaptive-decay"}, value: true},
 	{flags: []string{"--adaptive-target"}, value: true},
@@ -321,6 +321,7 @@ var llamaOptions = []llamaOption{
 	{flags: []string{"-mg", "--main-gpu"}, value: true, env: "LLAMA_ARG_MAIN_GPU"},
 	{flags: []string{"-mli", "--multiline-input"}},
 	{flags: []string{"-mm", "--mmproj"}, value: true, env: "LLAMA_ARG_MMPROJ"},
+	{flags: []string{"-mmdev", "--mmproj-device"}, value: true, env: "MTMD_BACKEND_DEVICE"},
 	{flags: []string{"-mmu", "--mmproj-url"}, value: true, env: "LLAMA_ARG_MMPROJ_URL"},
 	{flags: []string{"-mu", "--model-url"}, value: true, env: "LLAMA_ARG_MODEL_URL"},
 	{flags: []string{"-n", "--predict", "--n-predict"}, value: true, env: "LLAMA_ARG_N_PREDICT"},

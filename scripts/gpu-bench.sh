@@ -3,7 +3,9 @@
 # without Go or network. Prepare a folder that git ignores (say .devcarry/, in .git/info/exclude) with
 #   llbuild        CGO_ENABLED=0 go build -o .devcarry/llbuild .
 #   shim.test      (cd shim && CGO_ENABLED=0 go test -c -o ../.devcarry/shim.test .)
-#   llama.cpp-*.tar.xz   the recipe's pinned source (../shared/llama.cpp), or
+#   llama.cpp-PIN.tar.xz   the recipe's pinned source (../shared/llama.cpp; PIN: recipes/server.yaml's
+#                  commit, 9 hex), or llama.cpp-history.git.tar (upstream's history from there, which
+#                  holds the pin: ../shared has no tarball of 3f545becc), or
 #   srv.txz.*      a build packed by an earlier run (then nothing is built)
 # and run, from the repository root on that machine: bash scripts/gpu-bench.sh .devcarry [STAGE]
 # (TARGET=cpu-v3 tries it on a machine without a GPU). The outside stage also runs from
@@ -56,9 +58,18 @@ if [ ! -x /tmp/server ] && [ "$stage" = overhead ] && [ -f "$D"/cpu-server.txz ]
 	echo "the carried CPU llama-server"
 fi
 if [ ! -x "$srv" ]; then
-	mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-*.tar.xz -C /tmp/src || exit 1
+	pin=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml) src=/tmp/src
+	if [ -f "$D"/llama.cpp-"$pin".tar.xz ]; then
+		mkdir -p /tmp/src && tar -xJf "$D"/llama.cpp-"$pin".tar.xz -C /tmp/src || exit 1
+	elif [ -f "$D"/llama.cpp-history.git.tar ]; then
+		[ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; } || exit 1
+		src=/tmp/hist/llrange.git
+	else
+		echo "gpu-bench.sh: no llama.cpp-$pin.tar.xz nor llama.cpp-history.git.tar in $D" >&2
+		exit 1
+	fi
 	t0=$SECONDS
-	dir=$("$D"/llbuild build --executor host -t "${TARGET:-h200}" --source /tmp/src --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
+	dir=$("$D"/llbuild build --executor host -t "${TARGET:-h200}" --source "$src" --out /tmp/out --work-dir /tmp/work 2>"$OUT"/build.log) ||
 		{ tail -40 "$OUT"/build.log; exit 1; }
 	echo "built $dir in $((SECONDS - t0)) s"
 	ln -sf "$dir/llama-server" /tmp/server

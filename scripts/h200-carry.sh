@@ -7,7 +7,7 @@
 #   cpu-server.txz                        with LLBUILD_PATCHED_LLAMA_SERVER set: that llama-server and
 #                                         its libraries (the overhead stage without a GPU build)
 #   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
-#   llama.cpp-history.git.tar             upstream's history from ../shared (both pins, 3f545becc)
+#   llama.cpp-history.git.tar             upstream's history from ../shared (every pin: 1425386fd, 34af94cd9, 3f545becc)
 #   ccache.txz                            this machine's ccache with its two libraries beside it
 #                                         (RUNPATH $ORIGIN/../lib), so that a build reuses the
 #                                         objects of the builds before it in the same lease

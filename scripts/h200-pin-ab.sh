@@ -21,9 +21,10 @@
 #                                 own effect, and several MINUS builds interleave in one campaign
 #                                 (PAIR="new m11 mlp": each against the series build)
 #   (without llama.cpp-COMMIT.tar.xz in the carry folder, a pin builds from the history,
-#   .carry/llama.cpp-history.git.tar, which holds both pins)
-#   STAGE build-next              the next pin prepared in patches/next/ (NEXT, default 3f545becc),
-#                                 from upstream's history (.carry/llama.cpp-history.git.tar), into
+#   .carry/llama.cpp-history.git.tar, which holds every pin: 1425386fd, 34af94cd9, 3f545becc)
+#   STAGE build-next              a next pin prepared in patches/next/COMMIT/ (recipe bump --out;
+#                                 NEXT, default the one directory there; none now: 3f545becc, the
+#                                 last, became the pin), from upstream's history, into
 #                                 /tmp/pins/next, packed like the others
 #   STAGE ab                      the two benches; results under $OUT (bench-*.txt, records-*.json);
 #                                 KINDS=bd runs only the one with a draft
@@ -64,7 +65,9 @@
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
 #                                 more, the full run's) and llbuild's judge names the winner or none
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
-# (OLD_PIN defaults to the one directory under patches/ named by a commit.)
+# OLD_PIN defaults to the oldest pin recorded under patches/COMMIT/ (by its recipe's epoch):
+# 1425386fd, the reference issue 54 names, not 34af94cd9 (the pin before the present one, recorded
+# when the pin moved to 3f545becc), which OLD_PIN=34af94cd9 builds as "old".
 set -uo pipefail
 D=$(cd "${1:?usage: h200-pin-ab.sh CARRY_DIR build-old|build-new|ab}" && pwd); stage=${2:?stage}
 OUT=${OUT:-/tmp/h200-pin-ab-out}; mkdir -p "$OUT" /tmp/pins
@@ -79,7 +82,9 @@ fi
 for f in "$D"/llbuild.xz "$D"/bigramgguf.xz "$D"/randgguf.xz "$D"/old-testament.txt.xz; do # carried compressed
 	[ -e "$f" ] && [ ! -e "${f%.xz}" ] && xz -dk "$f" && chmod +x "${f%.xz}"
 done
-old=${OLD_PIN:-$(find patches -mindepth 1 -maxdepth 1 -type d -name '[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]' -printf '%f\n' | sort | head -1)}
+old=${OLD_PIN:-$(for f in patches/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]/server.yaml; do
+	[ -e "$f" ] && awk -v d="${f:8:9}" '/^  epoch:/{print $2, d; exit}' "$f"
+done | sort -n | head -1 | cut -d' ' -f2)}
 new=$(awk '/^  commit:/{print substr($2, 1, 9); exit}' recipes/server.yaml)
 
 build() { # build NAME COMMIT LLBUILD-ARGS...
@@ -107,7 +112,7 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
 history() { [ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; }; }
 read -r -a PINS <<<"${PAIR:-old new}" # two or more builds, each bench interleaves them all
-next=${NEXT:-3f545becc}
+next=${NEXT:-$(find patches/next -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | sort | head -1)}
 
 case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
@@ -135,6 +140,10 @@ build-minus) # the pin with the built-in series less DROP's patches (default: it
 	echo "$minus: the series without ${drop[*]}"
 	build "$minus" "$new" --series /tmp/series-"$minus"/series ;;
 build-next)
+	if [ -z "$next" ] || [ ! -f "patches/next/$next/server.yaml" ]; then
+		echo "no next pin prepared in patches/next/${next:-COMMIT}/ (llbuild recipe bump --out patches/next/COMMIT ...)" >&2
+		exit 2
+	fi
 	t0=$SECONDS
 	[ -n "$(find /tmp/pins/next -name artifacts.json 2>/dev/null | head -1)" ] && { echo "next: already built in this lease"; exit 0; }
 	for f in "$D"/next.txz.*; do
