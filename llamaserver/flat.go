@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"unsafe"
+
+	"github.com/llbuild/llbuild/internal/jsonscan"
 )
 
 // FlatLogprobs is prompt_logprobs_flat (patch 0008): Logprobs[k] is token k+1 given tokens
@@ -44,7 +46,7 @@ func (f *FlatLogprobs) UnmarshalJSON(data []byte) error {
 func (f *FlatLogprobs) fastUnmarshal(data []byte) bool {
 	var out FlatLogprobs
 	i := 0
-	ws := func() { i = skipJSONSpace(data, i) }
+	ws := func() { i = jsonscan.Space(data, i) }
 	// number reads one JSON number (no strings, no null) as a float64
 	number := func() (float64, bool) {
 		n := jsonNumberLen(data[i:])
@@ -326,32 +328,32 @@ func (r *Completion) Decode(data []byte) error {
 // It checks no more than it must to find the member's bounds: the returned
 // value and rest are to be decoded by parsers that check them.
 func cutTopLevelMember(data []byte, key string) (value, rest []byte, ok bool) {
-	i := skipJSONSpace(data, 0)
+	i := jsonscan.Space(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return nil, nil, false
 	}
 	i++
 	prevComma := -1 // the comma before the member being read
 	for {
-		i = skipJSONSpace(data, i)
+		i = jsonscan.Space(data, i)
 		if i >= len(data) || data[i] != '"' {
 			return nil, nil, false
 		}
 		keyStart := i
-		keyEnd := skipJSONString(data, i)
+		keyEnd := jsonscan.String(data, i)
 		if keyEnd < 0 {
 			return nil, nil, false
 		}
-		i = skipJSONSpace(data, keyEnd)
+		i = jsonscan.Space(data, keyEnd)
 		if i >= len(data) || data[i] != ':' {
 			return nil, nil, false
 		}
-		valStart := skipJSONSpace(data, i+1)
-		valEnd := skipJSONValue(data, valStart)
+		valStart := jsonscan.Space(data, i+1)
+		valEnd := jsonscan.Value(data, valStart)
 		if valEnd < 0 {
 			return nil, nil, false
 		}
-		i = skipJSONSpace(data, valEnd)
+		i = jsonscan.Space(data, valEnd)
 		if i >= len(data) || (data[i] != ',' && data[i] != '}') {
 			return nil, nil, false
 		}
@@ -373,68 +375,4 @@ func cutTopLevelMember(data []byte, key string) (value, rest []byte, ok bool) {
 		prevComma = i
 		i++
 	}
-}
-
-func skipJSONSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipJSONString returns the index after the string that starts at data[i]
-// ('"'), or -1.
-func skipJSONString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipJSONValue returns the index after the value that starts at data[i], or
-// -1: strings and nesting are followed, scalars end at a delimiter.
-func skipJSONValue(data []byte, i int) int {
-	if i >= len(data) {
-		return -1
-	}
-	switch data[i] {
-	case '"':
-		return skipJSONString(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				if i = skipJSONString(data, i); i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	}
-	start := i
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			if i == start {
-				return -1
-			}
-			return i
-		}
-		i++
-	}
-	return -1
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/llbuild/llbuild/internal/jsonscan"
 )
 
 // Limits on what a request may ask for.
@@ -176,61 +178,28 @@ func splitObject(data []byte) (fields, bool) {
 		return nil, false
 	}
 	f := fields{}
-	i := skipJSONSpace(data, 0)
+	i := jsonscan.Space(data, 0)
 	if data[i] != '{' {
 		return nil, false
 	}
 	for {
-		i = skipJSONSpace(data, i+1) // past '{' or ','
+		i = jsonscan.Space(data, i+1) // past '{' or ','
 		if data[i] == '}' {
 			return f, true
 		}
-		end := skipValidJSON(data, i)
+		end := jsonscan.Value(data, i)
 		key := data[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
 			return nil, false
 		}
-		i = skipJSONSpace(data, end)
-		start := skipJSONSpace(data, i+1) // past ':'
-		end = skipValidJSON(data, start)
+		i = jsonscan.Space(data, end)
+		start := jsonscan.Space(data, i+1) // past ':'
+		end = jsonscan.Value(data, start)
 		f[string(key)] = json.RawMessage(data[start:end:end])
-		if i = skipJSONSpace(data, end); data[i] == '}' {
+		if i = jsonscan.Space(data, end); data[i] == '}' {
 			return f, true
 		}
 	}
-}
-
-// skipValidJSON returns the index after the value that starts at data[i], in data that
-// json.Valid took.
-func skipValidJSON(data []byte, i int) int {
-	switch data[i] {
-	case '"':
-		for i++; data[i] != '"'; i++ {
-			if data[i] == '\\' {
-				i++
-			}
-		}
-		return i + 1
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch data[i] {
-			case '"':
-				i = skipValidJSON(data, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	// a number, true, false or null
-	for i < len(data) && data[i] != ',' && data[i] != '}' && data[i] != ']' && skipJSONSpace(data, i) == i {
-		i++
-	}
-	return i
 }
 
 func (f fields) has(name string) bool { _, ok := f[name]; return ok }
@@ -572,7 +541,7 @@ func decodePrompts(raw json.RawMessage) ([]prompt, error) {
 // took 0.18 ms that way). ok is false for anything else, and for anything
 // parsePrompts would refuse: that path then says why.
 func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
-	i := skipJSONSpace(raw, 0)
+	i := jsonscan.Space(raw, 0)
 	ids := func() ([]int, bool) { // one [id,...] at raw[i], non-empty
 		if i >= len(raw) || raw[i] != '[' {
 			return nil, false
@@ -580,7 +549,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 		i++
 		out := make([]int, 0, len(raw)/6)
 		for {
-			i = skipJSONSpace(raw, i)
+			i = jsonscan.Space(raw, i)
 			start, v := i, 0
 			for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
 				if v = v*10 + int(raw[i]-'0'); v > math.MaxInt32 {
@@ -592,7 +561,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 				return nil, false
 			}
 			out = append(out, v)
-			i = skipJSONSpace(raw, i)
+			i = jsonscan.Space(raw, i)
 			if i >= len(raw) {
 				return nil, false
 			}
@@ -609,7 +578,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, false
 	}
-	if j := skipJSONSpace(raw, i+1); j < len(raw) && raw[j] == '[' {
+	if j := jsonscan.Space(raw, i+1); j < len(raw) && raw[j] == '[' {
 		i = j
 		for {
 			one, ok := ids()
@@ -617,7 +586,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 				return nil, false
 			}
 			ps = append(ps, prompt{IDs: one})
-			i = skipJSONSpace(raw, i)
+			i = jsonscan.Space(raw, i)
 			if i >= len(raw) {
 				return nil, false
 			}
@@ -628,7 +597,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 			if raw[i] != ',' {
 				return nil, false
 			}
-			i = skipJSONSpace(raw, i+1)
+			i = jsonscan.Space(raw, i+1)
 		}
 	} else {
 		one, ok := ids()
@@ -637,7 +606,7 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 		}
 		ps = []prompt{{IDs: one}}
 	}
-	return ps, skipJSONSpace(raw, i) == len(raw)
+	return ps, jsonscan.Space(raw, i) == len(raw)
 }
 
 // tokenIDs reports whether every item is a non-negative integer.
@@ -800,11 +769,4 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		r.Gen = g
 	}
 	return r, nil
-}
-
-func skipJSONSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
 }
