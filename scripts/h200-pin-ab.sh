@@ -63,7 +63,8 @@
 #                                 --poll=0,100" tries the others); the screen ranks, the leader
 #                                 meets the defaults and the next two in full mode over the
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
-#                                 more, the full run's) and llbuild's judge names the winner or none
+#                                 more, the full run's; CANARIES the checks of every run) and
+#                                 llbuild's judge names the winner or none
 # Each bench stage leaves its campaign (records, every run's record.json) in $OUT/runs-STAGE.tgz.
 # OLD_PIN defaults to the oldest pin recorded under patches/COMMIT/ (by its recipe's epoch):
 # 1425386fd, the reference issue 54 names, not 34af94cd9 (the pin before the present one, recorded
@@ -291,7 +292,7 @@ sweep)
 	for s in ${SWEEP:---spec-draft-n-max=2,4,8,16 --spec-draft-p-min=0,0.5,0.9}; do sweeps+=(--sweep "$s"); done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	t0=$SECONDS
-	"$D"/llbuild bench /tmp/sw-"$pin" "${sweeps[@]}" ${ROUNDS:+--rounds "$ROUNDS"} --dir /tmp/runs-sweep >"$OUT/bench-sweep.txt" 2>"$OUT/bench-sweep.log"
+	"$D"/llbuild bench /tmp/sw-"$pin" "${sweeps[@]}" ${ROUNDS:+--rounds "$ROUNDS"} ${CANARIES:+--canaries "$CANARIES"} --dir /tmp/runs-sweep >"$OUT/bench-sweep.txt" 2>"$OUT/bench-sweep.log"
 	echo "bench sweep ($pin; ${sweeps[*]}): exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-sweep.txt"
 	tail -5 "$OUT/bench-sweep.log"
