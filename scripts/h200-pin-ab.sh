@@ -58,8 +58,9 @@
 #   STAGE sweep                   issue 54's lab sweep (needs build-new, or build-fix with
 #                                 SWEEP_PIN=fix): the gemma4 bigram target with its MTP assistant,
 #                                 llama-server's defaults but for --threads 8, swept by llbuild
-#                                 bench --sweep over SWEEP (default the draft's n-max and p-min,
-#                                 12 variants; SWEEP="--ubatch-size=128,256,1024 --threads=4,16
+#                                 bench --sweep over SWEEP (default the draft's n-max, 4 to 32
+#                                 about llama-server's default of 3, and p-min, default 0: 12
+#                                 variants; SWEEP="--ubatch-size=128,256,1024 --threads=4,16
 #                                 --poll=0,100" tries the others); the screen ranks, the leader
 #                                 meets the defaults and the next two in full mode over the
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
@@ -289,7 +290,7 @@ sweep)
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
 	sweeps=()
-	for s in ${SWEEP:---spec-draft-n-max=2,4,8,16 --spec-draft-p-min=0,0.5,0.9}; do sweeps+=(--sweep "$s"); done
+	for s in ${SWEEP:---spec-draft-n-max=4,8,16,32 --spec-draft-p-min=0,0.5,0.9}; do sweeps+=(--sweep "$s"); done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	t0=$SECONDS
 	"$D"/llbuild bench /tmp/sw-"$pin" "${sweeps[@]}" ${ROUNDS:+--rounds "$ROUNDS"} ${CANARIES:+--canaries "$CANARIES"} --dir /tmp/runs-sweep >"$OUT/bench-sweep.txt" 2>"$OUT/bench-sweep.log"
