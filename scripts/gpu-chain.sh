@@ -22,6 +22,12 @@ t0=$SECONDS n=0 ran=0 status="done"
 finish() {
 	echo "chain: $1" | tee -a "$state/summary"
 	tar -C "$state" -czf "$out/chain.tgz" . 2>/dev/null
+	# a file over 16 MiB does not come back from the GPU machine: then without the campaigns'
+	# archives (runs-*.tgz; the verdicts, tables and records.json stay)
+	if [ "$(stat -c %s "$out/chain.tgz")" -gt $((15 << 20)) ]; then
+		echo "chain: chain.tgz without runs-*.tgz (over 15 MiB with them)" | tee -a "$state/summary"
+		tar -C "$state" -czf "$out/chain.tgz" --exclude='runs-*.tgz' --exclude='*.gguf' . 2>/dev/null
+	fi
 	cp "$state/summary" "$out/summary.txt"
 }
 while IFS= read -r line || [ -n "$line" ]; do

@@ -297,6 +297,8 @@ sweep)
 	echo "bench sweep ($pin; ${sweeps[*]}): exit $?, $((SECONDS - t0)) s"
 	cat "$OUT/bench-sweep.txt"
 	tail -5 "$OUT/bench-sweep.log"
-	tar -C /tmp -czf "$OUT/runs-sweep.tgz" --exclude=server.log runs-sweep ;;
+	cp /tmp/runs-sweep/records.json "$OUT/records-sweep.json"
+	# the variants' models are hard links of the bundle's (a 0.8B model, 950 MB packed): left out
+	tar -C /tmp -czf "$OUT/runs-sweep.tgz" --exclude=server.log --exclude='*.gguf' runs-sweep ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
