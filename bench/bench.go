@@ -462,6 +462,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\ncontrol on every device, row 0 mean tok/s: %s; the devices differ by %.1f%%: a variant's win smaller than that is the card's\n", strings.Join(parts, ", "), 100*res.Devices[0].Spread)
 	}
+	res.writeLoops(w)
 	for _, id := range slices.Sorted(maps.Keys(res.SharedDevices)) {
 		fmt.Fprintf(w, "\nwarning: the runs given --gpus %s were all loaded on device %s: not independent\n", strings.Join(res.SharedDevices[id], ", "), id)
 	}
@@ -479,6 +480,21 @@ func (res *Result) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeLoops warns of the bundles whose row 0 fell into a cycle (Summary.Loop), once each, with
+// the first such run's cycle.
+func (res *Result) writeLoops(w io.Writer) {
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		l := r.Summary.Loop
+		if l == nil || len(r.Rows) == 0 || seen[r.Bundle] {
+			continue
+		}
+		seen[r.Bundle] = true
+		fmt.Fprintf(w, "\nwarning: row 0 of %s loops: its output repeats a %d-token cycle from token %d of %d. A draft is accepted on that cycle, not on text, so its acceptance and a draft setting's speed (--spec-draft-n-max above all) measure the cycle's length, not the model's\n",
+			r.Identity.Label, l.Period, l.From, r.Rows[0].Generated)
+	}
 }
 
 func optional(p *float64, format string) string {

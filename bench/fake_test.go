@@ -33,6 +33,9 @@ type fakeLlama struct {
 	// speed, when set, is the decode tok/s a bundle's server reports (1000 otherwise): a
 	// faster or slower build, as the judge's tests need.
 	speed func(*Bundle) int
+	// loop, when set, makes every answer a cycle of that many tokens from its first, as a
+	// bigram model's greedy output is
+	loop int
 }
 
 func (f *fakeLlama) handler() http.Handler { return f.handlerAt(1000) }
@@ -69,6 +72,9 @@ func (f *fakeLlama) handlerAt(tps int) http.Handler {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range req.NPredict {
 			tok := (seed*31 + i*7) % 500
+			if f.loop > 0 {
+				tok = 1 + i%f.loop
+			}
 			if i == f.flipAt && req.NProbs == 0 {
 				tok++
 			}

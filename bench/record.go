@@ -233,6 +233,36 @@ type Row struct {
 	DraftProposed int      `json:"draftProposed"`
 	DraftAccepted int      `json:"draftAccepted"`
 	Acceptance    *float64 `json:"acceptance,omitempty"`
+	// Loop says the row's output fell into a cycle (loopOf); nil when it did not.
+	Loop *Loop `json:"loop,omitempty"`
+}
+
+// Loop is a cycle that greedy output fell into: from token From (0-based, of the generated
+// ones) to the end, each token is the one Period tokens before it. A draft is then accepted on
+// the cycle, not on text: its acceptance and the speed measure the cycle's length against
+// the draft's (a bigram model's greedy output always ends in one; a real model's can).
+type Loop struct {
+	Period int `json:"period"`
+	From   int `json:"from"`
+}
+
+// maxLoopPeriod is the longest cycle loopOf looks for.
+const maxLoopPeriod = 64
+
+// loopOf is the shortest cycle (of at most maxLoopPeriod tokens) that tokens end in, when it
+// covers at least half of them and repeats at least four times; nil otherwise.
+func loopOf(tokens []int) *Loop {
+	n := len(tokens)
+	for p := 1; p <= maxLoopPeriod && 4*p <= n; p++ {
+		from := n - p
+		for from > 0 && tokens[from-1] == tokens[from-1+p] {
+			from--
+		}
+		if n-from >= max(n/2, 4*p) {
+			return &Loop{Period: p, From: from}
+		}
+	}
+	return nil
 }
 
 // ServerCounters cross-check the rows' draft figures: GET /metrics's
@@ -261,6 +291,8 @@ type Summary struct {
 	RepeatedMeanTPS *float64 `json:"repeatedMeanTokPerSec,omitempty"`
 	// Acceptance is accepted over proposed draft tokens over all rows.
 	Acceptance *float64 `json:"acceptance,omitempty"`
+	// Loop is row 0's (Row.Loop): the headline measured a cycle, not text.
+	Loop *Loop `json:"loop,omitempty"`
 }
 
 func summarize(rows []Row) Summary {
@@ -268,7 +300,7 @@ func summarize(rows []Row) Summary {
 	if len(rows) == 0 {
 		return s
 	}
-	s.Row0TPS, s.Row0ClientTPS = rows[0].DecodeTPS, rows[0].ClientTPS
+	s.Row0TPS, s.Row0ClientTPS, s.Loop = rows[0].DecodeTPS, rows[0].ClientTPS, rows[0].Loop
 	if s.Row0TPS > 0 {
 		s.ClientOverServer = s.Row0ClientTPS / s.Row0TPS
 	}

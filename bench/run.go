@@ -712,7 +712,7 @@ func rowOf(i int, r *llamaserver.Timed) Row {
 	t := r.Timings
 	row := Row{Index: i, Fresh: i == 0, PromptTokens: t.PromptN, CachedTokens: t.CacheN, PromptMS: t.PromptMS,
 		PromptTPS: t.PromptPerSecond, Generated: t.PredictedN, DecodeMS: t.PredictedMS, DecodeTPS: t.PredictedPerSecond,
-		TTFTMS: ms(r.First.Sub(r.Sent)), DraftProposed: t.DraftN, DraftAccepted: t.DraftNAccepted}
+		TTFTMS: ms(r.First.Sub(r.Sent)), DraftProposed: t.DraftN, DraftAccepted: t.DraftNAccepted, Loop: loopOf(r.Tokens)}
 	if d := r.Last.Sub(r.First); d > 0 && r.LastN > r.FirstN {
 		row.ClientTPS = float64(r.LastN-r.FirstN) / d.Seconds()
 	}

@@ -122,6 +122,12 @@ func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions
 	default:
 		out.Conclusion = fmt.Sprintf("no setting is faster than the defaults: the screen's leader %s against them is %s", leader.Name, vs.Text)
 	}
+	for _, r := range fres.Runs {
+		if l := r.Summary.Loop; l != nil {
+			out.Conclusion += fmt.Sprintf("; but row 0's output loops (%s: a %d-token cycle from token %d), so settings that change the drafts were measured on that cycle, not on text", r.Bundle, l.Period, l.From)
+			break
+		}
+	}
 	return out, nil
 }
 

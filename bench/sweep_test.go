@@ -24,21 +24,24 @@ func TestSweepWinnerIsTheJudges(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		speeds           map[string]int
+		loop             int
 		winner, conclude string
 	}{
-		{"one setting faster", map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900, "poll40": 1200}, "poll20",
+		{"one setting faster", map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900, "poll40": 1200}, 0, "poll20",
 			"poll20 is faster than the defaults: faster: median 2.000"},
-		{"none faster", map[string]int{"defaults": 1000, "poll10": 1000, "poll20": 1000, "poll30": 1000, "poll40": 1000}, "",
+		{"none faster", map[string]int{"defaults": 1000, "poll10": 1000, "poll20": 1000, "poll30": 1000, "poll40": 1000}, 0, "",
 			"no setting is faster than the defaults"},
+		{"output in a loop", map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900, "poll40": 1200}, 4, "poll20",
+			"poll20 is faster than the defaults: faster: median 2.000 (2.000-2.000, 6 rounds), signed-rank test p = 0.031 <= 0.05; but row 0's output loops (defaults: a 4-token cycle from token 0), so settings that change the drafts were measured on that cycle, not on text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := &fakeLlama{flipAt: -1, speed: func(b *Bundle) int { return tc.speeds[b.Name] }}
+			fake := &fakeLlama{flipAt: -1, loop: tc.loop, speed: func(b *Bundle) int { return tc.speeds[b.Name] }}
 			o := SweepOptions{Options: Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), start: fake.starter()}, Full: fastProtocol(ModeFull)}
 			res, err := Sweep(context.Background(), base, variants, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Winner != tc.winner || !strings.Contains(res.Conclusion, tc.conclude) {
+			if res.Winner != tc.winner || !strings.Contains(res.Conclusion, tc.conclude) || (tc.loop == 0) == strings.Contains(res.Conclusion, "loops") {
 				t.Errorf("winner %q (%s), want %q with %q", res.Winner, res.Conclusion, tc.winner, tc.conclude)
 			}
 			if len(res.Screen.Runs) != 5 || res.Full == nil || len(res.Full.Runs) != 4*RoundsNeeded(DefaultAlpha) {
