@@ -483,3 +483,46 @@ func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
 	}
 	t.Logf("MTP acceptance %.3f, row 0 %.1f tok/s, output loops: a %d-token cycle from token %d", *a, rec.Summary.Row0TPS, l.Period, l.From)
 }
+
+// The walk pair (gguf.BigramOptions.Cycle: a walk through 600 of the text's pieces, its
+// assistant blurred to agree on about nine steps in ten) is what draft settings can be swept on:
+// on the real patched llama-server its row 0 does not loop, every canary passes, and its
+// assistant's drafts are accepted often but not always (the text pair's are 98%, on a loop).
+func TestBigramGemma4WalkDoesNotLoop(t *testing.T) {
+	server := enginetest.PatchedServer(t)
+	train, _ := kjvtext.Files(t)
+	text, err := os.ReadFile(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := gguf.BigramShapes["draft"]
+	d.Cycle, d.Noise = 600, gguf.CycleDraftNoise
+	tb, ab, _, err := gguf.BigramGemma4(string(text), gguf.BigramGemma4Shape(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	target, assistant := filepath.Join(dir, "walk.gguf"), filepath.Join(dir, "walk-assistant.gguf")
+	if err := tb.WriteFile(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.WriteFile(assistant); err != nil {
+		t.Fatal(err)
+	}
+	o := filepath.Join(dir, "bundle")
+	if code, stderr := bundleDraft(server, target, assistant, o); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	runs := filepath.Join(dir, "runs")
+	code, so, se := benchRun(t, o, "--dir", runs)
+	if code != 0 {
+		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
+	}
+	rs := readRecords(t, runs)
+	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
+	a := rec.Summary.Acceptance
+	if rec.Canary.Passed != 128 || a == nil || *a < 0.5 || *a > 0.95 || rec.Summary.Loop != nil || strings.Contains(so, " loops: ") {
+		t.Fatalf("bench: canary %+v, acceptance %v, loop %+v; want 128 passed, 50-95%% accepted, no loop\nstdout:\n%s", rec.Canary, a, rec.Summary.Loop, so)
+	}
+	t.Logf("walk pair: MTP acceptance %.3f at the default n-max, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+}

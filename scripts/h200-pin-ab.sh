@@ -56,12 +56,17 @@
 #                                 nvidia-smi's compute processes sampled every second throughout
 #                                 ($OUT/smi-apps.csv: which GPU each lane's server ran on, when)
 #   STAGE sweep                   issue 54's lab sweep (needs build-new, or build-fix with
-#                                 SWEEP_PIN=fix): the gemma4 bigram target with its MTP assistant,
+#                                 SWEEP_PIN=fix): the gemma4 bigram target with its MTP assistant
+#                                 as a walk through CYCLE (default 600) pieces of the text
+#                                 (bigramgguf -cycle; CYCLE=0: the text's own bigrams, whose
+#                                 greedy output loops every few tokens),
 #                                 llama-server's defaults but for --threads 8, swept by llbuild
-#                                 bench --sweep over SWEEP (default the draft's n-max, 4 to 32
-#                                 about llama-server's default of 3, and p-min, default 0: 12
-#                                 variants; SWEEP="--ubatch-size=128,256,1024 --threads=4,16
-#                                 --poll=0,100" tries the others); the screen ranks, the leader
+#                                 bench --sweep over SWEEP (default the draft's n-max, 2 to 16
+#                                 about llama-server's default of 3, and p-min, default 0, or
+#                                 0.26, which stops about half the walk assistant's drafts (its
+#                                 top probability is 0.24-0.30): 12 variants;
+#                                 SWEEP="--ubatch-size=128,256,1024 --threads=4,16 --poll=0,100"
+#                                 tries the others); the screen ranks, the leader
 #                                 meets the defaults and the next two in full mode over the
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
 #                                 more, the full run's; CANARIES the checks of every run) and
@@ -286,11 +291,19 @@ PY
 	tar -C /tmp -czf "$OUT/runs-screen4.tgz" --exclude=server.log runs-s4-one runs-s4-four runs-s4-same runs-s4-full 2>/dev/null ;;
 sweep)
 	pin=${SWEEP_PIN:-new}
-	[ -f /tmp/g.gguf ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o /tmp/g.gguf -assistant /tmp/ga.gguf || exit 1
+	# the walk pair (bigramgguf -cycle): a text's bigram output loops every few tokens, where
+	# draft settings measure the loop (2026-12-06's sweep); CYCLE=0 sweeps that text pair
+	cycle=${CYCLE:-600} g=/tmp/g.gguf ga=/tmp/ga.gguf
+	if [ "$cycle" != 0 ]; then
+		g=/tmp/gw$cycle.gguf ga=/tmp/gwa$cycle.gguf
+		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -cycle "$cycle" -o "$g" -assistant "$ga" || exit 1
+	fi
+	[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o "$g" -assistant "$ga" || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
-	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model /tmp/g.gguf --draft /tmp/ga.gguf "${common[@]}" >/dev/null || exit 1
+	rm -rf /tmp/sw-"$pin" /tmp/runs-sweep
+	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model "$g" --draft "$ga" "${common[@]}" >/dev/null || exit 1
 	sweeps=()
-	for s in ${SWEEP:---spec-draft-n-max=4,8,16,32 --spec-draft-p-min=0,0.5,0.9}; do sweeps+=(--sweep "$s"); done
+	for s in ${SWEEP:---spec-draft-n-max=2,4,6,8,12,16 --spec-draft-p-min=0,0.26}; do sweeps+=(--sweep "$s"); done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 	t0=$SECONDS
 	"$D"/llbuild bench /tmp/sw-"$pin" "${sweeps[@]}" ${ROUNDS:+--rounds "$ROUNDS"} ${CANARIES:+--canaries "$CANARIES"} --dir /tmp/runs-sweep >"$OUT/bench-sweep.txt" 2>"$OUT/bench-sweep.log"

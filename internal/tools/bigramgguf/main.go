@@ -5,6 +5,14 @@
 //	go run ./internal/tools/bigramgguf -text ot.txt -shape target -o target.gguf
 //	go run ./internal/tools/bigramgguf -text ot.txt -shape draft -o draft.gguf
 //	go run ./internal/tools/bigramgguf -text ot.txt -shape gemma4 -o gemma4.gguf -assistant gemma4-assistant.gguf
+//	go run ./internal/tools/bigramgguf -text ot.txt -shape gemma4 -cycle 600 -o walk.gguf -assistant walk-assistant.gguf
+//
+// A text's bigram model's greedy output falls into a cycle of a few tokens, where a draft is
+// accepted all or nothing at fixed places (bench warns of the loop). -cycle N writes a model of
+// a walk through N of the text's pieces instead (gguf.BigramOptions.Cycle): its output repeats
+// only after N tokens, and its draft or assistant agrees on about nine steps in ten, so that a
+// draft's acceptance falls with its length as a trained draft's does: the pair to sweep draft
+// settings on.
 package main
 
 import (
@@ -19,6 +27,7 @@ func main() {
 	text := flag.String("text", "", "the text `FILE` to model")
 	out := flag.String("o", "", "output `FILE.gguf`")
 	assistant := flag.String("assistant", "", "with -shape gemma4: write its MTP assistant to `FILE.gguf`")
+	cycle := flag.Int("cycle", 0, "model a walk through `N` of the text's pieces (128 or more) instead of its bigrams")
 	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred), 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost) gemma4 (a gemma4 target of 68 with its MTP assistant, -assistant) or gemma4-1b (the same at a 0.8B model's cost)")
 	flag.Parse()
 	if *text == "" || *out == "" {
@@ -37,7 +46,11 @@ func main() {
 		data, err := os.ReadFile(*text)
 		if err == nil {
 			var t, a *gguf.Builder
-			if t, a, _, err = gguf.BigramGemma4(string(data), g, gguf.BigramShapes["draft"]); err == nil {
+			d := gguf.BigramShapes["draft"]
+			if *cycle != 0 {
+				d.Cycle, d.Noise = *cycle, gguf.CycleDraftNoise
+			}
+			if t, a, _, err = gguf.BigramGemma4(string(data), g, d); err == nil {
 				if err = t.WriteFile(*out); err == nil {
 					err = a.WriteFile(*assistant)
 				}
@@ -53,6 +66,12 @@ func main() {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "bigramgguf: -shape %q: use target, draft or 1b\n", *shape)
 		os.Exit(2)
+	}
+	if *cycle != 0 {
+		o.Cycle = *cycle
+		if o.Noise != 0 {
+			o.Noise = gguf.CycleDraftNoise
+		}
 	}
 	data, err := os.ReadFile(*text)
 	if err != nil {
