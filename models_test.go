@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/internal/kjvtext"
@@ -442,13 +443,47 @@ func serveOnce(t *testing.T, bundle string, f func(base string)) {
 // with --spec-type draft-mtp, passes every canary, and accepts at least 60% of the drafts; its
 // row 0 ends in a cycle, which the bench names.
 func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
+	rec, so := benchBigramGemma4(t, gguf.BigramShapes["draft"])
+	a := rec.Summary.Acceptance
+	if !strings.Contains(rec.Identity.Label, "draft_mtp") || rec.Canary.Passed != 128 || a == nil || *a < 0.6 {
+		t.Fatalf("bench: label %s, canary %+v, acceptance %v; want draft_mtp, 128 canaries passed, at least 60%% accepted", rec.Identity.Label, rec.Canary, a)
+	}
+	// a bigram model's greedy output ends in a cycle: the bench says so under its table, since
+	// the drafts are then accepted on the cycle, not on text
+	l := rec.Summary.Loop
+	if l == nil || l.Period < 1 || l.From > rec.Rows[0].Generated/2 || !strings.Contains(so, "warning: row 0 of "+rec.Identity.Label+" loops: its output repeats a ") {
+		t.Fatalf("row 0's loop %+v (of %d tokens), want a cycle over at least half; stdout:\n%s", l, rec.Rows[0].Generated, so)
+	}
+	t.Logf("MTP acceptance %.3f, row 0 %.1f tok/s, output loops: a %d-token cycle from token %d", *a, rec.Summary.Row0TPS, l.Period, l.From)
+}
+
+// The walk pair (gguf.BigramOptions.Cycle: a walk through 600 of the text's pieces, its
+// assistant blurred to agree on about nine steps in ten) is what draft settings can be swept on:
+// on the real patched llama-server its row 0 does not loop, every canary passes, and its
+// assistant's drafts are accepted often but not always (the text pair's are 98%, on a loop).
+func TestBigramGemma4WalkDoesNotLoop(t *testing.T) {
+	d := gguf.BigramShapes["draft"]
+	d.Cycle, d.Noise = 600, gguf.CycleDraftNoise
+	rec, so := benchBigramGemma4(t, d)
+	a := rec.Summary.Acceptance
+	if rec.Canary.Passed != 128 || a == nil || *a < 0.5 || *a > 0.95 || rec.Summary.Loop != nil || strings.Contains(so, " loops: ") {
+		t.Fatalf("bench: canary %+v, acceptance %v, loop %+v; want 128 passed, 50-95%% accepted, no loop\nstdout:\n%s", rec.Canary, a, rec.Summary.Loop, so)
+	}
+	t.Logf("walk pair: MTP acceptance %.3f at the default n-max, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+}
+
+// benchBigramGemma4 makes the Old Testament's gemma4 bigram pair with draft's options for the
+// assistant, bundles it for the patched llama-server with its MTP assistant and runs the bench's
+// default screen: the run's record and the bench's stdout.
+func benchBigramGemma4(t *testing.T, draft gguf.BigramOptions) (*bench.Record, string) {
+	t.Helper()
 	server := enginetest.PatchedServer(t)
 	train, _ := kjvtext.Files(t)
 	text, err := os.ReadFile(train)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, ab, _, err := gguf.BigramGemma4(string(text), gguf.BigramGemma4Shape(), gguf.BigramShapes["draft"])
+	tb, ab, _, err := gguf.BigramGemma4(string(text), gguf.BigramGemma4Shape(), draft)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,59 +505,5 @@ func TestBigramGemma4AssistantIsAccepted(t *testing.T) {
 		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
 	}
 	rs := readRecords(t, runs)
-	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
-	a := rec.Summary.Acceptance
-	if !strings.Contains(rec.Identity.Label, "draft_mtp") || rec.Canary.Passed != 128 || a == nil || *a < 0.6 {
-		t.Fatalf("bench: label %s, canary %+v, acceptance %v; want draft_mtp, 128 canaries passed, at least 60%% accepted", rec.Identity.Label, rec.Canary, a)
-	}
-	// a bigram model's greedy output ends in a cycle: the bench says so under its table, since
-	// the drafts are then accepted on the cycle, not on text
-	l := rec.Summary.Loop
-	if l == nil || l.Period < 1 || l.From > rec.Rows[0].Generated/2 || !strings.Contains(so, "warning: row 0 of "+rec.Identity.Label+" loops: its output repeats a ") {
-		t.Fatalf("row 0's loop %+v (of %d tokens), want a cycle over at least half; stdout:\n%s", l, rec.Rows[0].Generated, so)
-	}
-	t.Logf("MTP acceptance %.3f, row 0 %.1f tok/s, output loops: a %d-token cycle from token %d", *a, rec.Summary.Row0TPS, l.Period, l.From)
-}
-
-// The walk pair (gguf.BigramOptions.Cycle: a walk through 600 of the text's pieces, its
-// assistant blurred to agree on about nine steps in ten) is what draft settings can be swept on:
-// on the real patched llama-server its row 0 does not loop, every canary passes, and its
-// assistant's drafts are accepted often but not always (the text pair's are 98%, on a loop).
-func TestBigramGemma4WalkDoesNotLoop(t *testing.T) {
-	server := enginetest.PatchedServer(t)
-	train, _ := kjvtext.Files(t)
-	text, err := os.ReadFile(train)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := gguf.BigramShapes["draft"]
-	d.Cycle, d.Noise = 600, gguf.CycleDraftNoise
-	tb, ab, _, err := gguf.BigramGemma4(string(text), gguf.BigramGemma4Shape(), d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	target, assistant := filepath.Join(dir, "walk.gguf"), filepath.Join(dir, "walk-assistant.gguf")
-	if err := tb.WriteFile(target); err != nil {
-		t.Fatal(err)
-	}
-	if err := ab.WriteFile(assistant); err != nil {
-		t.Fatal(err)
-	}
-	o := filepath.Join(dir, "bundle")
-	if code, stderr := bundleDraft(server, target, assistant, o); code != 0 {
-		t.Fatalf("bundle: exit %d\n%s", code, stderr)
-	}
-	runs := filepath.Join(dir, "runs")
-	code, so, se := benchRun(t, o, "--dir", runs)
-	if code != 0 {
-		t.Fatalf("bench: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
-	}
-	rs := readRecords(t, runs)
-	rec := readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json"))
-	a := rec.Summary.Acceptance
-	if rec.Canary.Passed != 128 || a == nil || *a < 0.5 || *a > 0.95 || rec.Summary.Loop != nil || strings.Contains(so, " loops: ") {
-		t.Fatalf("bench: canary %+v, acceptance %v, loop %+v; want 128 passed, 50-95%% accepted, no loop\nstdout:\n%s", rec.Canary, a, rec.Summary.Loop, so)
-	}
-	t.Logf("walk pair: MTP acceptance %.3f at the default n-max, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+	return readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json")), so
 }
