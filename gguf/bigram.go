@@ -50,8 +50,14 @@ const cyclePeak = 12.0
 // cycleLogits writes L (V×V) for BigramOptions.Cycle: the walk through the cycle most frequent
 // of the tokens counted in uni, each followed by the next.
 func cycleLogits(L, uni []float64, V, cycle, rank int, floor float64) error {
-	if cycle < 2*maxLoopPeriodHint || cycle > V {
-		return fmt.Errorf("bigram model: a cycle of %d tokens: want %d to %d (the vocabulary)", cycle, 2*maxLoopPeriodHint, V)
+	seen := 0 // the pieces of the text: a walk through control or byte tokens would not be text
+	for _, c := range uni {
+		if c > 0 {
+			seen++
+		}
+	}
+	if cycle < 2*maxLoopPeriodHint || cycle > seen {
+		return fmt.Errorf("bigram model: a cycle of %d tokens: want %d to %d (the pieces the text has)", cycle, 2*maxLoopPeriodHint, seen)
 	}
 	order := make([]int, V)
 	for i := range order {

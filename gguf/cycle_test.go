@@ -101,4 +101,12 @@ func TestBigramCycleIsOneLongWalk(t *testing.T) {
 	if _, err := bigramMatrices(text, BigramOptions{Model: target.Model, Rank: 64, Cycle: 100}, 128); err == nil || !strings.Contains(err.Error(), "a cycle of 100 tokens") {
 		t.Errorf("a cycle of 100: %v, want a refusal (bench would take it for a loop)", err)
 	}
+	if _, err := bigramMatrices(text, BigramOptions{Model: target.Model, Rank: 64, Cycle: len(tm.tokens)}, 128); err == nil || !strings.Contains(err.Error(), "the pieces the text has") {
+		t.Errorf("a cycle through every token: %v, want a refusal (control and byte tokens are not text)", err)
+	}
+	for tok, i := next[3], 0; i < cycle; tok, i = next[tok], i+1 {
+		if tm.types[tok] != tokenNormal {
+			t.Fatalf("the walk goes through token %d (%q), type %d: want only the text's pieces", tok, tm.tokens[tok], tm.types[tok])
+		}
+	}
 }
