@@ -96,8 +96,8 @@ func TestGPUPlansNameStagesTheirScriptsHave(t *testing.T) {
 
 // TestGPUChainRunsAPlanAcrossCalls runs scripts/gpu-chain.sh on a plan of small steps as a lease
 // would: a call runs the steps that fit in its time and says to run it again, the next call skips
-// what is done, a failed step stops the chain with its log named, and a step without its seconds
-// is refused.
+// what is done, a failed step stops the chain with its log named, a chain.tgz too large to come
+// back is made without the campaigns' archives, and a step without its seconds is refused.
 func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "p.plan")
@@ -141,6 +141,16 @@ func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(marks); strings.Contains(string(b), "never") {
 		t.Error("the chain went on after a failed step")
+	}
+
+	// a chain.tgz over 16 MiB would not come back from the GPU machine: it is made again
+	// without the campaigns' archives, and the summary says so
+	os.RemoveAll(filepath.Join(dir, "state"))
+	os.WriteFile(plan, []byte("1 head -c 17000000 /dev/urandom >$OUT/runs-big.tgz && echo verdict >$OUT/bench-x.txt\n"), 0o644)
+	summary, code = run("600")
+	listing, err := exec.Command("tar", "-tzf", filepath.Join(dir, "out", "chain.tgz")).Output()
+	if code != 0 || err != nil || !strings.Contains(summary, "without runs-*.tgz") || strings.Contains(string(listing), "runs-big.tgz") || !strings.Contains(string(listing), "bench-x.txt") {
+		t.Errorf("a chain over 16 MiB: exit %d (%v), summary:\n%s\nchain.tgz holds:\n%s", code, err, summary, listing)
 	}
 
 	os.RemoveAll(filepath.Join(dir, "state"))
