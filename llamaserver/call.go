@@ -33,6 +33,9 @@ func WithPool(slots int) Option {
 		c.http = &http.Client{Transport: t}
 		if os.Getenv(TransportEnv) != "go" {
 			c.raw = newRawPool(c.base, c.key, 2*slots+8)
+			if c.raw != nil {
+				c.raw.spin = spinFromEnv()
+			}
 		}
 	}
 }
@@ -40,6 +43,22 @@ func WithPool(slots int) Option {
 // TransportEnv set to "go" keeps Go's transport for every call of a pooled client: the way to
 // measure what the raw connections save (scripts/echo-bench.sh AB=transport), not a setting.
 const TransportEnv = "LLBUILD_LLAMA_TRANSPORT"
+
+// SpinEnv, a duration up to 100ms (say "20ms"), has a pooled client's whole-answer calls poll
+// their connection for the answer that long before the goroutine parks: the way to measure
+// whether the wake-up of an idle shim, after it waited for a GPU's answer, is part of its hop
+// (scripts/echo-bench.sh AB=env B_ENV=LLBUILD_LLAMA_SPIN=20ms; scripts/gpu-bench.sh overhead),
+// not a setting. It takes a core while it polls.
+const SpinEnv = "LLBUILD_LLAMA_SPIN"
+
+// spinFromEnv reads SpinEnv; what is not a duration from 0 to 100ms is 0.
+func spinFromEnv() time.Duration {
+	d, err := time.ParseDuration(os.Getenv(SpinEnv))
+	if err != nil || d < 0 || d > 100*time.Millisecond {
+		return 0
+	}
+	return d
+}
 
 // WithHTTPClient has the client send all its requests with h.
 func WithHTTPClient(h *http.Client) Option {

@@ -31,6 +31,9 @@ type rawPool struct {
 	max  int
 	mu   sync.Mutex
 	idle []*rawConn
+	// spin is how long a call polls its connection for the answer instead of parking
+	// (SpinEnv); 0 parks at once
+	spin time.Duration
 	// dials counts the connections opened
 	dials atomic.Int64
 }
@@ -118,7 +121,7 @@ func (p *rawPool) do(ctx context.Context, method, path string, body []byte) (int
 		}
 		// a canceled context unblocks the read at once (a goroutine only then)
 		stop := context.AfterFunc(ctx, func() { rc.c.SetDeadline(time.Unix(1, 0)) })
-		status, data, keep, answered, err := rc.exchange(method, p.host, path, p.key, body)
+		status, data, keep, answered, err := rc.exchange(method, p.host, path, p.key, body, p.spin)
 		watching := stop()
 		if err != nil {
 			rc.c.Close()
@@ -152,7 +155,7 @@ var errMalformed = errors.New("malformed HTTP answer")
 
 // exchange writes the request and reads the answer: its status, its body, whether the
 // connection may carry another request, and whether any byte of an answer came.
-func (rc *rawConn) exchange(method, host, path, key string, body []byte) (status int, data []byte, keep, answered bool, err error) {
+func (rc *rawConn) exchange(method, host, path, key string, body []byte, spin time.Duration) (status int, data []byte, keep, answered bool, err error) {
 	b := rc.buf[:0]
 	b = append(b, method...)
 	b = append(b, ' ')
@@ -180,6 +183,9 @@ func (rc *rawConn) exchange(method, host, path, key string, body []byte) (status
 		rc.buf = nil // do not keep a big request's buffer alive with the connection
 	}
 
+	if spin > 0 && rc.br.Buffered() == 0 {
+		spinReadable(rc.c, spin)
+	}
 	keep = true
 	for {
 		line, err := rc.br.ReadSlice('\n')

@@ -311,7 +311,7 @@ func TestRawPoolSeveralStaleConnections(t *testing.T) {
 				return
 			}
 			<-start
-			if _, _, _, _, err := rc.exchange("GET", p.host, "/props", "", nil); err != nil {
+			if _, _, _, _, err := rc.exchange("GET", p.host, "/props", "", nil, 0); err != nil {
 				t.Error(err)
 			}
 			p.put(rc)
@@ -334,4 +334,91 @@ func TestRawPoolSeveralStaleConnections(t *testing.T) {
 	if n := accepted.Load(); n != 5 {
 		t.Errorf("%d connections, want 5: the four closed ones and one new one that answered the three calls", n)
 	}
+}
+
+// With SpinEnv a call polls its connection before it parks: the answers are the same whether
+// they come at once, within the spin, after it, in two parts, or not at all (a connection the
+// server closed is replaced, as without the spin), and a bad value is no spin.
+func TestRawPoolSpinReadsTheSameAnswers(t *testing.T) {
+	ok := func(body string) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	delays := []time.Duration{0, 5 * time.Millisecond, 60 * time.Millisecond}
+	base, accepted := rawServer(t, func(n int, req string) (string, bool) {
+		if n < len(delays) {
+			time.Sleep(delays[n])
+			return ok(`{"tokens":[` + strconv.Itoa(n) + `]}`), false
+		}
+		return "", true // closed without an answer: as an idle timeout does
+	})
+	t.Setenv(SpinEnv, "20ms")
+	c := NewClient(base, "", WithPool(1))
+	if c.raw == nil || c.raw.spin != 20*time.Millisecond {
+		t.Fatalf("%s=20ms: pool %+v", SpinEnv, c.raw)
+	}
+	ctx := context.Background()
+	for i := range delays {
+		ids, err := c.Tokenize(ctx, TokenizeRequest{Content: "a"})
+		if err != nil || len(ids) != 1 || ids[0] != i {
+			t.Fatalf("call %d (answer after %v): %v %v", i, delays[i], ids, err)
+		}
+	}
+	// the fourth request finds its connection closed: sent again on a new one, answered there
+	ids, err := c.Tokenize(ctx, TokenizeRequest{Content: "a"})
+	if err != nil || len(ids) != 1 || ids[0] != 0 || accepted.Load() != 2 {
+		t.Fatalf("after the server closed the connection: %v %v, %d connections (want [0], 2)", ids, err, accepted.Load())
+	}
+	for _, bad := range []string{"fast", "-1ms", "1s"} {
+		t.Setenv(SpinEnv, bad)
+		if c := NewClient(base, "", WithPool(1)); c.raw.spin != 0 {
+			t.Errorf("%s=%s: spin %v, want none", SpinEnv, bad, c.raw.spin)
+		}
+	}
+}
+
+// spinReadable returns when the first byte comes, not when its time is up, and at once on a
+// connection the peer closed or one without a descriptor.
+func TestSpinReadableReturnsWithTheFirstByte(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peer := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			close(peer)
+			return
+		}
+		peer <- c
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := <-peer
+	returns := func(what string, conn net.Conn) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { spinReadable(conn, time.Hour); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still spinning after 30 s", what)
+		}
+	}
+	go func() { time.Sleep(10 * time.Millisecond); p.Write([]byte("x")) }()
+	returns("a byte after 10 ms", c)
+	b := make([]byte, 1)
+	if n, err := c.Read(b); n != 1 || b[0] != 'x' {
+		t.Fatalf("the byte the spin saw: %d %q %v", n, b, err) // peeked, not taken
+	}
+	p.Close()
+	returns("the peer closed", c)
+	a, z := net.Pipe()
+	defer a.Close()
+	defer z.Close()
+	returns("a pipe (no descriptor)", a)
 }

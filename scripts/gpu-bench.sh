@@ -24,10 +24,12 @@
 # second serve whose shim calls llama-server through Go's transport, interleaved; AB=env B_ENV=…
 # one with B_ENV in its environment, say B_ENV=GOMAXPROCS=1),
 # overhead (BenchmarkEchoShimOverhead: the shim's share of an echo with llama-server's compute taken
-# out, a replay server answering from memory in its place; run with and without the CPUs held out
-# of deep idle states through /dev/cpu_dma_latency and with the shim on Go's transport, alternating,
-# with the host's CPU and idle states printed: is the shim's cost on a GPU host its work or the
-# wake-ups of idle cores? Without a build in the lease it runs on the carry's CPU llama-server).
+# out, a replay server answering from memory in its place; run as the host sets the CPUs, with them
+# held out of deep idle states through /dev/cpu_dma_latency, with each answer held back 4 ms (the
+# shim idle while it waits, as in service) and the same with the shim polling for the answer
+# (LLBUILD_LLAMA_SPIN), alternating, with the host's CPU and idle states printed: is the shim's
+# cost on a GPU host its work or the wake-ups of idle cores? Without a build in the lease it runs
+# on the carry's CPU llama-server).
 set -uo pipefail
 D=$(cd "${1:?usage: gpu-bench.sh CARRY_DIR [echo|concurrent|tests]}" && pwd); stage=${2:-echo}
 OUT=${OUT:-/tmp/gpu-bench-out}; mkdir -p "$OUT"
@@ -132,18 +134,24 @@ overhead)
 		for st in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
 			[ -d "$st" ] && echo "idle state $(cat "$st"/name): exit latency $(cat "$st"/latency) us, disabled $(cat "$st"/disable)"
 		done
+		# idle: each answer held back 4 ms (SHIM_REPLAY_DELAY), a 128-token prefill's time on the
+		# H100, so that the shim's threads go idle while they wait as they do in service (on the
+		# 2-core machine that alone took the shim's share from +193 to +374 us at 128 tokens);
+		# spin: the same with the shim polling for the answer instead of parking (LLBUILD_LLAMA_SPIN)
 		for i in 1 2; do
-			for q in free held go; do
+			for q in free held idle spin; do
+				n=1000
 				case $q in
 				free) echo "== free: the CPUs as the host sets them" ;;
 				held) echo "== held: the CPUs held out of deep idle states (cpu_dma_latency 0)" ;;
-				go) echo "== go: the shim calling llama-server through Go's transport (LLBUILD_LLAMA_TRANSPORT=go)" ;;
+				idle) echo "== idle: answers held back 4 ms (SHIM_REPLAY_DELAY=4ms)"; n=400 ;;
+				spin) echo "== spin: answers held back 4 ms, the shim polling for them (LLBUILD_LLAMA_SPIN=20ms)"; n=400 ;;
 				esac
-				transport=
-				[ $q = go ] && transport=go
+				delay= spin=
+				case $q in idle) delay=4ms ;; spin) delay=4ms spin=20ms ;; esac
 				# held: the request holds while the file is open, this subshell's fd 3, closed when it ends
 				(if [ $q = held ]; then exec 3>/dev/cpu_dma_latency && printf 0 >&3 || exit 1; fi
-					LLBUILD_LLAMA_TRANSPORT=$transport "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime 1000x) 2>&1
+					SHIM_REPLAY_DELAY=$delay LLBUILD_LLAMA_SPIN=$spin "$T" -test.run '^$' -test.bench EchoShimOverhead -test.benchtime ${n}x) 2>&1
 			done
 		done
 	} | tee "$OUT"/overhead.txt ;;

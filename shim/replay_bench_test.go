@@ -56,6 +56,10 @@ func replayRun() {
 	http.Serve(l, r)
 }
 
+// replayDelay (SHIM_REPLAY_DELAY, a Go duration) holds each /completion answer back, as a GPU's
+// prefill does: with it the shim's threads go idle while they wait, as they do in service.
+var replayDelay, _ = time.ParseDuration(os.Getenv("SHIM_REPLAY_DELAY"))
+
 type replayed struct {
 	status int
 	header http.Header
@@ -105,6 +109,9 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			r.seen[key] = a
 			r.mu.Unlock()
 		}
+	}
+	if req.URL.Path == "/completion" && replayDelay > 0 {
+		time.Sleep(replayDelay) // stands for the GPU's time: the shim waits as it does on llama-server
 	}
 	for k, v := range a.header {
 		if k != "Content-Length" && k != "Date" {
