@@ -147,7 +147,7 @@ overhead)
 				idle) echo "== idle: answers held back 4 ms (SHIM_REPLAY_DELAY=4ms)"; n=400 ;;
 				spin) echo "== spin: answers held back 4 ms, the shim polling for them (LLBUILD_LLAMA_SPIN=20ms)"; n=400 ;;
 				esac
-				delay= spin=
+				delay='' spin=''
 				case $q in idle) delay=4ms ;; spin) delay=4ms spin=20ms ;; esac
 				# held: the request holds while the file is open, this subshell's fd 3, closed when it ends
 				(if [ $q = held ]; then exec 3>/dev/cpu_dma_latency && printf 0 >&3 || exit 1; fi
