@@ -2,6 +2,8 @@ package llamaserver
 
 import (
 	"context"
+	"io"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,6 +73,80 @@ func BenchmarkWholeAnswerCall(b *testing.B) {
 			b.ReportMetric(mr, "raw_us")
 			b.ReportMetric(mr/mt, "raw/transport")
 			b.ReportMetric(med(diff), "paired_saved_us")
+		})
+	}
+}
+
+// BenchmarkLoopbackTCPvsUnixSocket prices the transport under the shim's hop: one request
+// (1.5 KB) and its answer (3, 12 or 30 KB, the size of a scoring answer) on a kept
+// connection, over loopback TCP and over a Unix socket (llama-server listens on one when
+// --host ends in ".sock"), interleaved call by call. It reports both medians and their
+// difference: what moving the shim's calls to a socket would save per call.
+//
+//	go test ./llamaserver -run '^$' -bench LoopbackTCPvsUnixSocket -benchtime 5000x
+func BenchmarkLoopbackTCPvsUnixSocket(b *testing.B) {
+	echoServer := func(l net.Listener, answer []byte) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req := make([]byte, 1500)
+				for {
+					if _, err := io.ReadFull(c, req); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}
+	for _, size := range []int{3 << 10, 12 << 10, 30 << 10} {
+		b.Run(strconv.Itoa(size>>10)+"KB", func(b *testing.B) {
+			answer := make([]byte, size)
+			var conns [2]net.Conn
+			for i, network := range []string{"tcp", "unix"} {
+				addr := "127.0.0.1:0"
+				if network == "unix" {
+					addr = filepath.Join(b.TempDir(), "s.sock")
+				}
+				l, err := net.Listen(network, addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { l.Close() })
+				go echoServer(l, answer)
+				if conns[i], err = net.Dial(network, l.Addr().String()); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { conns[i].Close() })
+			}
+			req, buf := make([]byte, 1500), make([]byte, size)
+			var times [2][]time.Duration
+			for b.Loop() {
+				for i, c := range conns {
+					t0 := time.Now()
+					if _, err := c.Write(req); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(c, buf); err != nil {
+						b.Fatal(err)
+					}
+					times[i] = append(times[i], time.Since(t0))
+				}
+			}
+			med := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2].Nanoseconds()) / 1000
+			}
+			tcp, unix := med(times[0]), med(times[1])
+			b.ReportMetric(tcp, "tcp_us")
+			b.ReportMetric(unix, "unix_us")
+			b.ReportMetric(tcp-unix, "saved_us")
 		})
 	}
 }
