@@ -38,6 +38,9 @@ type SweepResult struct {
 	// none of the next ones; empty otherwise. Conclusion says the outcome in a sentence.
 	Winner     string `json:"winner,omitempty"`
 	Conclusion string `json:"conclusion"`
+	// WinnerDir is the winner's bundle directory (under the campaign's sweep/), to serve or
+	// bench as it is; empty without a winner.
+	WinnerDir string `json:"winnerDir,omitempty"`
 
 	// bundle is the swept bundle as the user named it (SweepBundle), variants how many were made.
 	bundle   string
@@ -113,7 +116,7 @@ func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions
 	}
 	switch {
 	case vs.Kind == Faster && beaten == "":
-		out.Winner = leader.Name
+		out.Winner, out.WinnerDir = leader.Name, leader.Dir
 		out.Conclusion = fmt.Sprintf("%s is faster than the defaults: %s", leader.Name, vs.Text)
 	case vs.Kind == Faster:
 		out.Conclusion = fmt.Sprintf("%s is faster than the defaults (%s) but slower than %s in full mode: sweep again around both", leader.Name, vs.Text, beaten)
@@ -262,6 +265,14 @@ func (s *SweepResult) WriteText(w io.Writer) error {
 	for _, c := range s.Verdicts {
 		fmt.Fprintf(w, "\n%s / %s, full mode, %d rounds: %s\n", c.B, c.A, len(c.Ratios), c.Verdict.Text)
 	}
-	_, err := fmt.Fprintf(w, "\nsweep: %s\n", s.Conclusion)
+	if _, err := fmt.Fprintf(w, "\nsweep: %s\n", s.Conclusion); err != nil || s.WinnerDir == "" {
+		return err
+	}
+	var differs []string
+	if len(s.Verdicts) > 0 {
+		differs = s.Verdicts[0].Differs
+	}
+	_, err := fmt.Fprintf(w, "the winner's bundle: %s (%s; serve it with llbuild serve %s)\n", s.WinnerDir,
+		strings.Join(differs, "; "), s.WinnerDir)
 	return err
 }

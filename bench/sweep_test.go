@@ -15,7 +15,7 @@ import (
 func TestSweepWinnerIsTheJudges(t *testing.T) {
 	variant := func(v string) *Bundle {
 		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
-		b.Name = "poll" + v
+		b.Name, b.Dir = "poll"+v, "/lab/sweep/poll"+v
 		return b
 	}
 	base := testBundle()
@@ -58,6 +58,14 @@ func TestSweepWinnerIsTheJudges(t *testing.T) {
 			var text strings.Builder
 			if err := res.WriteText(&text); err != nil || !strings.Contains(text.String(), "it only picks what the full run measures") {
 				t.Errorf("text:\n%s", text.String())
+			}
+			// the winner's bundle is named, to serve as it is; no winner, no bundle
+			winnerLine := "the winner's bundle: " + variants[1].Dir + " (--poll (unset) → 20; serve it with llbuild serve " + variants[1].Dir + ")\n"
+			if tc.winner != "" && (res.WinnerDir != variants[1].Dir || !strings.HasSuffix(text.String(), winnerLine)) {
+				t.Errorf("winner's bundle %q, text:\n%s\nwant it to end with %q", res.WinnerDir, text.String(), winnerLine)
+			}
+			if tc.winner == "" && (res.WinnerDir != "" || strings.Contains(text.String(), "the winner's bundle")) {
+				t.Errorf("no winner, but its bundle %q is named:\n%s", res.WinnerDir, text.String())
 			}
 		})
 	}
