@@ -67,12 +67,11 @@ func BenchmarkWholeAnswerCall(b *testing.B) {
 				tr, rw = append(tr, float64(dt.Microseconds())), append(rw, float64(dr.Microseconds()))
 				diff = append(diff, float64((dt - dr).Microseconds()))
 			}
-			med := func(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
-			mt, mr := med(tr), med(rw)
+			mt, mr := medianOf(tr), medianOf(rw)
 			b.ReportMetric(mt, "transport_us")
 			b.ReportMetric(mr, "raw_us")
 			b.ReportMetric(mr/mt, "raw/transport")
-			b.ReportMetric(med(diff), "paired_saved_us")
+			b.ReportMetric(medianOf(diff), "paired_saved_us")
 		})
 	}
 }
@@ -80,8 +79,8 @@ func BenchmarkWholeAnswerCall(b *testing.B) {
 // BenchmarkLoopbackTCPvsUnixSocket prices the transport under the shim's hop: one request
 // (1.5 KB) and its answer (3, 12 or 30 KB, the size of a scoring answer) on a kept
 // connection, over loopback TCP and over a Unix socket (llama-server listens on one when
-// --host ends in ".sock"), interleaved call by call. It reports both medians and their
-// difference: what moving the shim's calls to a socket would save per call.
+// --host ends in ".sock"), interleaved call by call, the order turning every call. It reports
+// both medians and their difference: what moving the shim's calls to a socket would save.
 //
 //	go test ./llamaserver -run '^$' -bench LoopbackTCPvsUnixSocket -benchtime 5000x
 func BenchmarkLoopbackTCPvsUnixSocket(b *testing.B) {
@@ -126,27 +125,27 @@ func BenchmarkLoopbackTCPvsUnixSocket(b *testing.B) {
 				b.Cleanup(func() { conns[i].Close() })
 			}
 			req, buf := make([]byte, 1500), make([]byte, size)
-			var times [2][]time.Duration
-			for b.Loop() {
-				for i, c := range conns {
+			var us [2][]float64 // each call's time, tcp and unix
+			for n := 0; b.Loop(); n++ {
+				for k := range conns {
+					i := k ^ n%2 // the order turns every call, as in BenchmarkWholeAnswerCall
 					t0 := time.Now()
-					if _, err := c.Write(req); err != nil {
+					if _, err := conns[i].Write(req); err != nil {
 						b.Fatal(err)
 					}
-					if _, err := io.ReadFull(c, buf); err != nil {
+					if _, err := io.ReadFull(conns[i], buf); err != nil {
 						b.Fatal(err)
 					}
-					times[i] = append(times[i], time.Since(t0))
+					us[i] = append(us[i], float64(time.Since(t0).Nanoseconds())/1000)
 				}
 			}
-			med := func(d []time.Duration) float64 {
-				slices.Sort(d)
-				return float64(d[len(d)/2].Nanoseconds()) / 1000
-			}
-			tcp, unix := med(times[0]), med(times[1])
+			tcp, unix := medianOf(us[0]), medianOf(us[1])
 			b.ReportMetric(tcp, "tcp_us")
 			b.ReportMetric(unix, "unix_us")
 			b.ReportMetric(tcp-unix, "saved_us")
 		})
 	}
 }
+
+// medianOf is the median of x (sorted in place).
+func medianOf(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
