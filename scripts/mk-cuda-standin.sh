@@ -9,10 +9,12 @@
 #            cuBLAS, the driver stub /usr/lib/x86_64-linux-gnu/stubs/libcuda.so). No driver:
 #            nvidia-cuda-dev depends on libcuda1 | libcuda.so.1, which an empty package
 #            (llbuild-no-cuda-driver) provides, with the real driver libraries pinned out, so the
-#            only libcuda in the image is the stub, as in nvidia/cuda's devel images. The
-#            toolkit's static archives (lib*_static.a, about 1.4 GB that no shared build links)
-#            are removed to keep the archive small, except libcudart_static.a, which nvcc links
-#            by default; nothing else of the toolkit is.
+#            only libcuda in the image is the stub, as in nvidia/cuda's devel images. To keep
+#            the archive small (and its import, its reading and its making fast), dpkg leaves
+#            out what no llama.cpp build links: the toolkit's static archives (lib*_static.a,
+#            about 1.4 GB) except libcudart_static.a, which nvcc links by default; cuFFT,
+#            cuSPARSE, cuSOLVER, cuRAND, NPP, nvJPEG and nvperf (about 1.1 GB unpacked);
+#            /usr/share/doc and man. nvcc, cudart, cuBLAS, cuBLASLt and the stub are whole.
 #   runtime: minbase, libgomp1, ca-certificates, libcudart12, libcublas12, libcublaslt12: no
 #            libcuda, no compiler.
 #   target ARCH DEVEL.tar RUNTIME.tar: prints a target file (86 or 90) whose images are the two
@@ -92,7 +94,17 @@ devel)
 	cat >"$work/args" <<-EOF
 		--essential-hook=cp $deb "\$1"/tmp/ && chroot "\$1" dpkg -i /tmp/$(basename "$deb") >&2 && rm -f "\$1"/tmp/$(basename "$deb")
 		--setup-hook=mkdir -p "\$1"/etc/apt/preferences.d && printf 'Package: libcuda1 libnvidia-ml1 nvidia-alternative libnvidia-ptxjitcompiler1\nPin: release *\nPin-Priority: -1\n' >"\$1"/etc/apt/preferences.d/llbuild-no-driver
-		--customize-hook=find "\$1"/usr/lib/x86_64-linux-gnu -name 'lib*_static*.a' ! -name libcudart_static.a -delete
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/lib*_static*.a
+		--dpkgopt=path-include=/usr/lib/x86_64-linux-gnu/libcudart_static.a
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libcufft*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libcusparse*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libcusolver*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libcurand*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libnpp*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libnvjpeg*
+		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libnvperf*
+		--dpkgopt=path-exclude=/usr/share/doc/*
+		--dpkgopt=path-exclude=/usr/share/man/*
 		--customize-hook=if [ -e "\$1"/usr/lib/x86_64-linux-gnu/libcuda.so.1 ]; then echo 'a driver libcuda.so.1 is in the image' >&2; exit 1; fi
 	EOF
 	export EXTRA=$versions,nvidia-cuda-toolkit MMDEBSTRAP_ARGS_FILE=$work/args
