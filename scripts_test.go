@@ -153,6 +153,18 @@ func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 		t.Errorf("a chain over 16 MiB: exit %d (%v), summary:\n%s\nchain.tgz holds:\n%s", code, err, summary, listing)
 	}
 
+	// a call the machine cuts off in a step (its device time spent) still leaves the steps
+	// before it in $OUT: chain.tgz and the summary are kept after every step (exit -1: killed)
+	os.RemoveAll(filepath.Join(dir, "state"))
+	os.RemoveAll(filepath.Join(dir, "out"))
+	os.WriteFile(plan, []byte("1 echo kept >$OUT/bench-one.txt\n1 kill -9 $PPID\n"), 0o644)
+	if summary, code = run("600"); code != -1 || !strings.Contains(summary, "step 1: exit 0") || strings.Contains(summary, "chain:") {
+		t.Errorf("a chain killed in step 2: exit %d, summary:\n%s", code, summary)
+	}
+	if listing, err := exec.Command("tar", "-tzf", filepath.Join(dir, "out", "chain.tgz")).Output(); err != nil || !strings.Contains(string(listing), "out-1/bench-one.txt") {
+		t.Errorf("a chain killed in step 2 left chain.tgz (%v) holding:\n%s", err, listing)
+	}
+
 	os.RemoveAll(filepath.Join(dir, "state"))
 	os.WriteFile(plan, []byte("echo no seconds\n"), 0o644)
 	if summary, code = run("600"); code != 2 || !strings.Contains(summary, "does not start with its seconds") {

@@ -19,16 +19,22 @@ state=${CHAIN_STATE:-/tmp/chain}
 out=${OUT:-/tmp/chain-out}
 mkdir -p "$state" "$out"
 t0=$SECONDS n=0 ran=0 status="done"
-finish() {
-	echo "chain: $1" | tee -a "$state/summary"
-	tar -C "$state" -czf "$out/chain.tgz" . 2>/dev/null
+# keep: chain.tgz and summary.txt in $OUT as they stand, after every step, so that a call cut
+# off by the machine's own limit (its device time spent) still brings back the steps it finished
+keep() {
+	tar -C "$state" -czf "$out/chain.tgz.new" . 2>/dev/null
 	# a file over 16 MiB does not come back from the GPU machine: then without the campaigns'
 	# archives (runs-*.tgz; the verdicts, tables and records.json stay)
-	if [ "$(stat -c %s "$out/chain.tgz")" -gt $((15 << 20)) ]; then
-		echo "chain: chain.tgz without runs-*.tgz (over 15 MiB with them)" | tee -a "$state/summary"
-		tar -C "$state" -czf "$out/chain.tgz" --exclude='runs-*.tgz' --exclude='*.gguf' . 2>/dev/null
+	if [ "$(stat -c %s "$out/chain.tgz.new")" -gt $((15 << 20)) ]; then
+		grep -q '^chain: chain.tgz without' "$state/summary" || echo "chain: chain.tgz without runs-*.tgz (over 15 MiB with them)" | tee -a "$state/summary"
+		tar -C "$state" -czf "$out/chain.tgz.new" --exclude='runs-*.tgz' --exclude='*.gguf' . 2>/dev/null
 	fi
+	mv "$out/chain.tgz.new" "$out/chain.tgz"
 	cp "$state/summary" "$out/summary.txt"
+}
+finish() {
+	echo "chain: $1" | tee -a "$state/summary"
+	keep
 }
 while IFS= read -r line || [ -n "$line" ]; do
 	case $line in '' | '#'*) continue ;; esac
@@ -56,5 +62,6 @@ while IFS= read -r line || [ -n "$line" ]; do
 		exit 1
 	fi
 	touch "$state/done-$n"
+	keep
 done <"$plan"
 finish "$status"
