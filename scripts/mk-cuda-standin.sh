@@ -14,7 +14,8 @@
 #            out what no llama.cpp build links: the toolkit's static archives (lib*_static.a,
 #            about 1.4 GB) except libcudart_static.a, which nvcc links by default; cuFFT,
 #            cuSPARSE, cuSOLVER, cuRAND, NPP, nvJPEG and nvperf (about 1.1 GB unpacked);
-#            /usr/share/doc and man. nvcc, cudart, cuBLAS, cuBLASLt and the stub are whole.
+#            /usr/share/doc and man. nvcc, cudart, cuBLAS, cuBLASLt and the stub are whole. The
+#            exclusions hold while the image is made only: its dpkg unpacks everything later.
 #   runtime: minbase, libgomp1, ca-certificates, libcudart12, libcublas12, libcublaslt12: no
 #            libcuda, no compiler.
 #   target ARCH DEVEL.tar RUNTIME.tar: prints a target file (86 or 90) whose images are the two
@@ -105,6 +106,7 @@ devel)
 		--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/libnvperf*
 		--dpkgopt=path-exclude=/usr/share/doc/*
 		--dpkgopt=path-exclude=/usr/share/man/*
+		--customize-hook=rm -f "\$1"/etc/dpkg/dpkg.cfg.d/99mmdebstrap
 		--customize-hook=if [ -e "\$1"/usr/lib/x86_64-linux-gnu/libcuda.so.1 ]; then echo 'a driver libcuda.so.1 is in the image' >&2; exit 1; fi
 	EOF
 	export EXTRA=$versions,nvidia-cuda-toolkit MMDEBSTRAP_ARGS_FILE=$work/args
