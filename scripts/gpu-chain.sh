@@ -22,11 +22,15 @@ t0=$SECONDS n=0 ran=0 status="done"
 # keep: chain.tgz and summary.txt in $OUT as they stand, after every step, so that a call cut
 # off by the machine's own limit (its device time spent) still brings back the steps it finished
 keep() {
-	tar -C "$state" -czf "$out/chain.tgz.new" . 2>/dev/null
 	# a file over 16 MiB does not come back from the GPU machine: then without the campaigns'
-	# archives (runs-*.tgz; the verdicts, tables and records.json stay)
-	if [ "$(stat -c %s "$out/chain.tgz.new")" -gt $((15 << 20)) ]; then
-		grep -q '^chain: chain.tgz without' "$state/summary" || echo "chain: chain.tgz without runs-*.tgz (over 15 MiB with them)" | tee -a "$state/summary"
+	# archives (runs-*.tgz; the verdicts, tables and records.json stay). The state only grows, so
+	# once the summary says so, the whole archive is not made again.
+	if ! grep -q '^chain: chain.tgz without' "$state/summary" 2>/dev/null; then
+		tar -C "$state" -czf "$out/chain.tgz.new" . 2>/dev/null
+		[ "$(stat -c %s "$out/chain.tgz.new")" -le $((15 << 20)) ] ||
+			echo "chain: chain.tgz without runs-*.tgz (over 15 MiB with them)" | tee -a "$state/summary"
+	fi
+	if grep -q '^chain: chain.tgz without' "$state/summary" 2>/dev/null; then
 		tar -C "$state" -czf "$out/chain.tgz.new" --exclude='runs-*.tgz' --exclude='*.gguf' . 2>/dev/null
 	fi
 	mv "$out/chain.tgz.new" "$out/chain.tgz"
