@@ -132,6 +132,33 @@ func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 	if b, _ := os.ReadFile(marks); code != 0 || string(b) != "one\ntwo\nthree\n" || !strings.HasSuffix(strings.TrimSpace(summary), "chain: done") {
 		t.Errorf("a third call: exit %d, marks %q, summary:\n%s", code, b, summary)
 	}
+	// a step's seconds corrected and a step appended: only the new step runs
+	os.WriteFile(plan, []byte("# a comment\n\n9 echo one >>"+marks+"\n5 echo two >>"+marks+"\n1 echo three >>"+marks+"\n1 echo four >>"+marks+"\n"), 0o644)
+	if summary, code = run("600"); code != 0 || !strings.HasSuffix(strings.TrimSpace(summary), "chain: done") {
+		t.Errorf("a step appended: exit %d, summary:\n%s", code, summary)
+	}
+	if b, _ := os.ReadFile(marks); string(b) != "one\ntwo\nthree\nfour\n" {
+		t.Errorf("after a step was appended the steps ran as %q, want the new one alone", b)
+	}
+	// a finished step's command changed: refused, nothing runs
+	os.WriteFile(plan, []byte("1 echo ONE >>"+marks+"\n5 echo two >>"+marks+"\n1 echo five >>"+marks+"\n"), 0o644)
+	if summary, code = run("600"); code != 2 || !strings.Contains(summary, `step 1 ran as "echo one >>`) || !strings.Contains(summary, "CHAIN_STATE") {
+		t.Errorf("a finished step changed: exit %d, summary:\n%s", code, summary)
+	}
+	if b, _ := os.ReadFile(marks); string(b) != "one\ntwo\nthree\nfour\n" {
+		t.Errorf("a plan whose finished step changed ran %q", b)
+	}
+	// a second plan on the same machine starts at its own step 1, not at the first plan's end
+	other := filepath.Join(dir, "q.plan")
+	os.WriteFile(other, []byte("1 echo q1 >>"+marks+"\n"), 0o644)
+	cmd := exec.Command("bash", "scripts/gpu-chain.sh", other)
+	cmd.Env = append(os.Environ(), "CHAIN_STATE="+filepath.Join(dir, "state"), "OUT="+filepath.Join(dir, "out"))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "== step 1") {
+		t.Errorf("a second plan after the first was done: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(marks); string(b) != "one\ntwo\nthree\nfour\nq1\n" {
+		t.Errorf("a second plan: the steps ran as %q", b)
+	}
 
 	os.RemoveAll(filepath.Join(dir, "state"))
 	os.WriteFile(plan, []byte("1 echo ok\n1 exit 3\n1 echo never >>"+marks+"\n"), 0o644)

@@ -8,14 +8,18 @@
 # the step's own folder). A step starts only if it fits in what is left of the call (LIMIT,
 # default 570 s), except the first of a call, which always starts: a build cut off at the
 # call's limit goes on where ninja stopped when the same command runs again. A finished step is
-# not run again while the machine lives (/tmp/chain/done-N); a failed one stops the chain.
+# not run again while the machine lives (/tmp/chain/PLAN/done-N, which holds the command it ran:
+# each plan keeps its own, so a second plan on the same warm machine starts at its step 1, and a
+# plan whose finished step was changed since is refused, not half-skipped; a step appended to a
+# plan runs); a failed one stops the chain. CHAIN_STATE moves /tmp/chain.
 # Each call leaves in $OUT the chain's summary and chain.tgz (every step's log and output so
 # far); the summary's last line says "chain: done" or what to run next.
 set -uo pipefail
 plan=${1:?usage: gpu-chain.sh PLAN}
 [ -f "$plan" ] || { echo "gpu-chain.sh: no plan $plan" >&2; exit 2; }
 limit=${LIMIT:-570}
-state=${CHAIN_STATE:-/tmp/chain}
+name=$(basename "$plan" .plan)
+state=${CHAIN_STATE:-/tmp/chain}/$name
 out=${OUT:-/tmp/chain-out}
 mkdir -p "$state" "$out"
 t0=$SECONDS n=0 ran=0 status="done"
@@ -43,11 +47,18 @@ finish() {
 while IFS= read -r line || [ -n "$line" ]; do
 	case $line in '' | '#'*) continue ;; esac
 	n=$((n + 1))
-	[ -f "$state/done-$n" ] && continue
 	est=${line%% *} cmd=${line#* }
 	if ! [[ $est =~ ^[0-9]+$ ]]; then
 		finish "step $n of $plan does not start with its seconds: $line"
 		exit 2
+	fi
+	if [ -f "$state/done-$n" ]; then
+		# the seconds may be corrected between calls; the command may not
+		if [ "$(cat "$state/done-$n")" != "$cmd" ]; then
+			finish "step $n ran as \"$(cat "$state/done-$n")\" but $plan now says \"$cmd\": restore the plan, or start it afresh with CHAIN_STATE set to an empty folder"
+			exit 2
+		fi
+		continue
 	fi
 	left=$((limit - (SECONDS - t0)))
 	if [ $ran -gt 0 ] && [ "$est" -gt "$left" ]; then
@@ -65,7 +76,7 @@ while IFS= read -r line || [ -n "$line" ]; do
 		finish "step $n failed (exit $rc): its log is log-$n in chain.tgz; fix it, then run the same command again"
 		exit 1
 	fi
-	touch "$state/done-$n"
+	printf '%s' "$cmd" >"$state/done-$n"
 	keep
 done <"$plan"
 finish "$status"
