@@ -100,10 +100,13 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 func TestPinnedSeriesIsTheRecordedOneRefreshed(t *testing.T) {
 	repo := upstreamMirror(t)
 	prev := filepath.Join("patches", "34af94cd9")
-	for _, at := range []struct{ commit, series string }{{"3f545becc", filepath.Join("patches", "series")}, {"34af94cd9", filepath.Join(prev, "series")}} {
+	for _, at := range []struct {
+		commit, series string
+		n              int
+	}{{"3f545becc", filepath.Join("patches", "series"), 13}, {"34af94cd9", filepath.Join(prev, "series"), 12}} {
 		code, stdout, stderr := runCLI(t, "patches", "status", "--source", repo, "--commit", at.commit, "--series", at.series)
-		if code != exitOK || strings.Count(stdout, " applies") != 12 {
-			t.Errorf("patches status of %s at %s: exit %d, want 0 and 12 patches applying\n%s%s", at.series, at.commit, code, stdout, stderr)
+		if code != exitOK || strings.Count(stdout, " applies") != at.n {
+			t.Errorf("patches status of %s at %s: exit %d, want 0 and %d patches applying\n%s%s", at.series, at.commit, code, at.n, stdout, stderr)
 		}
 	}
 	src, configure, ps := planOf(t, "--recipe", filepath.Join(prev, "server.yaml"), "--series", filepath.Join(prev, "series"))
@@ -124,11 +127,16 @@ func TestPinnedSeriesIsTheRecordedOneRefreshed(t *testing.T) {
 		slices.Sort(lines)
 		return strings.Join(lines, "\n")
 	}
+	// written at 3f545becc, after the move: no predecessor at 34af94cd9
+	since := map[string]bool{"0013-server-yield-wakes-worker-only-for-its-tasks.patch": true}
 	pinned, err := filepath.Glob(filepath.Join("patches", "00*.patch"))
-	if err != nil || len(pinned) != 12 {
+	if err != nil || len(pinned) != 13 {
 		t.Fatalf("pinned patches %v (%v)", pinned, err)
 	}
 	for _, p := range pinned {
+		if since[filepath.Base(p)] {
+			continue
+		}
 		if changes(p) != changes(filepath.Join(prev, filepath.Base(p))) {
 			t.Errorf("%s: the pinned patch adds or removes other lines than 34af94cd9's", filepath.Base(p))
 		}

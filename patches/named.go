@@ -9,7 +9,7 @@ import (
 const (
 	// SeriesScoring is the whole built-in series: what the build needs, the scoring contract
 	// (echo and prompt logprobs, 0002-0010), 0011 (a draft's work overlaps the target's) and
-	// 0012 (a step switches threads only for a waiting task).
+	// 0012-0013 (a step switches threads only for a waiting task the worker takes).
 	SeriesScoring = "scoring"
 	// SeriesPlain is upstream plus what the build needs and nothing that changes how the
 	// server behaves: patch 0001 alone.

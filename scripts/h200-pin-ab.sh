@@ -16,7 +16,7 @@
 #                                 PAIR="new fix" what they add to the pin
 #   STAGE build-minus             the new pin with its series less the patches named in DROP
 #                                 (file names or numbers, DROP="0011"; default the series' last,
-#                                 0012: the server's worker woken only for tasks), into
+#                                 0013: the worker woken only for tasks it takes), into
 #                                 /tmp/pins/$MINUS (default minus); PAIR="new minus" is that patch's
 #                                 own effect, and several MINUS builds interleave in one campaign
 #                                 (PAIR="new m11 mlp": each against the series build)
