@@ -506,6 +506,40 @@ func TestBenchDoesNotRestartASameCrash(t *testing.T) {
 // environment changed), screens them with the defaults, and benches the screen's leader against
 // the defaults and the next two in full mode, interleaved over the judge's six rounds; the judge
 // says the outcome.
+// A switch is swept on and off (here --spec-draft-backend-sampling, which llama-server turns on
+// by default, so off must be said with its --no- form): each variant's manifest says it as
+// llama-server reads it, and the patched server starts with each and passes its canaries in the
+// screen and in full mode. A value would have made "--spec-draft-backend-sampling on", which
+// llama-server refuses to start with.
+func TestBenchSweepsASwitchOnAndOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real llama-server")
+	}
+	b := benchBundles(t, filepath.Dir(enginetest.PatchedServer(t)), []string{"--draft"})[0]
+	dir := t.TempDir()
+	code, stdout, stderr := benchRun(t, b, "--dir", dir, "--sweep", "--spec-draft-backend-sampling=on,off",
+		"--canaries", "2", "--prompt-tokens", "32", "--generate", "8")
+	if code != 0 {
+		t.Fatalf("bench --sweep of a switch: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for name, want := range map[string]string{"bundle0-spec-draft-backend-sampling=on": `"--spec-draft-backend-sampling"`,
+		"bundle0-spec-draft-backend-sampling=off": `"--no-spec-draft-backend-sampling"`} {
+		m, err := os.ReadFile(filepath.Join(dir, "sweep", name, "manifest.json"))
+		if err != nil || !strings.Contains(string(m), want) || strings.Contains(string(m), `"on"`) || strings.Contains(string(m), `"off"`) {
+			t.Errorf("%s's manifest (%v), want %s given as a switch:\n%s", name, err, want, m)
+		}
+	}
+	valid := map[string]int{}
+	for _, r := range readRecords(t, dir).Runs {
+		if r.Valid {
+			valid[filepath.Base(r.Bundle)]++
+		}
+	}
+	if valid["bundle0-spec-draft-backend-sampling=on"] == 0 || valid["bundle0-spec-draft-backend-sampling=off"] == 0 {
+		t.Errorf("valid runs by bundle %v: want each variant's server started and its canaries passed\n%s", valid, stdout)
+	}
+}
+
 func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real llama-server")

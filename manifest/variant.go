@@ -23,8 +23,9 @@ func (s Setting) IsFlag() bool { return strings.HasPrefix(s.Name, "-") }
 
 // Variant writes at dst the bundle at src with other settings: the same files, hard-linked
 // where the filesystem allows (a sweep's variants share one model on disk), and a manifest
-// whose llama-server arguments give each flag its new value (replacing the bundle's, or added
-// where the bundle does not give it) and whose environment sets each variable. The new
+// whose llama-server arguments give each flag its new value (replacing the bundle's under any of
+// the option's names, or added where the bundle does not give it; a switch is on or off, see
+// setOption) and whose environment sets each variable. The new
 // manifest is checked before anything is written; dst, replaced if it exists, is assembled
 // beside itself and renamed into place.
 func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, error) {
@@ -41,6 +42,18 @@ func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, er
 	for _, s := range set {
 		if !s.IsFlag() {
 			v.Server.Env[s.Name] = s.Value
+			continue
+		}
+		if o, known := llamaFlags[s.Name]; known {
+			args, err := setOption(v.Server.Args, o, s)
+			if err != nil {
+				return nil, err
+			}
+			v.Server.Args = args
+			// an argument wins over the environment, but a switch the environment turns on
+			// can be turned off only there: the variant's own setting is the only one
+			delete(v.Server.Env, o.env)
+			delete(v.Server.Env, strings.Replace(o.env, "LLAMA_ARG_", "LLAMA_ARG_NO_", 1))
 			continue
 		}
 		found := false
@@ -104,6 +117,65 @@ func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, er
 	return &v, nil
 }
 
+// setOption returns args with option o set as s says, wherever the bundle gave it under any of
+// its names (-ub or --ubatch-size; a switch or its --no- form): the new setting takes the place
+// of the first, the others are removed. A value option gets s.Value. A switch (on or off, see
+// switchValue) is on with s.Name given, off with its opposite form (--no-x for --x, and the
+// reverse), or, where it has none, with neither.
+func setOption(args []string, o *llamaOption, s Setting) ([]string, error) {
+	names := append(slices.Clone(o.flags), o.neg...)
+	var out []string
+	at := -1
+	for i := 0; i < len(args); i++ {
+		flag, _, hasValue := strings.Cut(args[i], "=")
+		if !strings.HasPrefix(args[i], "--") {
+			flag, hasValue = args[i], false
+		}
+		if !slices.Contains(names, flag) {
+			out = append(out, args[i])
+			continue
+		}
+		if at < 0 {
+			at = len(out)
+		}
+		if o.value && !hasValue && i+1 < len(args) {
+			i++ // its value goes with it
+		}
+	}
+	var with []string
+	if o.value {
+		with = []string{s.Name, s.Value}
+	} else {
+		on, err := switchValue(s)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case on:
+			with = []string{s.Name}
+		case isNeg(o, s.Name):
+			with = []string{longest(o.flags)}
+		case len(o.neg) > 0:
+			with = []string{longest(o.neg)}
+		}
+	}
+	if at < 0 {
+		at = len(out)
+	}
+	return slices.Concat(out[:at], with, out[at:]), nil
+}
+
+// switchValue reads a switch's value in a sweep: on, true, 1 or yes; off, false, 0 or no.
+func switchValue(s Setting) (bool, error) {
+	switch strings.ToLower(s.Value) {
+	case "on", "true", "1", "yes":
+		return true, nil
+	case "off", "false", "0", "no":
+		return false, nil
+	}
+	return false, inputerr.Errorf("%s is a switch (it takes no value): sweep it with on and off, not %q", s.Name, s.Value)
+}
+
 func copyFile(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
@@ -156,6 +228,18 @@ func Grid(sweeps []string) ([][]Setting, error) {
 		}
 		if len(a.values) < 2 {
 			return nil, inputerr.Errorf("--sweep %q: give two values or more", sw)
+		}
+		if o, known := llamaFlags[k]; known && !o.value {
+			for i, v := range a.values {
+				on, err := switchValue(Setting{Name: k, Value: v})
+				if err != nil {
+					return nil, inputerr.Errorf("--sweep %q: %v", sw, err)
+				}
+				a.values[i] = map[bool]string{true: "on", false: "off"}[on]
+			}
+			if len(slices.Compact(slices.Sorted(slices.Values(a.values)))) < 2 {
+				return nil, inputerr.Errorf("--sweep %q: a switch has two values, on and off: give both", sw)
+			}
 		}
 		axes = append(axes, a)
 	}

@@ -1,0 +1,114 @@
+package manifest
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A sweep of a switch (a flag that takes no value, such as --backend-sampling) sweeps on and
+// off: the values are read as such and named so, anything else is refused before a variant is
+// made. Value options keep their values as given.
+func TestGridReadsSwitchesAsOnAndOff(t *testing.T) {
+	grid, err := Grid([]string{"--backend-sampling=true,0", "--spec-draft-n-max=3", "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range grid {
+		var parts []string
+		for _, s := range g {
+			parts = append(parts, s.Name+"="+s.Value)
+		}
+		got = append(got, strings.Join(parts, " "))
+	}
+	want := []string{"--backend-sampling=on --spec-draft-n-max=3", "--backend-sampling=on --spec-draft-n-max=8",
+		"--backend-sampling=off --spec-draft-n-max=3", "--backend-sampling=off --spec-draft-n-max=8"}
+	if !slices.Equal(got, want) {
+		t.Errorf("grid %q, want %q", got, want)
+	}
+	for sweep, why := range map[string]string{
+		"--backend-sampling=on,fast": `is a switch (it takes no value): sweep it with on and off, not "fast"`,
+		"-bs=1,yes":                  "a switch has two values, on and off: give both",
+		"--no-spec-draft-backend-sampling=off,maybe": `not "maybe"`,
+	} {
+		if _, err := Grid([]string{sweep}); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("--sweep %s: %v, want %q", sweep, err, why)
+		}
+	}
+}
+
+// A variant sets an option wherever the bundle gave it, under any of its names, and a switch on
+// or off by its own form or its opposite; a switch that has no --no- form is off by its
+// absence.
+func TestSetOptionReplacesEveryNameOfTheOption(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		name, val string
+		want      []string
+	}{
+		// a value option given under its short name, and with =
+		{[]string{"-ub", "512", "--poll", "50"}, "--ubatch-size", "128", []string{"--ubatch-size", "128", "--poll", "50"}},
+		{[]string{"--poll=50", "-t", "2"}, "--poll", "0", []string{"--poll", "0", "-t", "2"}},
+		{[]string{"-t", "2", "--poll", "1", "--poll", "2"}, "--poll", "0", []string{"-t", "2", "--poll", "0"}},
+		{[]string{"-t", "2"}, "--poll", "0", []string{"-t", "2", "--poll", "0"}},
+		// a switch without a --no- form: on is the flag, off is its absence
+		{[]string{"-t", "2"}, "--backend-sampling", "on", []string{"-t", "2", "--backend-sampling"}},
+		{[]string{"-bs", "-t", "2"}, "--backend-sampling", "off", []string{"-t", "2"}},
+		{[]string{"-bs", "-t", "2"}, "--backend-sampling", "on", []string{"--backend-sampling", "-t", "2"}},
+		// a switch with one, on by default in llama-server: off must be said
+		{nil, "--spec-draft-backend-sampling", "off", []string{"--no-spec-draft-backend-sampling"}},
+		{[]string{"--no-spec-draft-backend-sampling"}, "--spec-draft-backend-sampling", "on", []string{"--spec-draft-backend-sampling"}},
+		{[]string{"--spec-draft-backend-sampling"}, "--no-spec-draft-backend-sampling", "on", []string{"--no-spec-draft-backend-sampling"}},
+		{[]string{"--spec-draft-backend-sampling"}, "--no-spec-draft-backend-sampling", "off", []string{"--spec-draft-backend-sampling"}},
+	} {
+		o := llamaFlags[tc.name]
+		got, err := setOption(tc.args, o, Setting{Name: tc.name, Value: tc.val})
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q with %s=%s: %q (%v), want %q", tc.args, tc.name, tc.val, got, err, tc.want)
+		}
+	}
+	if _, err := setOption(nil, llamaFlags["--backend-sampling"], Setting{Name: "--backend-sampling", Value: "8"}); err == nil {
+		t.Error("--backend-sampling=8 made a variant; a switch takes on or off")
+	}
+}
+
+// The variant's manifest: a switch swept on and off as llama-server reads it, the environment's
+// own setting of that option removed (an argument cannot turn off what LLAMA_ARG_X turned on),
+// and the rest of the bundle as it was.
+func TestVariantSetsASwitchOnAndOff(t *testing.T) {
+	m, contents := sample(t)
+	m.Server.Args = append(m.Server.Args, "-bs")
+	m.Server.Env["LLAMA_ARG_BACKEND_SAMPLING"] = "1"
+	sortFiles(m)
+	src := writeBundle(t, m, contents)
+	for _, tc := range []struct {
+		value string
+		on    bool
+	}{{"on", true}, {"off", false}} {
+		dst := filepath.Join(t.TempDir(), "v")
+		v, err := Variant(context.Background(), src, dst, []Setting{{Name: "--backend-sampling", Value: tc.value}, {Name: "--spec-draft-n-max", Value: "6"}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.value, err)
+		}
+		loaded, err := Load(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := loaded.Settings()
+		if got, ok := set.Lookup("--backend-sampling"); (got == "true") != tc.on || ok != tc.on {
+			t.Errorf("--backend-sampling=%s: the variant's settings say %q (%v), args %q env %v", tc.value, got, ok, v.Server.Args, v.Server.Env)
+		}
+		if _, ok := loaded.Server.Env["LLAMA_ARG_BACKEND_SAMPLING"]; ok {
+			t.Errorf("--backend-sampling=%s: LLAMA_ARG_BACKEND_SAMPLING still in the variant's environment", tc.value)
+		}
+		if got, _ := set.Lookup("--spec-draft-n-max"); got != "6" || loaded.Server.Env["GGML_SYCL_ENABLE_VMM"] != "0" {
+			t.Errorf("--backend-sampling=%s: n-max %q, env %v", tc.value, got, loaded.Server.Env)
+		}
+		if !slices.Contains(loaded.Server.Args, "--model") || slices.Contains(loaded.Server.Args, "on") || slices.Contains(loaded.Server.Args, "off") {
+			t.Errorf("--backend-sampling=%s: args %q", tc.value, loaded.Server.Args)
+		}
+	}
+}
