@@ -538,6 +538,21 @@ func TestBenchSweepsASwitchOnAndOff(t *testing.T) {
 	if valid["bundle0-spec-draft-backend-sampling=on"] == 0 || valid["bundle0-spec-draft-backend-sampling=off"] == 0 {
 		t.Errorf("valid runs by bundle %v: want each variant's server started and its canaries passed\n%s", valid, stdout)
 	}
+
+	// --backend-sampling is off unless given, and the bundle does not give it: its off variant
+	// would be the defaults measured twice, so it is not made
+	dir = t.TempDir()
+	code, stdout, stderr = benchRun(t, b, "--dir", dir, "--sweep", "--backend-sampling=on,off", "--canaries", "2", "--prompt-tokens", "32", "--generate", "8")
+	made, _ := filepath.Glob(filepath.Join(dir, "sweep", "*"))
+	if code != 0 || len(made) != 1 || filepath.Base(made[0]) != "bundle0-backend-sampling=on" ||
+		!strings.Contains(stdout, "not made, the bundle's own settings (the defaults): bundle0-backend-sampling=off\n") {
+		t.Errorf("a sweep with the defaults among its variants: exit %d, made %v\nstdout:\n%s\nstderr:\n%s", code, made, stdout, stderr)
+	}
+	// nothing but the defaults: refused before any server starts
+	code, _, stderr = benchRun(t, b, "--dir", t.TempDir(), "--sweep", "--threads=2,2")
+	if code != 2 || !strings.Contains(stderr, "every variant of the sweep (bundle0-threads=2, bundle0-threads=2) sets what") || !strings.Contains(stderr, "sweep other values") {
+		t.Errorf("a sweep of the bundle's own threads: exit %d\n%s", code, stderr)
+	}
 }
 
 func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -41,6 +43,9 @@ type SweepResult struct {
 	// WinnerDir is the winner's bundle directory (under the campaign's sweep/), to serve or
 	// bench as it is; empty without a winner.
 	WinnerDir string `json:"winnerDir,omitempty"`
+	// SameAsDefaults are the grid's variants that would set what the bundle already does (a
+	// switch swept off that it leaves off, a value it gives): not made and not measured.
+	SameAsDefaults []string `json:"sameAsDefaults,omitempty"`
 
 	// bundle is the swept bundle as the user named it (SweepBundle), variants how many were made.
 	bundle   string
@@ -157,6 +162,7 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 	}
 	stem := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
 	var variants []*Bundle
+	var same []string
 	for _, g := range grid {
 		var parts []string
 		for _, s := range g {
@@ -164,8 +170,17 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 		}
 		vname := stem + "-" + strings.Join(parts, "-")
 		vdir := filepath.Join(o.Dir, "sweep", vname)
-		if _, err := manifest.Variant(ctx, dir, vdir, g); err != nil {
+		vm, err := manifest.Variant(ctx, dir, vdir, g)
+		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", vname, err)
+		}
+		if vm.SameServerSettings(base.Manifest) {
+			// the bundle's own settings: measuring it would only be the defaults again
+			if err := os.RemoveAll(vdir); err != nil {
+				return nil, err
+			}
+			same = append(same, vname)
+			continue
 		}
 		b, err := OpenBundle(vdir, vname)
 		if err != nil {
@@ -173,9 +188,12 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 		}
 		variants = append(variants, b)
 	}
+	if len(variants) == 0 {
+		return nil, inputerr.Errorf("every variant of the sweep (%s) sets what %s already does: sweep other values", strings.Join(same, ", "), name)
+	}
 	res, err := Sweep(ctx, base, variants, o)
 	if res != nil {
-		res.bundle = name
+		res.bundle, res.SameAsDefaults = name, same
 	}
 	return res, err
 }
@@ -244,6 +262,9 @@ func (s *SweepResult) WriteTables(w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "records: %s\n\nsweep of %s, %d variants and the defaults, screened:\n", s.Screen.RecordsFile, s.bundle, s.variants)
+	if len(s.SameAsDefaults) > 0 {
+		fmt.Fprintf(w, "not made, the bundle's own settings (the defaults): %s\n", strings.Join(s.SameAsDefaults, ", "))
+	}
 	if err := s.Screen.WriteTable(w); err != nil {
 		return err
 	}

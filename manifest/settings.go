@@ -79,3 +79,20 @@ func (s Settings) Lookup(flag string) (string, bool) {
 	v, ok := s[longest(o.flags)]
 	return v, ok
 }
+
+// SameServerSettings says whether o starts llama-server as m does, as far as llbuild can tell:
+// the same options (Settings: an option given under another name or in the environment is the
+// same option) and the same other environment variables. An option one gives and the other
+// leaves to llama-server's default counts as different.
+func (m *Manifest) SameServerSettings(o *Manifest) bool {
+	other := func(env map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range env {
+			if _, ok := llamaEnv[k]; !ok {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return maps.Equal(m.Settings(), o.Settings()) && maps.Equal(other(m.Server.Env), other(o.Server.Env))
+}

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,6 +110,36 @@ func TestVariantSetsASwitchOnAndOff(t *testing.T) {
 		}
 		if !slices.Contains(loaded.Server.Args, "--model") || slices.Contains(loaded.Server.Args, "on") || slices.Contains(loaded.Server.Args, "off") {
 			t.Errorf("--backend-sampling=%s: args %q", tc.value, loaded.Server.Args)
+		}
+	}
+}
+
+// Two manifests start llama-server alike when they give the same options, under whatever names
+// and whether as arguments or LLAMA_ARG_ variables, and the same other variables.
+func TestSameServerSettings(t *testing.T) {
+	m, _ := sample(t)
+	with := func(args []string, env map[string]string) *Manifest {
+		o := *m
+		o.Server.Args = append(slices.Clone(m.Server.Args), args...)
+		o.Server.Env = maps.Clone(m.Server.Env)
+		maps.Copy(o.Server.Env, env)
+		return &o
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Manifest
+		same bool
+	}{
+		{"itself", m, with(nil, nil), true},
+		{"-ub and --ubatch-size", with([]string{"-ub", "128"}, nil), with([]string{"--ubatch-size=128"}, nil), true},
+		{"an argument and its variable", with([]string{"-bs"}, nil), with(nil, map[string]string{"LLAMA_ARG_BACKEND_SAMPLING": "1"}), true},
+		{"given and left to the default", m, with([]string{"--spec-draft-p-min", "0"}, nil), false},
+		{"another value", with([]string{"-ub", "128"}, nil), with([]string{"-ub", "256"}, nil), false},
+		{"a switch and its --no- form", with([]string{"--spec-draft-backend-sampling"}, nil), with([]string{"--no-spec-draft-backend-sampling"}, nil), false},
+		{"another variable", m, with(nil, map[string]string{"GGML_SCHED_MAX_COPIES": "1"}), false},
+	} {
+		if got := tc.a.SameServerSettings(tc.b); got != tc.same {
+			t.Errorf("%s: SameServerSettings %v, want %v", tc.name, got, tc.same)
 		}
 	}
 }
