@@ -66,7 +66,9 @@
 #                                 0.26, which stops about half the walk assistant's drafts (its
 #                                 top probability is 0.24-0.30): 12 variants;
 #                                 SWEEP="--ubatch-size=128,256,1024 --threads=4,16 --poll=0,100"
-#                                 tries the others); the screen ranks, the leader
+#                                 tries the others; MODEL=rand sweeps the random 0.8B llama
+#                                 without a draft instead, its vocabulary padded to VOCAB, for
+#                                 SWEEP="--backend-sampling=on,off"); the screen ranks, the leader
 #                                 meets the defaults and the next two in full mode over the
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
 #                                 more, the full run's; CANARIES the checks of every run) and
@@ -294,14 +296,19 @@ sweep)
 	# the walk pair (bigramgguf -cycle): a text's bigram output loops every few tokens, where
 	# draft settings measure the loop (2026-12-06's sweep); CYCLE=0 sweeps that text pair
 	cycle=${CYCLE:-600} g=/tmp/g.gguf ga=/tmp/ga.gguf
-	if [ "$cycle" != 0 ]; then
+	if [ "${MODEL:-walk}" = rand ]; then
+		# MODEL=rand: the random 0.8B llama without a draft, its vocabulary padded to VOCAB
+		# (default 32,000; 262144 is gemma's, where each token's logits are 1 MiB of float32)
+		g=/tmp/m${VOCAB:-32000}.gguf ga=
+		[ -f "$g" ] || "$D"/randgguf -shape 1b -vocab "${VOCAB:-32000}" -o "$g" || exit 1
+	elif [ "$cycle" != 0 ]; then
 		g=/tmp/gw$cycle.gguf ga=/tmp/gwa$cycle.gguf
 		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -cycle "$cycle" -o "$g" -assistant "$ga" || exit 1
 	fi
 	[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o "$g" -assistant "$ga" || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	rm -rf /tmp/sw-"$pin" /tmp/runs-sweep
-	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model "$g" --draft "$ga" "${common[@]}" >/dev/null || exit 1
+	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model "$g" ${ga:+--draft "$ga"} "${common[@]}" >/dev/null || exit 1
 	sweeps=()
 	for s in ${SWEEP:---spec-draft-n-max=2,4,6,8,12,16 --spec-draft-p-min=0,0.26}; do sweeps+=(--sweep "$s"); done
 	nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
