@@ -8,6 +8,8 @@
 #
 #   source scripts/provision.sh && provision     # the engine, stand-ins, source, series build
 #   bash scripts/candidate-ab.sh [ROUNDS]         # default 8; WORK=DIR keeps what it makes
+# With DROP="0002 0005" (numbers or file names) B is instead the series less those patches, as
+# h200-pin-ab.sh's build-minus makes it: one patch's own effect on this CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-8}
@@ -16,7 +18,7 @@ for v in LLBUILD_PATCHED_LLAMA_SERVER LLBUILD_TEST_LLAMA_SOURCE LLBUILD_TEST_DEV
 done
 shopt -s nullglob
 cands=(patches/candidates/0*.patch)
-((${#cands[@]})) || { echo "candidate-ab.sh: no patches in patches/candidates/" >&2; exit 2; }
+[[ -n ${DROP:-} ]] || ((${#cands[@]})) || { echo "candidate-ab.sh: no patches in patches/candidates/ (DROP=NNNN measures a series patch instead)" >&2; exit 2; }
 work=${WORK:-$(mktemp -d)}
 mkdir -p "$work/series"
 export PATH=$PATH:/usr/local/go/bin
@@ -24,14 +26,26 @@ go build -o "$work/llbuild" .
 ll=$work/llbuild
 
 cp patches/0*.patch patches/series "$work/series/"
-for f in "${cands[@]}"; do
-	cp "$f" "$work/series/"
-	echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$work/series/series"
-done
+if [[ -n ${DROP:-} ]]; then
+	drop=()
+	for p in $DROP; do
+		f=$(grep -E "^$p(-[^ ]+\.patch)? " patches/series | cut -d' ' -f1)
+		[[ -n $f ]] || { echo "candidate-ab.sh: DROP: $p is not in patches/series" >&2; exit 2; }
+		drop+=("$f")
+	done
+	grep -vE "^($(IFS='|'; echo "${drop[*]}")) " patches/series >"$work/series/series"
+	what="series less ${drop[*]}"
+else
+	for f in "${cands[@]}"; do
+		cp "$f" "$work/series/"
+		echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$work/series/series"
+	done
+	what="series + ${cands[*]##*/}"
+fi
 t0=$SECONDS
 b=$("$ll" --quiet build -t cpu-v3 --source "$LLBUILD_TEST_LLAMA_SOURCE" --series "$work/series/series" \
 	--base "devel=oci-archive:$LLBUILD_TEST_DEVEL_IMAGE" --out "$work/out")
-echo "series + ${cands[*]##*/}: built in $((SECONDS - t0)) s: $b"
+echo "$what: built in $((SECONDS - t0)) s: $b"
 
 text=$HOME/.cache/llbuild-test/kjv/old-testament.txt
 if [[ ! -s $text ]]; then
