@@ -472,6 +472,21 @@ func TestBigramGemma4WalkDoesNotLoop(t *testing.T) {
 	t.Logf("walk pair: MTP acceptance %.3f at the default n-max, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
 }
 
+// The walk pair padded to a real vocabulary (gguf.BigramOptions.Vocab: target and assistant
+// alike) drafts as the unpadded one does: every canary passes, its assistant's drafts are
+// accepted as often (50-95%), and its row 0 does not loop. This is the pair a GPU measures
+// per-token sampling costs with (scripts/gpu-plans/54-backend-sampling.plan, VOCAB).
+func TestBigramGemma4WalkPaddedIsAccepted(t *testing.T) {
+	d := gguf.BigramShapes["draft"]
+	d.Cycle, d.Noise, d.Vocab = 600, gguf.CycleDraftNoise, 32000
+	rec, so := benchBigramGemma4(t, d)
+	a := rec.Summary.Acceptance
+	if rec.Canary.Passed != 128 || a == nil || *a < 0.5 || *a > 0.95 || rec.Summary.Loop != nil {
+		t.Fatalf("bench of the padded walk pair: canary %+v, acceptance %v, loop %+v; want 128 passed, 50-95%% accepted, no loop\nstdout:\n%s", rec.Canary, a, rec.Summary.Loop, so)
+	}
+	t.Logf("padded walk pair: MTP acceptance %.3f, row 0 %.1f tok/s", *a, rec.Summary.Row0TPS)
+}
+
 // benchBigramGemma4 makes the Old Testament's gemma4 bigram pair with draft's options for the
 // assistant, bundles it for the patched llama-server with its MTP assistant and runs the bench's
 // default screen: the run's record and the bench's stdout.
@@ -506,4 +521,88 @@ func benchBigramGemma4(t *testing.T, draft gguf.BigramOptions) (*bench.Record, s
 	}
 	rs := readRecords(t, runs)
 	return readRecord(t, filepath.Join(runs, rs.Runs[0].Dir, "record.json")), so
+}
+
+// A bigram target padded to a real model's vocabulary (gguf.BigramOptions.Vocab, 32,000 here)
+// is the same model to llama-server: it reports the padded vocabulary, and its greedy text and
+// each token's top-3 log probabilities are the unpadded target's; only the output layer and the
+// sampling cost more, as a real vocabulary's do.
+func TestBigramPaddedVocabularyGivesTheSameText(t *testing.T) {
+	server := enginetest.PatchedServer(t)
+	bin, err := llamatest.External(context.Background(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, _ := kjvtext.Files(t)
+	text, err := os.ReadFile(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	type answer struct {
+		Content string `json:"content"`
+		Probs   []struct {
+			Top []struct {
+				ID      int     `json:"id"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"completion_probabilities"`
+	}
+	complete := func(vocab int) (answer, int) {
+		o := gguf.BigramShapes["target"]
+		o.Vocab = vocab
+		b, _, err := gguf.BigramLlama(string(text), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := filepath.Join(dir, fmt.Sprintf("t%d.gguf", vocab))
+		if err := b.WriteFile(model); err != nil {
+			t.Fatal(err)
+		}
+		srv := llamatest.StartWith(t, bin, model, "-c", "1024", "-t", "2", "--parallel", "1")
+		defer srv.Stop()
+		body, _ := json.Marshal(map[string]any{"prompt": "And God said unto Moses", "n_predict": 48, "temperature": 0, "n_probs": 3, "cache_prompt": false})
+		resp, err := http.Post(srv.URL+"/completion", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a answer
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || len(a.Probs) != 48 {
+			t.Fatalf("vocabulary %d: %v, %d tokens", vocab, err, len(a.Probs))
+		}
+		var models struct {
+			Data []struct {
+				Meta struct {
+					NVocab int `json:"n_vocab"`
+				} `json:"meta"`
+			} `json:"data"`
+		}
+		r, err := http.Get(srv.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		if err := json.NewDecoder(r.Body).Decode(&models); err != nil || len(models.Data) == 0 {
+			t.Fatalf("/v1/models: %v", err)
+		}
+		return a, models.Data[0].Meta.NVocab
+	}
+	plain, vPlain := complete(0)
+	padded, vPadded := complete(32000)
+	if vPadded != 32000 || vPlain >= 32000 {
+		t.Fatalf("llama-server's n_vocab: %d unpadded, %d padded; want the text's and 32000", vPlain, vPadded)
+	}
+	if padded.Content != plain.Content || padded.Content == "" {
+		t.Fatalf("greedy text padded %q, unpadded %q", padded.Content, plain.Content)
+	}
+	for i := range plain.Probs {
+		for j, p := range plain.Probs[i].Top {
+			q := padded.Probs[i].Top[j]
+			if q.ID != p.ID || q.Logprob < p.Logprob-1e-3 || q.Logprob > p.Logprob+1e-3 {
+				t.Fatalf("token %d, top %d: padded %+v, unpadded %+v", i, j, q, p)
+			}
+		}
+	}
+	t.Logf("n_vocab %d -> %d, the same %d tokens: %.60q", vPlain, vPadded, len(plain.Probs), plain.Content)
 }

@@ -36,7 +36,16 @@ type BigramOptions struct {
 	// draft misses some steps of it: its acceptance falls with a draft's length as a trained
 	// draft's does, where on a text's short cycle it is all or nothing at fixed places.
 	Cycle int
+	// Vocab, when above the text's vocabulary, pads it to that many tokens (as a real model's
+	// 32,000 or 262,144) that the model never gives: each padded token's logit is PadLogit,
+	// whatever the input, so the text's tokens, their logits and greedy output are the
+	// unpadded model's, while the output layer, the logits and their sampling cost what a
+	// real vocabulary's do.
+	Vocab int
 }
+
+// PadLogit is a padded token's logit (BigramOptions.Vocab): far below any of the text's.
+const PadLogit = -1000.0
 
 // CycleDraftNoise is the Noise of a draft of a walk (BigramOptions.Cycle) that agrees with its
 // target on about nine steps of the walk in ten (546 of 600 in the test's): a walk's next
@@ -103,7 +112,8 @@ const maxLoopPeriodHint = 64
 
 // BigramStats describe what a bigram model was made from.
 type BigramStats struct {
-	Vocab, Tokens int
+	// Vocab is the text's vocabulary; Padded the model's (BigramOptions.Vocab, or Vocab).
+	Vocab, Padded, Tokens int
 	// Explained is the share of the centred log-probability matrix's squared norm that the
 	// rank keeps.
 	Explained float64
@@ -289,8 +299,21 @@ func bigramMatrices(text string, o BigramOptions, n int) (*bigramModel, error) {
 		}
 		out[t*n+r] = float32(bias[t] / kappa)
 	}
+	// padded tokens: an embedding of the same norm, and an output row that reads only the
+	// constant component κ, so their logit is PadLogit for every input
+	for t := V; t < o.Vocab; t++ {
+		tokens = append(tokens, fmt.Sprintf("\u2400pad%d", t))
+		scores = append(scores, -1e9)
+		types = append(types, 1) // normal
+		e := make([]float32, n)
+		e[r], e[r+1] = float32(kappa), float32(math.Sqrt(float64(n)-kappa*kappa))
+		embd = append(embd, e...)
+		row := make([]float32, n)
+		row[r] = float32(PadLogit / kappa)
+		out = append(out, row...)
+	}
 	return &bigramModel{tokens: tokens, scores: scores, types: types, embd: embd, out: out,
-		stats: BigramStats{Vocab: V, Tokens: len(seq), Explained: kept / norm2}}, nil
+		stats: BigramStats{Vocab: V, Padded: max(V, o.Vocab), Tokens: len(seq), Explained: kept / norm2}}, nil
 }
 
 // topSubspace returns an orthonormal basis (V×r, row-major) of the r leading left singular

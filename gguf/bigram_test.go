@@ -67,3 +67,66 @@ func TestBigramLlamaIsDeterministicAndSharesItsVocabulary(t *testing.T) {
 		t.Errorf("rank 16 in n_embd 16: %v, want a refusal", err)
 	}
 }
+
+// Vocab pads a bigram model's vocabulary with tokens it never gives: the text's tokens, their
+// embeddings and output rows are the unpadded model's, every padded token's logit is PadLogit
+// for every input (its output row reads only the embeddings' constant component), and a padded
+// token's embedding has the norm the final RMS norm expects.
+func TestBigramVocabPadding(t *testing.T) {
+	text := strings.Repeat(tinyCorpus, 3)
+	o := BigramOptions{Model: TinyOptions{Seed: 1, Embd: 24, Layers: 1, Heads: 2, FF: 32, Merges: 80, F32: true}, Rank: 16}
+	plain, err := bigramMatrices(text, o, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V, n := len(plain.tokens), 24
+	o.Vocab = V + 300
+	padded, err := bigramMatrices(text, o, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(padded.tokens) != V+300 || len(padded.embd) != (V+300)*n || len(padded.out) != (V+300)*n ||
+		padded.stats.Vocab != V || padded.stats.Padded != V+300 {
+		t.Fatalf("padded to %d: %d tokens, %d embedding and %d output values, stats %+v", V+300, len(padded.tokens), len(padded.embd), len(padded.out), padded.stats)
+	}
+	if !reflect.DeepEqual(padded.tokens[:V], plain.tokens) || !reflect.DeepEqual(padded.embd[:V*n], plain.embd) || !reflect.DeepEqual(padded.out[:V*n], plain.out) {
+		t.Error("padding changed the text's tokens, embeddings or output rows")
+	}
+	for s := V; s < V+300; s++ {
+		if strings.Contains(text, padded.tokens[s]) || padded.scores[s] > -1e8 {
+			t.Fatalf("padded token %d: %q score %v", s, padded.tokens[s], padded.scores[s])
+		}
+		var norm2 float64
+		for _, v := range padded.embd[s*n : (s+1)*n] {
+			norm2 += float64(v) * float64(v)
+		}
+		if norm2 < float64(n)*0.999 || norm2 > float64(n)*1.001 {
+			t.Fatalf("padded token %d's embedding has squared norm %.3f, want %d", s, norm2, n)
+		}
+	}
+	// the logit of every padded token after every token (embeddings of squared norm n: the RMS
+	// norm leaves them as they are)
+	for tok := 0; tok < V+300; tok += 7 {
+		e := padded.embd[tok*n : (tok+1)*n]
+		for s := V; s < V+300; s += 50 {
+			var logit float64
+			for k := 0; k < n; k++ {
+				logit += float64(e[k]) * float64(padded.out[s*n+k])
+			}
+			if logit > PadLogit+0.01 || logit < PadLogit-0.01 {
+				t.Fatalf("after token %d the padded token %d's logit is %.3f, want %v", tok, s, logit, PadLogit)
+			}
+		}
+	}
+	// the gemma4 pair pads target and assistant alike
+	g := BigramGemma4Shape()
+	g.Merges = 80
+	d := BigramOptions{Model: TinyOptions{Seed: 2}, Rank: 16, Noise: 0.5, Vocab: V + 300}
+	target, assistant, st, err := BigramGemma4(text, g, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nt, na := len(target.kvStrings("tokenizer.ggml.tokens")), len(assistant.kvStrings("tokenizer.ggml.tokens")); nt != V+300 || na != V+300 || st.Padded != V+300 {
+		t.Errorf("gemma4 pair padded to %d: target %d tokens, assistant %d, stats %+v", V+300, nt, na, st)
+	}
+}

@@ -66,9 +66,10 @@
 #                                 0.26, which stops about half the walk assistant's drafts (its
 #                                 top probability is 0.24-0.30): 12 variants;
 #                                 SWEEP="--ubatch-size=128,256,1024 --threads=4,16 --poll=0,100"
-#                                 tries the others; MODEL=rand sweeps the random 0.8B llama
-#                                 without a draft instead, its vocabulary padded to VOCAB, for
-#                                 SWEEP="--backend-sampling=on,off"); the screen ranks, the leader
+#                                 tries the others; VOCAB=262144 pads the walk pair's
+#                                 vocabulary to gemma's; MODEL=rand sweeps the random 0.8B
+#                                 llama without a draft instead, its vocabulary padded to VOCAB
+#                                 (default 32000), for SWEEP="--backend-sampling=on,off"); the screen ranks, the leader
 #                                 meets the defaults and the next two in full mode over the
 #                                 judge's 6 rounds (ROUNDS sets both the screen's rounds and, if
 #                                 more, the full run's; CANARIES the checks of every run) and
@@ -302,8 +303,10 @@ sweep)
 		g=/tmp/m${VOCAB:-32000}.gguf ga=
 		[ -f "$g" ] || "$D"/randgguf -shape 1b -vocab "${VOCAB:-32000}" -o "$g" || exit 1
 	elif [ "$cycle" != 0 ]; then
-		g=/tmp/gw$cycle.gguf ga=/tmp/gwa$cycle.gguf
-		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -cycle "$cycle" -o "$g" -assistant "$ga" || exit 1
+		# VOCAB pads the pair's vocabulary (bigramgguf -vocab): the same walk, a real model's
+		# output layer and sampling
+		g=/tmp/gw$cycle${VOCAB:+v$VOCAB}.gguf ga=/tmp/gwa$cycle${VOCAB:+v$VOCAB}.gguf
+		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -cycle "$cycle" ${VOCAB:+-vocab "$VOCAB"} -o "$g" -assistant "$ga" || exit 1
 	fi
 	[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o "$g" -assistant "$ga" || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)

@@ -28,6 +28,7 @@ func main() {
 	out := flag.String("o", "", "output `FILE.gguf`")
 	assistant := flag.String("assistant", "", "with -shape gemma4: write its MTP assistant to `FILE.gguf`")
 	cycle := flag.Int("cycle", 0, "model a walk through `N` of the text's pieces (128 or more) instead of its bigrams")
+	vocab := flag.Int("vocab", 0, "pad the vocabulary to `N` tokens the model never gives (as a real model's 32000 or 262144: the output layer and the sampling then cost what theirs do; the text's logits and greedy output stay the same)")
 	shape := flag.String("shape", "target", "target (2 layers × 128, rank 64), draft (1 × 68, the target's rank 64 blurred), 1b (16 × 2048, rank 64: the target's logits at a 0.8B model's cost) gemma4 (a gemma4 target of 68 with its MTP assistant, -assistant) or gemma4-1b (the same at a 0.8B model's cost)")
 	flag.Parse()
 	if *text == "" || *out == "" {
@@ -50,6 +51,7 @@ func main() {
 			if *cycle != 0 {
 				d.Cycle, d.Noise = *cycle, gguf.CycleDraftNoise
 			}
+			d.Vocab = *vocab
 			if t, a, _, err = gguf.BigramGemma4(string(data), g, d); err == nil {
 				if err = t.WriteFile(*out); err == nil {
 					err = a.WriteFile(*assistant)
@@ -73,6 +75,7 @@ func main() {
 			o.Noise = gguf.CycleDraftNoise
 		}
 	}
+	o.Vocab = *vocab
 	data, err := os.ReadFile(*text)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bigramgguf:", err)
@@ -86,6 +89,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bigramgguf:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "bigramgguf: %s: vocabulary %d, %d tokens of text, rank %d keeps %.1f%% of the bigram log-probabilities' variance\n",
-		*out, st.Vocab, st.Tokens, o.Rank, 100*st.Explained)
+	fmt.Fprintf(os.Stderr, "bigramgguf: %s: vocabulary %d (padded to %d), %d tokens of text, rank %d keeps %.1f%% of the bigram log-probabilities' variance\n",
+		*out, st.Vocab, st.Padded, st.Tokens, o.Rank, 100*st.Explained)
 }
