@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -170,17 +169,17 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 		}
 		vname := stem + "-" + strings.Join(parts, "-")
 		vdir := filepath.Join(o.Dir, "sweep", vname)
-		vm, err := manifest.Variant(ctx, dir, vdir, g)
+		vm, err := base.Manifest.With(g)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", vname, err)
 		}
 		if vm.SameServerSettings(base.Manifest) {
 			// the bundle's own settings: measuring it would only be the defaults again
-			if err := os.RemoveAll(vdir); err != nil {
-				return nil, err
-			}
 			same = append(same, vname)
 			continue
+		}
+		if err := manifest.WriteVariant(ctx, dir, vdir, vm); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", vname, err)
 		}
 		b, err := OpenBundle(vdir, vname)
 		if err != nil {

@@ -21,18 +21,11 @@ type Setting struct {
 // IsFlag says whether the setting is a command-line flag rather than a variable.
 func (s Setting) IsFlag() bool { return strings.HasPrefix(s.Name, "-") }
 
-// Variant writes at dst the bundle at src with other settings: the same files, hard-linked
-// where the filesystem allows (a sweep's variants share one model on disk), and a manifest
-// whose llama-server arguments give each flag its new value (replacing the bundle's under any of
-// the option's names, or added where the bundle does not give it; a switch is on or off, see
-// setOption) and whose environment sets each variable. The new
-// manifest is checked before anything is written; dst, replaced if it exists, is assembled
-// beside itself and renamed into place.
-func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, error) {
-	m, err := Load(src)
-	if err != nil {
-		return nil, err
-	}
+// With returns m with other settings: its llama-server arguments give each flag its new value
+// (replacing the bundle's under any of the option's names, or added where the bundle does not
+// give it; a switch is on or off, see setOption) and its environment sets each variable. The
+// result is checked as a bundle's manifest is; m is not changed.
+func (m *Manifest) With(set []Setting) (*Manifest, error) {
 	v := *m
 	v.Server.Args = slices.Clone(m.Server.Args)
 	v.Server.Env = maps.Clone(m.Server.Env)
@@ -44,57 +37,57 @@ func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, er
 			v.Server.Env[s.Name] = s.Value
 			continue
 		}
-		if o, known := llamaFlags[s.Name]; known {
-			args, err := setOption(v.Server.Args, o, s)
-			if err != nil {
-				return nil, err
-			}
-			v.Server.Args = args
+		o, known := llamaFlags[s.Name]
+		if !known {
+			// a flag llama-server's table does not name: taken to carry a value, under one name
+			o = &llamaOption{flags: []string{s.Name}, value: true}
+		}
+		args, err := setOption(v.Server.Args, o, s)
+		if err != nil {
+			return nil, err
+		}
+		v.Server.Args = args
+		if o.env != "" {
 			// an argument wins over the environment, but a switch the environment turns on
 			// can be turned off only there: the variant's own setting is the only one
 			delete(v.Server.Env, o.env)
 			delete(v.Server.Env, strings.Replace(o.env, "LLAMA_ARG_", "LLAMA_ARG_NO_", 1))
-			continue
-		}
-		found := false
-		for i := 0; i < len(v.Server.Args); i++ {
-			if v.Server.Args[i] == s.Name && i+1 < len(v.Server.Args) {
-				v.Server.Args[i+1], found = s.Value, true
-			} else if name, _, ok := strings.Cut(v.Server.Args[i], "="); ok && name == s.Name {
-				v.Server.Args[i], found = s.Name+"="+s.Value, true
-			}
-		}
-		if !found {
-			v.Server.Args = append(v.Server.Args, s.Name, s.Value)
 		}
 	}
 	if err := v.Validate(); err != nil {
 		return nil, fmt.Errorf("the variant's manifest would be invalid: %w", err)
 	}
+	return &v, nil
+}
+
+// WriteVariant writes at dst the bundle at src with the manifest v (Manifest.With of src's):
+// the same files, hard-linked where the filesystem allows (a sweep's variants share one model
+// on disk). dst, replaced if it exists, is assembled beside itself and renamed into place.
+func WriteVariant(ctx context.Context, src, dst string, v *Manifest) error {
 	data, err := v.Encode()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".llbuild-variant-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	for _, f := range v.Files {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		to := filepath.Join(tmp, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		from := filepath.Join(src, filepath.FromSlash(f.Path))
 		if f.Link != "" {
 			if err := os.Symlink(f.Link, to); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
@@ -102,19 +95,19 @@ func Variant(ctx context.Context, src, dst string, set []Setting) (*Manifest, er
 			continue
 		}
 		if err := copyFile(from, to); err != nil {
-			return nil, fmt.Errorf("copying %s: %w", f.Path, err)
+			return fmt.Errorf("copying %s: %w", f.Path, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, FileName), data, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.RemoveAll(dst); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return nil, err
+		return err
 	}
-	return &v, nil
+	return nil
 }
 
 // setOption returns args with option o set as s says, wherever the bundle gave it under any of

@@ -90,8 +90,15 @@ func TestVariantSetsASwitchOnAndOff(t *testing.T) {
 		on    bool
 	}{{"on", true}, {"off", false}} {
 		dst := filepath.Join(t.TempDir(), "v")
-		v, err := Variant(context.Background(), src, dst, []Setting{{Name: "--backend-sampling", Value: tc.value}, {Name: "--spec-draft-n-max", Value: "6"}})
+		base, err := Load(src)
 		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := base.With([]Setting{{Name: "--backend-sampling", Value: tc.value}, {Name: "--spec-draft-n-max", Value: "6"}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.value, err)
+		}
+		if err := WriteVariant(context.Background(), src, dst, v); err != nil {
 			t.Fatalf("%s: %v", tc.value, err)
 		}
 		loaded, err := Load(dst)
@@ -141,5 +148,23 @@ func TestSameServerSettings(t *testing.T) {
 		if got := tc.a.SameServerSettings(tc.b); got != tc.same {
 			t.Errorf("%s: SameServerSettings %v, want %v", tc.name, got, tc.same)
 		}
+	}
+}
+
+// A flag llama-server's table does not name (a newer server's) is taken to carry a value: set
+// where the bundle gives it, in either form, or added.
+func TestWithSetsAFlagItDoesNotKnow(t *testing.T) {
+	m, _ := sample(t)
+	m.Server.Args = append(m.Server.Args, "--future-knob", "1", "--future-other=a")
+	v, err := m.With([]Setting{{Name: "--future-knob", Value: "2"}, {Name: "--future-other", Value: "b"}, {Name: "--future-new", Value: "3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(m.Server.Args[:len(m.Server.Args)-3]), "--future-knob", "2", "--future-other", "b", "--future-new", "3")
+	if !slices.Equal(v.Server.Args, want) {
+		t.Errorf("args %q, want %q", v.Server.Args, want)
+	}
+	if slices.Contains(m.Server.Args, "2") {
+		t.Error("With changed the manifest it was given")
 	}
 }
