@@ -25,17 +25,13 @@ export PATH=$PATH:/usr/local/go/bin
 go build -o "$work/llbuild" .
 ll=$work/llbuild
 
-cp patches/0*.patch patches/series "$work/series/"
 if [[ -n ${DROP:-} ]]; then
-	drop=()
-	for p in $DROP; do
-		f=$(grep -E "^$p(-[^ ]+\.patch)? " patches/series | cut -d' ' -f1)
-		[[ -n $f ]] || { echo "candidate-ab.sh: DROP: $p is not in patches/series" >&2; exit 2; }
-		drop+=("$f")
-	done
-	grep -vE "^($(IFS='|'; echo "${drop[*]}")) " patches/series >"$work/series/series"
-	what="series less ${drop[*]}"
+	# shellcheck source=scripts/series-less.sh
+	source scripts/series-less.sh
+	dropped=$(series_less "$DROP" "$work/series") || exit 2
+	what="series less $dropped"
 else
+	cp patches/0*.patch patches/series "$work/series/"
 	for f in "${cands[@]}"; do
 		cp "$f" "$work/series/"
 		echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$work/series/series"
