@@ -304,7 +304,7 @@ func bigramMatrices(text string, o BigramOptions, n int) (*bigramModel, error) {
 	for t := V; t < o.Vocab; t++ {
 		tokens = append(tokens, fmt.Sprintf("\u2400pad%d", t))
 		scores = append(scores, -1e9)
-		types = append(types, 1) // normal
+		types = append(types, tokenNormal)
 		e := make([]float32, n)
 		e[r], e[r+1] = float32(kappa), float32(math.Sqrt(float64(n)-kappa*kappa))
 		embd = append(embd, e...)

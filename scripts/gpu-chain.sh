@@ -54,8 +54,9 @@ while IFS= read -r line || [ -n "$line" ]; do
 	fi
 	if [ -f "$state/done-$n" ]; then
 		# the seconds may be corrected between calls; the command may not
-		if [ "$(cat "$state/done-$n")" != "$cmd" ]; then
-			finish "step $n ran as \"$(cat "$state/done-$n")\" but $plan now says \"$cmd\": restore the plan, or start it afresh with CHAIN_STATE set to an empty folder"
+		ran_as=$(cat "$state/done-$n")
+		if [ "$ran_as" != "$cmd" ]; then
+			finish "step $n ran as \"$ran_as\" but $plan now says \"$cmd\": restore the plan, or start it afresh with CHAIN_STATE set to an empty folder"
 			exit 2
 		fi
 		continue

@@ -66,7 +66,7 @@
 #                                 0.26, which stops about half the walk assistant's drafts (its
 #                                 top probability is 0.24-0.30): 12 variants;
 #                                 SWEEP="--ubatch-size=128,256,1024 --threads=4,16 --poll=0,100"
-#                                 tries the others; VOCAB=262144 pads the walk pair's
+#                                 tries the others; VOCAB=262144 pads the pair's
 #                                 vocabulary to gemma's; MODEL=rand sweeps the random 0.8B
 #                                 llama without a draft instead, its vocabulary padded to VOCAB
 #                                 (default 32000), for SWEEP="--backend-sampling=on,off"); the screen ranks, the leader
@@ -139,15 +139,10 @@ build-fix) # the pin with the built-in series and the candidate amendments in pa
 	build fix "$new" --series /tmp/series-fix/series ;;
 build-minus) # the pin with the built-in series less DROP's patches (default: its last one), as MINUS
 	minus=${MINUS:-minus}
-	drop=() # DROP names patches by file name or by number (DROP="0002 0005")
-	for p in ${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}; do
-		f=$(grep -E "^$p(-[^ ]+\.patch)? " patches/series | cut -d' ' -f1)
-		[ -n "$f" ] || { echo "DROP: $p is not in patches/series" >&2; exit 2; }
-		drop+=("$f")
-	done
-	rm -rf /tmp/series-"$minus" && mkdir -p /tmp/series-"$minus" && cp patches/0*.patch /tmp/series-"$minus"/ || exit 1
-	grep -vE "^($(IFS='|'; echo "${drop[*]}")) " patches/series >/tmp/series-"$minus"/series
-	echo "$minus: the series without ${drop[*]}"
+	# shellcheck source=scripts/series-less.sh
+	source "$(dirname "$0")"/series-less.sh
+	dropped=$(series_less "${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}" /tmp/series-"$minus") || exit 2
+	echo "$minus: the series without $dropped"
 	build "$minus" "$new" --series /tmp/series-"$minus"/series ;;
 build-next)
 	if [ -z "$next" ] || [ ! -f "patches/next/$next/server.yaml" ]; then
@@ -296,19 +291,21 @@ sweep)
 	pin=${SWEEP_PIN:-new}
 	# the walk pair (bigramgguf -cycle): a text's bigram output loops every few tokens, where
 	# draft settings measure the loop (2026-12-06's sweep); CYCLE=0 sweeps that text pair
-	cycle=${CYCLE:-600} g=/tmp/g.gguf ga=/tmp/ga.gguf
+	cycle=${CYCLE:-600}
 	if [ "${MODEL:-walk}" = rand ]; then
 		# MODEL=rand: the random 0.8B llama without a draft, its vocabulary padded to VOCAB
 		# (default 32,000; 262144 is gemma's, where each token's logits are 1 MiB of float32)
 		g=/tmp/m${VOCAB:-32000}.gguf ga=
 		[ -f "$g" ] || "$D"/randgguf -shape 1b -vocab "${VOCAB:-32000}" -o "$g" || exit 1
-	elif [ "$cycle" != 0 ]; then
-		# VOCAB pads the pair's vocabulary (bigramgguf -vocab): the same walk, a real model's
-		# output layer and sampling
-		g=/tmp/gw$cycle${VOCAB:+v$VOCAB}.gguf ga=/tmp/gwa$cycle${VOCAB:+v$VOCAB}.gguf
-		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -cycle "$cycle" ${VOCAB:+-vocab "$VOCAB"} -o "$g" -assistant "$ga" || exit 1
+	else
+		# VOCAB pads the pair's vocabulary (bigramgguf -vocab): the same text or walk, a real
+		# model's output layer and sampling
+		walk=() g=/tmp/g${VOCAB:+v$VOCAB}.gguf ga=/tmp/ga${VOCAB:+v$VOCAB}.gguf
+		if [ "$cycle" != 0 ]; then
+			walk=(-cycle "$cycle") g=/tmp/gw$cycle${VOCAB:+v$VOCAB}.gguf ga=/tmp/gwa$cycle${VOCAB:+v$VOCAB}.gguf
+		fi
+		[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b "${walk[@]}" ${VOCAB:+-vocab "$VOCAB"} -o "$g" -assistant "$ga" || exit 1
 	fi
-	[ -f "$g" ] || "$D"/bigramgguf -text "$D"/old-testament.txt -shape gemma4-1b -o "$g" -assistant "$ga" || exit 1
 	common=(--server-arg=--n-gpu-layers --server-arg=99 --server-arg=--threads --server-arg=8 --server-arg=--ctx-size --server-arg=4096 --server-arg=--parallel --server-arg=1 --force)
 	rm -rf /tmp/sw-"$pin" /tmp/runs-sweep
 	"$D"/llbuild bundle -t h200 --artifacts "$(artifacts "$pin")" -o /tmp/sw-"$pin" --model "$g" ${ga:+--draft "$ga"} "${common[@]}" >/dev/null || exit 1
