@@ -26,7 +26,7 @@ go build -o "$work/llbuild" .
 ll=$work/llbuild
 
 if [[ -n ${DROP:-} ]]; then
-	# shellcheck source=scripts/series-less.sh
+	# shellcheck source=scripts/series-less.sh disable=SC1091
 	source scripts/series-less.sh
 	dropped=$(series_less "$DROP" "$work/series") || exit 2
 	what="series less $dropped"

@@ -139,7 +139,7 @@ build-fix) # the pin with the built-in series and the candidate amendments in pa
 	build fix "$new" --series /tmp/series-fix/series ;;
 build-minus) # the pin with the built-in series less DROP's patches (default: its last one), as MINUS
 	minus=${MINUS:-minus}
-	# shellcheck source=scripts/series-less.sh
+	# shellcheck source=scripts/series-less.sh disable=SC1091
 	source "$(dirname "$0")"/series-less.sh
 	dropped=$(series_less "${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}" /tmp/series-"$minus") || exit 2
 	echo "$minus: the series without $dropped"
