@@ -40,7 +40,15 @@ if [ ! -x /tmp/server ] && ls "$D"/srv.txz.* >/dev/null 2>&1; then
 	echo "carried build: $(ls /tmp/out/carried)"
 fi
 # the pin's h200 build that scripts/h200-pin-ab.sh build-new or scripts/gpu-upstream-image.sh made
-# in this lease (/tmp/pins/new) serves as well, so that one lease can run those and this
+# in this lease (/tmp/pins/new) serves as well, so that one lease can run those and this;
+# SERVER_PIN=fix (or a MINUS name) takes that build of h200-pin-ab.sh instead, relinked even where
+# an earlier stage linked another: the tests stage on a candidate's build
+if [ -n "${SERVER_PIN:-}" ]; then
+	pin_art=$(find /tmp/pins/"$SERVER_PIN" -name artifacts.json 2>/dev/null | head -1)
+	[ -n "$pin_art" ] || { echo "gpu-bench.sh: SERVER_PIN=$SERVER_PIN: no build in /tmp/pins/$SERVER_PIN (h200-pin-ab.sh build-$SERVER_PIN first)" >&2; exit 2; }
+	ln -sfn "$(dirname "$pin_art")/llama-server" /tmp/server
+	echo "the lease's build-$SERVER_PIN: $(dirname "$pin_art")"
+fi
 new_art=$(find /tmp/pins/new -name artifacts.json 2>/dev/null | head -1)
 if [ ! -x /tmp/server ] && [ -n "$new_art" ] && [ "${TARGET:-h200}" = h200 ]; then
 	ln -sf "$(dirname "$new_art")/llama-server" /tmp/server

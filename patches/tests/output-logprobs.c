@@ -1,13 +1,18 @@
 // Checks the libllama API of patches 0005 (llama_set_output_logprobs, llama_set_output_targets,
 // llama_get_output_logprob_ith) and 0010 (llama_get_output_logprobs) against the logits on the host, on a model given on the
-// command line. Built and run by scripts/test-output-logprobs.sh; exits 0 when every check
-// passes, 1 otherwise, printing one line per check.
+// command line, and whether a decode without targets leaves 0005's nodes out of the graph (patch
+// 0014, "lean") or computes them ("full": a build without 0014). Built and run by
+// patches/output_logprobs_test.go (TestOutputLogprobsAPI); exits 0 when every check passes, 1
+// otherwise, printing one line per check.
 //
 // The batch is two sequences of n tokens each (so that outputs of two sequences share the
 // ubatches), every token an output; the ubatch is small so that one decode spans several.
 // Pass 1 decodes with the next token of the sequence as target at every other position and
 // none elsewhere; pass 2 decodes the same batch with no targets and computes the log softmax
 // of the target and the most probable token from the logits on the host. The two must agree.
+// Pass 3 repeats pass 1 after pass 2's decode without targets, pass 4 sets targets in the first
+// ubatch only: both must give pass 1's numbers, and the outputs without a target their logits.
+// An eval callback counts the nodes named "logprob" and "logprob_top" each decode computes.
 
 #include "llama.h"
 
@@ -49,6 +54,17 @@ static double host_logprob(const float * logits, int n_vocab, int t, int * top, 
     return (double) logits[t] - logits[imax] - log(sum);
 }
 
+// the graph's log probability nodes ("logprob", "logprob_top") that a decode computed
+static int logprob_nodes = 0;
+
+static bool count_logprob_nodes(struct ggml_tensor * t, bool ask, void * user) {
+    (void) user;
+    if (ask && strncmp(ggml_get_name(t), "logprob", 7) == 0) {
+        logprob_nodes++;
+    }
+    return false; // no tensor's data is wanted
+}
+
 static void fill(struct llama_batch * b, const llama_token * toks, int n) {
     b->n_tokens = 0;
     for (int s = 0; s < 2; s++) {
@@ -64,10 +80,11 @@ static void fill(struct llama_batch * b, const llama_token * toks, int n) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+    if (argc != 3 || (strcmp(argv[2], "lean") != 0 && strcmp(argv[2], "full") != 0)) {
+        fprintf(stderr, "usage: %s MODEL.gguf lean|full (lean: the build has patch 0014)\n", argv[0]);
         return 2;
     }
+    const bool lean = strcmp(argv[2], "lean") == 0;
     llama_log_set(quiet, NULL);
     llama_backend_init();
 
@@ -88,6 +105,7 @@ int main(int argc, char ** argv) {
     cp.n_seq_max  = 2;
     cp.n_threads  = 2;
     cp.n_threads_batch = 2;
+    cp.cb_eval = count_logprob_nodes;
     struct llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "cannot create a context\n");
@@ -185,7 +203,9 @@ int main(int argc, char ** argv) {
 
     // the next decode has no targets unless they are set again
     llama_memory_clear(llama_get_memory(ctx), true);
+    logprob_nodes = 0;
     check(llama_decode(ctx, b) == 0, "decode without targets");
+    const int nodes_without_targets = logprob_nodes;
     double worst = 0.0, worst_kept = 0.0;
     int top_same = 0;
     for (int i = 0; i < 2*n; i++) {
@@ -214,6 +234,57 @@ int main(int argc, char ** argv) {
     check(top_same == n_targets, "the most probable token agrees with the host's");
     printf("      outputs without a target: largest logit difference between the passes %.2g\n", worst_kept);
     check(worst_kept < 1e-4, "kept logits are those of a decode without targets");
+
+    // pass 3: targets again after a decode without them (a graph built, or reused, without the
+    // nodes where patch 0014 leaves them out) give pass 1's numbers
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_set_output_targets(ctx, targets, 2*n);
+    logprob_nodes = 0;
+    check(llama_decode(ctx, b) == 0, "decode with targets after one without");
+    check(logprob_nodes > 0, "a decode with targets computes the log probability nodes");
+    int again = 0;
+    for (int i = 0; i < 2*n; i++) {
+        float l, lt;
+        llama_token t;
+        if (targets[i] >= 0 && llama_get_output_logprob_ith(ctx, i, &l, &t, &lt)) {
+            again += fabs(l - lp[i]) < 1e-6 && t == top[i] && fabs(lt - lp_top[i]) < 1e-6;
+        }
+    }
+    check(again == n_targets, "targets after a decode without them give the first pass's numbers");
+
+    // pass 4: targets in the first sequence's first 8 positions only, so that later ubatches
+    // (16 tokens each) have none: each ubatch takes its own graph, and the outputs of the
+    // ubatches without a target keep their logits
+    llama_token few[2*40];
+    for (int i = 0; i < 2*n; i++) {
+        few[i] = i < 8 ? targets[i] : -1;
+    }
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_set_output_targets(ctx, few, 2*n);
+    check(llama_decode(ctx, b) == 0, "decode with targets in the first ubatch only");
+    int few_same = 0, few_targets = 0, few_logits = 0;
+    for (int i = 0; i < 2*n; i++) {
+        float l, lt;
+        llama_token t;
+        if (few[i] >= 0) {
+            few_targets++;
+            few_same += llama_get_output_logprob_ith(ctx, i, &l, &t, &lt) && fabs(l - lp[i]) < 1e-6 && t == top[i];
+        } else {
+            few_logits += llama_get_logits_ith(ctx, i) != NULL;
+        }
+    }
+    check(few_same == few_targets, "targets in one ubatch give the first pass's numbers");
+    check(few_logits == 2*n - few_targets, "the outputs of ubatches without a target keep their logits");
+
+    // patch 0014: a decode without targets (a generated token, a draft's verification) computes
+    // none of the nodes; without it every decode of a context with the option on pays for them.
+    // The caller says which build this is (argv[2]: lean with 0014, full without)
+    printf("      log probability nodes computed by the decode without targets: %d\n", nodes_without_targets);
+    if (lean) {
+        check(nodes_without_targets == 0, "a decode without targets computes no log probability nodes (0014)");
+    } else {
+        check(nodes_without_targets > 0, "a decode without targets computes the log probability nodes (a build without 0014)");
+    }
 
     llama_batch_free(b);
     llama_free(ctx);
