@@ -99,6 +99,18 @@ type Verdict struct {
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
+	// SDLog is the sample standard deviation of the rounds' log ratios: their spread, 0 with
+	// fewer than two rounds.
+	SDLog float64 `json:"sdLog"`
+	// Resolves is, for a verdict without a direction (no difference, not enough rounds), about
+	// the smallest step |ratio - 1| that this many rounds with this spread find with 80 % power
+	// at Alpha (the normal approximation, Wilcoxon's efficiency 3/π against it); 0 where the
+	// rounds give no spread to estimate it from.
+	Resolves float64 `json:"resolves,omitempty"`
+	// RoundsForStep is, with Resolves, about how many rounds at this spread find a step of twice
+	// the minimum step (2 %; a step right at the minimum step is called only half the time, its
+	// median as often below it as above) with that power.
+	RoundsForStep int `json:"roundsForStep,omitempty"`
 	// Text says the verdict in a sentence: the word, the test, p, rounds, median and range.
 	Text string `json:"text"`
 }
@@ -148,14 +160,15 @@ func (j Judge) judge(ratios []float64, x, step float64) Verdict {
 	below, above := OneSided(v.Test, ratios, x)
 	v.P = math.Min(1, 2*math.Min(below, above))
 	up := above < below // the side the test points to
+	v.SDLog = sdLog(ratios, x)
 	stats := v.stats()
 	switch {
 	case v.Rounds < v.Needed:
 		v.Kind = NotEnoughRounds
-		v.Text = fmt.Sprintf("not enough rounds to decide (%d needed, %d measured): %s", v.Needed, v.Rounds, stats)
+		v.Text = fmt.Sprintf("not enough rounds to decide (%d needed, %d measured): %s", v.Needed, v.Rounds, stats) + v.power(step)
 	case v.P > v.Alpha:
 		v.Kind = NoDifference
-		v.Text = fmt.Sprintf("no difference: %s > %g", stats, v.Alpha)
+		v.Text = fmt.Sprintf("no difference: %s > %g", stats, v.Alpha) + v.power(step)
 	case math.Abs(v.Median/x-1) < step || (v.Median > x) != up:
 		v.Kind = NoDifference
 		v.Text = fmt.Sprintf("no difference worth a step: %s, but the median is within the minimum step %g of %g", stats, step, x)
@@ -168,6 +181,127 @@ func (j Judge) judge(ratios []float64, x, step float64) Verdict {
 	}
 	return v
 }
+
+// The power the resolvable step is stated at, and Wilcoxon's asymptotic efficiency against the
+// t test the estimate is made with.
+const (
+	resolvePower  = 0.8
+	wilcoxonEffic = 3 / math.Pi
+)
+
+// power sets Resolves and RoundsForStep from the rounds' spread and says them: so that "no
+// difference" from noisy rounds is not read as "the same speed". minStep is the least step the
+// verdict calls (the judge's; 1 % where it has none); the rounds are counted for twice that.
+func (v *Verdict) power(minStep float64) string {
+	if v.Rounds < 2 || !(v.SDLog > 0) {
+		return ""
+	}
+	if !(minStep > 0) {
+		minStep = DefaultMinStep
+	}
+	step := 2 * minStep
+	v.RoundsForStep = roundsFor(math.Log1p(step), v.SDLog, v.Alpha, v.Needed)
+	l := resolvableLog(v.Rounds, v.SDLog, v.Alpha)
+	if math.IsInf(l, 1) {
+		// fewer rounds than the test needs find no step of any size
+		return fmt.Sprintf("; at this spread (%.1f %% a round) a %g %% step takes about %d rounds", 100*v.SDLog, 100*step, v.RoundsForStep)
+	}
+	v.Resolves = math.Exp(l) - 1
+	return fmt.Sprintf("; at this spread (%.1f %% a round) %d rounds find steps of about %.1f %% and more, a %g %% step takes about %d rounds",
+		100*v.SDLog, v.Rounds, 100*v.Resolves, 100*step, v.RoundsForStep)
+}
+
+// resolvableLog is about the smallest shift of the log ratios that n rounds with spread sd find
+// with resolvePower at two-sided alpha: the t test's (n-1 degrees of freedom) at the level the
+// exact signed-rank test can reach with n rounds, over Wilcoxon's efficiency.
+func resolvableLog(n int, sd, alpha float64) float64 {
+	if n < 2 {
+		return math.Inf(1)
+	}
+	a := reachableAlpha(n, alpha)
+	if !(a > 0) {
+		return math.Inf(1)
+	}
+	df := float64(n - 1)
+	return (tQuantile(1-a/2, df) + tQuantile(resolvePower, df)) * sd / math.Sqrt(wilcoxonEffic*float64(n))
+}
+
+// roundsFor is about how many rounds with spread sd find a shift of the log ratios of shift with
+// resolvePower at alpha: at least needed, at most a billion.
+func roundsFor(shift, sd, alpha float64, needed int) int {
+	for n := max(needed, 2); n <= exactAlphaRounds; n++ {
+		if resolvableLog(n, sd, alpha) <= shift {
+			return n
+		}
+	}
+	z := normalQuantile(1-alpha/2) + normalQuantile(resolvePower)
+	return int(math.Min(math.Max(math.Ceil(math.Pow(z*sd/shift, 2)/wilcoxonEffic), exactAlphaRounds+1), 1e9))
+}
+
+// exactAlphaRounds is the most rounds for which reachableAlpha computes the exact test's level;
+// beyond, the test's steps are fine enough to take alpha itself.
+const exactAlphaRounds = 60
+
+// reachableAlpha is the largest two-sided level at or below alpha that the exact signed-rank
+// test reaches with n rounds without ties (its p-values come in steps: with 8 rounds 0.039, not
+// 0.05); 0 where no outcome reaches alpha.
+func reachableAlpha(n int, alpha float64) float64 {
+	if n > exactAlphaRounds {
+		return alpha
+	}
+	total := n * (n + 1) / 2
+	counts := make([]float64, total+1)
+	counts[0] = 1
+	for r := 1; r <= n; r++ {
+		for s := total; s >= r; s-- {
+			counts[s] += counts[s-r]
+		}
+	}
+	all, cum, best := math.Pow(2, float64(n)), 0.0, 0.0
+	for s := 0; s <= total/2; s++ {
+		cum += counts[s]
+		if p := 2 * cum / all; p <= alpha {
+			best = p
+		} else {
+			break
+		}
+	}
+	return best
+}
+
+// tQuantile is Student's t distribution's quantile at p for df degrees of freedom, by the
+// Cornish-Fisher expansion around the normal's (within about 0.001 from 5 degrees of freedom).
+func tQuantile(p, df float64) float64 {
+	z := normalQuantile(p)
+	z2 := z * z
+	return z + z*(z2+1)/(4*df) + z*(5*z2*z2+16*z2+3)/(96*df*df) + z*(3*z2*z2*z2+19*z2*z2+17*z2-15)/(384*df*df*df)
+}
+
+// sdLog is the sample standard deviation of log(ratio/x) over the rounds (0 with fewer than two).
+func sdLog(ratios []float64, x float64) float64 {
+	var ls []float64
+	for _, r := range ratios {
+		if l := math.Log(r / x); !math.IsNaN(l) && !math.IsInf(l, 0) {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) < 2 {
+		return 0
+	}
+	mean := 0.0
+	for _, l := range ls {
+		mean += l
+	}
+	mean /= float64(len(ls))
+	ss := 0.0
+	for _, l := range ls {
+		ss += (l - mean) * (l - mean)
+	}
+	return math.Sqrt(ss / float64(len(ls)-1))
+}
+
+// normalQuantile is the standard normal distribution's quantile function.
+func normalQuantile(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
 
 func (v Verdict) stats() string {
 	if v.Rounds == 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -234,5 +235,106 @@ func TestOldComparisonVerdictsStillRead(t *testing.T) {
 	var c Comparison
 	if err := json.Unmarshal([]byte(`{"verdict":"B faster in every round"}`), &c); err != nil || c.Verdict.Kind != "" || !strings.Contains(c.Verdict.Text, "B faster in every round (an old verdict") {
 		t.Errorf("old verdict read as %+v (%v)", c.Verdict, err)
+	}
+}
+
+// A verdict without a direction says what its rounds could have found: the spread, the step
+// they find with 80 % power, and the rounds a 2 % step takes. A verdict with a direction, and
+// rounds without spread, say nothing of it.
+func TestJudgeSaysWhatItsRoundsCanResolve(t *testing.T) {
+	j := DefaultJudge()
+	noisy := []float64{0.90, 1.12, 0.97, 1.08, 0.85, 1.15, 1.01, 0.95}
+	v := j.Compare(noisy)
+	if v.Kind != NoDifference {
+		t.Fatalf("Compare(%v) = %s, want no difference", noisy, v.Text)
+	}
+	want := sdLog(noisy, 1)
+	if math.Abs(v.SDLog-want) > 1e-12 || v.SDLog < 0.08 || v.SDLog > 0.12 {
+		t.Errorf("SDLog = %v, want the log ratios' sample sd %v (about 0.1)", v.SDLog, want)
+	}
+	// 8 rounds reach a two-sided 0.039 (rank sums 0-3 of 36: 10 of 256 outcomes): t(0.98047, 7) +
+	// t(0.8, 7) = 2.5330 + 0.8960 (Student's t, by numerical integration), over sqrt(3/pi * 8):
+	// a shift of 1.2406 sd
+	if got := reachableAlpha(8, 0.05); math.Abs(got-10.0/256) > 1e-12 {
+		t.Errorf("reachableAlpha(8, 0.05) = %v, want 10/256", got)
+	}
+	if r := math.Exp(1.2406*v.SDLog) - 1; math.Abs(v.Resolves-r) > 0.001 {
+		t.Errorf("Resolves = %v, want about %v", v.Resolves, r)
+	}
+	// for 2 %: ((1.960 + 0.842) sd / log 1.02)^2 / (3/pi), the large-sample figure
+	if n := math.Pow(2.802*v.SDLog/math.Log(1.02), 2) / (3 / math.Pi); float64(v.RoundsForStep) < 0.95*n || float64(v.RoundsForStep) > 1.1*n {
+		t.Errorf("RoundsForStep = %d, want about %.0f", v.RoundsForStep, n)
+	}
+	for _, part := range []string{"no difference: median", fmt.Sprintf("at this spread (%.1f %% a round) 8 rounds find steps of about %.1f %% and more", 100*v.SDLog, 100*v.Resolves), fmt.Sprintf("a 2 %% step takes about %d rounds", v.RoundsForStep)} {
+		if !strings.Contains(v.Text, part) {
+			t.Errorf("text %q lacks %q", v.Text, part)
+		}
+	}
+	if few := j.Compare(noisy[:6]); few.Kind != NoDifference || few.Resolves <= v.Resolves || !strings.Contains(few.Text, "6 rounds find steps of about") {
+		t.Errorf("6 rounds: %s (resolves %v), want no difference, a larger step than 8 rounds' %v", few.Text, few.Resolves, v.Resolves)
+	}
+	// fewer rounds than the test needs find nothing: only what a 2 % step takes is said
+	if few := j.Compare(noisy[:4]); few.Kind != NotEnoughRounds || few.Resolves != 0 || few.RoundsForStep < 50 || !strings.Contains(few.Text, "a 2 % step takes about") || strings.Contains(few.Text, "find steps") {
+		t.Errorf("4 rounds: %s (resolves %v, rounds for 2 %% %d), want not enough rounds and only the rounds a 2 %% step takes", few.Text, few.Resolves, few.RoundsForStep)
+	}
+	if _, err := json.Marshal(j.Compare(noisy[:3])); err != nil {
+		t.Errorf("a verdict of 3 rounds does not marshal: %v", err)
+	}
+	if up := j.Compare([]float64{1.05, 1.06, 1.04, 1.05, 1.07, 1.05}); up.Kind != Faster || up.Resolves != 0 || strings.Contains(up.Text, "spread") {
+		t.Errorf("a direction: %s (resolves %v), want faster and nothing of what it could resolve", up.Text, up.Resolves)
+	}
+	if same := j.Compare([]float64{1, 1, 1, 1, 1, 1}); same.Kind != NoDifference || same.Resolves != 0 || strings.Contains(same.Text, "spread") {
+		t.Errorf("no spread: %s (resolves %v), want no difference and no estimate", same.Text, same.Resolves)
+	}
+}
+
+// The stated figures hold for the judge's own test: a true step of what 8 rounds are said to
+// find is found by 8 rounds in about 80 % of A/Bs, and a true 2 % step by the rounds it is said
+// to take, with normal noise (the estimate is the t test's at the level the exact test reaches,
+// scaled by Wilcoxon's efficiency; 65-95 % is what the approximation is held to; heavier tails
+// than normal make the signed-rank test relatively stronger, not weaker).
+func TestJudgeResolvableStepIsFoundAtItsStatedPower(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	j := DefaultJudge()
+	const trials = 1500
+	for _, sd := range []float64{0.02, 0.05} {
+		// the figures a verdict states for rounds with exactly this spread
+		v := Verdict{Rounds: 8, SDLog: sd, Alpha: j.Alpha, Needed: RoundsNeeded(j.Alpha)}
+		v.power(j.MinStep)
+		for _, tc := range []struct {
+			what   string
+			rounds int
+			step   float64
+		}{
+			{"the step 8 rounds find", 8, v.Resolves},
+			{"a 2 % step in the rounds it takes", v.RoundsForStep, 0.02},
+		} {
+			found := 0
+			for range trials {
+				r := make([]float64, tc.rounds)
+				for i := range r {
+					r[i] = (1 + tc.step) * math.Exp(sd*rng.NormFloat64())
+				}
+				if j.Compare(r).Kind == Faster {
+					found++
+				}
+			}
+			if p := float64(found) / trials; p < 0.65 || p > 0.95 {
+				t.Errorf("sd %.2f, %s (%.1f %%, %d rounds): found in %.0f %% of A/Bs, want about 80 %%", sd, tc.what, 100*tc.step, tc.rounds, 100*p)
+			} else {
+				t.Logf("sd %.2f, %s (%.1f %%, %d rounds): found in %.0f %% of A/Bs", sd, tc.what, 100*tc.step, tc.rounds, 100*p)
+			}
+		}
+	}
+}
+
+// tQuantile against Student's t quantiles (numerical integration of the density).
+func TestTQuantile(t *testing.T) {
+	for _, tc := range []struct{ p, df, want float64 }{
+		{0.975, 5, 2.5706}, {0.975, 7, 2.3646}, {1 - 10.0/256/2, 7, 2.5330}, {0.8, 7, 0.8960}, {0.975, 1000, 1.9623},
+	} {
+		if got := tQuantile(tc.p, tc.df); math.Abs(got-tc.want) > 0.002*tc.want {
+			t.Errorf("tQuantile(%v, %v) = %v, want %v", tc.p, tc.df, got, tc.want)
+		}
 	}
 }
