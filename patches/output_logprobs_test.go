@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
 )
@@ -20,24 +22,8 @@ import (
 // for the headers (LLBUILD_PATCHED_LLAMA_SOURCE, e.g. the src directory of the pipeline's
 // work directory); scripts/test.sh builds both from ../shared/llama.cpp.
 func TestOutputLogprobsAPI(t *testing.T) {
-	server, src := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER"), os.Getenv("LLBUILD_PATCHED_LLAMA_SOURCE")
-	if server == "" || src == "" {
-		enginetest.SkipUnlessCI(t, "LLBUILD_PATCHED_LLAMA_SERVER and LLBUILD_PATCHED_LLAMA_SOURCE are not both set: this test needs a llama.cpp build of the series and its source tree (scripts/test.sh builds them when ../shared/llama.cpp is beside the repository)")
-	}
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler")
-	}
-	lib := filepath.Dir(server)
+	bin, lib := buildAgainstSeries(t, "output-logprobs.c")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "output-logprobs")
-	build := exec.Command(cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror",
-		"-I", filepath.Join(src, "include"), "-I", filepath.Join(src, "ggml", "include"),
-		filepath.Join("tests", "output-logprobs.c"), "-o", bin,
-		"-L", lib, "-lllama", "-lggml", "-lggml-base", "-lm", "-Wl,-rpath,"+lib)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("compiling tests/output-logprobs.c: %v\n%s", err, out)
-	}
 	model := filepath.Join(dir, "tiny.gguf")
 	if err := gguf.WriteTinyLlamaFile(model, gguf.DefaultTiny()); err != nil {
 		t.Fatal(err)
@@ -71,4 +57,89 @@ func hasPatch(dir, suffix string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// buildAgainstSeries compiles tests/NAME against the llama.cpp build of the series
+// (LLBUILD_PATCHED_LLAMA_SERVER's directory holds libllama) and the patched source tree's headers
+// (LLBUILD_PATCHED_LLAMA_SOURCE); it gives the program and the library directory.
+func buildAgainstSeries(tb testing.TB, name string) (bin, lib string) {
+	tb.Helper()
+	server, src := os.Getenv("LLBUILD_PATCHED_LLAMA_SERVER"), os.Getenv("LLBUILD_PATCHED_LLAMA_SOURCE")
+	if server == "" || src == "" {
+		enginetest.SkipUnlessCI(tb, "LLBUILD_PATCHED_LLAMA_SERVER and LLBUILD_PATCHED_LLAMA_SOURCE are not both set: this needs a llama.cpp build of the series and its source tree (scripts/test.sh builds them when ../shared/llama.cpp is beside the repository)")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		tb.Skip("no C compiler")
+	}
+	lib = filepath.Dir(server)
+	bin = filepath.Join(tb.TempDir(), strings.TrimSuffix(name, ".c"))
+	build := exec.Command(cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L",
+		"-I", filepath.Join(src, "include"), "-I", filepath.Join(src, "ggml", "include"),
+		filepath.Join("tests", name), "-o", bin,
+		"-L", lib, "-lllama", "-lggml", "-lggml-base", "-lm", "-Wl,-rpath,"+lib)
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("compiling tests/%s: %v\n%s", name, err, out)
+	}
+	return bin, lib
+}
+
+// BenchmarkOutputLogprobsOnWithoutTargets measures what llama_set_output_logprobs() costs a
+// decode step without targets (a generated token) on this CPU: one context decodes single tokens
+// with the option off and on, alternating which goes first, ROUNDS rounds of 200 steps
+// (LLBUILD_LOGPROB_COST_ROUNDS, default 12), with a random llama of 8 layers × 512 and Gemma's
+// 262,144-token vocabulary, where the series' softmax over the vocabulary weighs most; bench's
+// judge says whether the option on is slower than off (speed on ÷ off, round by round), and
+// the ratio is reported. With 0014 the option
+// should cost nothing; without it, the argmax and softmax of every step. The build's patches say
+// which it is. Run: go test -run XXX -bench OutputLogprobsOnWithoutTargets -benchtime 1x ./patches
+func BenchmarkOutputLogprobsOnWithoutTargets(b *testing.B) {
+	bin, lib := buildAgainstSeries(b, "output-logprobs-cost.c")
+	lean, err := hasPatch(filepath.Join(lib, "patches"), "-llama-output-logprobs-only-with-targets.patch")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := gguf.DefaultTiny()
+	o.Name, o.Embd, o.Layers, o.Heads, o.HeadsKV, o.FF = "llbuild-mid-llama", 512, 8, 8, 8, 1536
+	mb, err := gguf.TinyLlama(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gguf.PadVocab(mb, o, 262144)
+	model := filepath.Join(b.TempDir(), "mid262k.gguf")
+	if err := mb.WriteFile(model); err != nil {
+		b.Fatal(err)
+	}
+	rounds := 12
+	if v := os.Getenv("LLBUILD_LOGPROB_COST_ROUNDS"); v != "" {
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("LLBUILD_LOGPROB_COST_ROUNDS=%q: want a positive number of rounds", v)
+		}
+	}
+	for range b.N {
+		out, err := exec.Command(bin, model, strconv.Itoa(rounds), "200", "2").CombinedOutput()
+		if err != nil {
+			b.Fatalf("output-logprobs-cost: %v\n%s", err, out)
+		}
+		var ratios []float64
+		var offs, ons []float64
+		for _, line := range strings.Split(string(out), "\n") {
+			var r int
+			var off, on float64
+			if n, _ := fmt.Sscanf(line, "round %d off %g on %g", &r, &off, &on); n == 3 && off > 0 {
+				ratios = append(ratios, off/on) // speed on ÷ speed off
+				offs, ons = append(offs, off), append(ons, on)
+			}
+		}
+		if len(ratios) != rounds || !strings.Contains(string(out), "done") {
+			b.Fatalf("output-logprobs-cost gave %d of %d rounds:\n%s", len(ratios), rounds, out)
+		}
+		v := bench.DefaultJudge().Compare(ratios)
+		_, offMed, _ := bench.Spread(offs)
+		_, onMed, _ := bench.Spread(ons)
+		b.Logf("build with 0014: %v; a decode step %.0f µs with the option off, %.0f µs on (medians of %d rounds)", lean, offMed/1e3, onMed/1e3, rounds)
+		b.Logf("speed with the option on ÷ off: %s", v.Text)
+		b.ReportMetric(v.Median, "on÷off")
+		b.ReportMetric((onMed-offMed)/1e3, "µs-added")
+	}
 }
