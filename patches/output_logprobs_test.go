@@ -87,7 +87,9 @@ func buildAgainstSeries(tb testing.TB, name string) (bin, lib string) {
 // BenchmarkOutputLogprobsOnWithoutTargets measures what llama_set_output_logprobs() costs a
 // decode step without targets (a generated token) on this CPU: one context decodes single tokens
 // with the option off and on, alternating which goes first, ROUNDS rounds of 200 steps
-// (LLBUILD_LOGPROB_COST_ROUNDS, default 12), with a random llama of 8 layers × 512 and Gemma's
+// (LLBUILD_LOGPROB_COST_ROUNDS, default 12; LLBUILD_LOGPROB_COST_THREADS, default 2;
+// LLBUILD_LOGPROB_COST_NGL, default 0, the layers on a GPU: h200-pin-ab.sh's logprob-cost stage
+// runs it so on the GPU machine against a lease's builds), with a random llama of 8 layers × 512 and Gemma's
 // 262,144-token vocabulary, where the series' softmax over the vocabulary weighs most; bench's
 // judge says whether the option on is slower than off (speed on ÷ off, round by round), and
 // the ratio is reported. With 0014 the option
@@ -110,14 +112,22 @@ func BenchmarkOutputLogprobsOnWithoutTargets(b *testing.B) {
 	if err := mb.WriteFile(model); err != nil {
 		b.Fatal(err)
 	}
-	rounds := 12
-	if v := os.Getenv("LLBUILD_LOGPROB_COST_ROUNDS"); v != "" {
-		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
-			b.Fatalf("LLBUILD_LOGPROB_COST_ROUNDS=%q: want a positive number of rounds", v)
+	setting := func(name string, def, least int) int {
+		v := os.Getenv(name)
+		if v == "" {
+			return def
 		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least {
+			b.Fatalf("%s=%q: want a number from %d", name, v, least)
+		}
+		return n
 	}
+	rounds := setting("LLBUILD_LOGPROB_COST_ROUNDS", 12, 1)
+	threads := setting("LLBUILD_LOGPROB_COST_THREADS", 2, 1)
+	ngl := setting("LLBUILD_LOGPROB_COST_NGL", 0, 0)
 	for range b.N {
-		out, err := exec.Command(bin, model, strconv.Itoa(rounds), "200", "2").CombinedOutput()
+		out, err := exec.Command(bin, model, strconv.Itoa(rounds), "200", strconv.Itoa(threads), strconv.Itoa(ngl)).CombinedOutput()
 		if err != nil {
 			b.Fatalf("output-logprobs-cost: %v\n%s", err, out)
 		}
@@ -137,7 +147,7 @@ func BenchmarkOutputLogprobsOnWithoutTargets(b *testing.B) {
 		v := bench.DefaultJudge().Compare(ratios)
 		_, offMed, _ := bench.Spread(offs)
 		_, onMed, _ := bench.Spread(ons)
-		b.Logf("build with 0014: %v; a decode step %.0f µs with the option off, %.0f µs on (medians of %d rounds)", lean, offMed/1e3, onMed/1e3, rounds)
+		b.Logf("build with 0014: %v; %d layers on a GPU; a decode step %.0f µs with the option off, %.0f µs on (medians of %d rounds)", lean, ngl, offMed/1e3, onMed/1e3, rounds)
 		b.Logf("speed with the option on ÷ off: %s", v.Text)
 		b.ReportMetric(v.Median, "on÷off")
 		b.ReportMetric((onMed-offMed)/1e3, "µs-added")

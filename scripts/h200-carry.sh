@@ -4,6 +4,8 @@
 # scripts/h200-bisect.sh read there, for a machine without Go, ccache or network.
 #   llbuild.xz, bigramgguf.xz, randgguf   this tree's binaries (static, CGO off)
 #   shim.test.xz                          the shim's tests (scripts/gpu-bench.sh overhead)
+#   patches.test.xz                       the patches' tests (h200-pin-ab.sh logprob-cost: libllama's
+#                                         decode step with the log probability option on ÷ off)
 #   cpu-server.txz                        with LLBUILD_PATCHED_LLAMA_SERVER set: that llama-server and
 #                                         its libraries (the overhead stage without a GPU build)
 #   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
@@ -24,7 +26,9 @@ mkdir -p "$dir"
 export PATH=$PATH:/usr/local/go/bin CGO_ENABLED=0
 go build -o "$dir/llbuild" . && go build -o "$dir/bigramgguf" ./internal/tools/bigramgguf && go build -o "$dir/randgguf" ./internal/tools/randgguf
 go test -c -o "$dir/shim.test" ./shim
-rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz "$dir"/shim.test.xz && xz -9 "$dir/llbuild" "$dir/bigramgguf" "$dir/shim.test"
+go test -c -o "$dir/patches.test" ./patches
+rm -f "$dir"/llbuild.xz "$dir"/bigramgguf.xz "$dir"/shim.test.xz "$dir"/patches.test.xz
+xz -9 "$dir/llbuild" "$dir/bigramgguf" "$dir/shim.test" "$dir/patches.test"
 bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >"$dir/old-testament.txt.xz"
 cp "$shared/llama.cpp/llama.cpp-history.git.tar" "$dir/"
 # the patched CPU llama-server the tests run (provision.sh), for gpu-bench.sh's overhead stage

@@ -42,6 +42,12 @@
 #   STAGE nearties                on the new pin, how often drafted canaries differ, and how many
 #                                 of them are near-ties, where they occur: the random 0.8B llama
 #                                 with itself and with a random draft, 384 checks each
+#   STAGE logprob-cost            libllama alone on each build of PAIR made in this lease: a decode
+#                                 step with llama_set_output_logprobs (--prompt-logprobs) on ÷ off,
+#                                 the random llama 8 × 512 at gemma's 262,144-token vocabulary on
+#                                 the GPU, ROUNDS (default 12) interleaved rounds judged by bench's
+#                                 judge (patches.test in the carry: BenchmarkOutputLogprobsOnWithoutTargets);
+#                                 the series pays 0005's softmax on every step, 0014 (fix) none
 #   STAGE series-cost PIN         what the series costs in decode speed on PIN (old or new): the
 #                                 pin built with 0001 alone against its series build, with the
 #                                 gemma4 bigram target's MTP assistant (needs build-PIN first)
@@ -223,6 +229,20 @@ nearties)
 	cat "$OUT/bench-nearties.txt"
 	grep -E 'differ|near-tie|failed at' "$OUT/bench-nearties.log" | tail -12
 	tar -C /tmp -czf "$OUT/runs-nearties.tgz" --exclude=server.log runs-nearties ;;
+logprob-cost)
+	[ -x "$D"/patches.test ] || { xz -dk "$D"/patches.test.xz && chmod +x "$D"/patches.test; } || exit 1
+	for pin in "${PINS[@]}"; do
+		a=$(artifacts "$pin") work=$(find /tmp/work-"$pin" -mindepth 1 -maxdepth 1 -type d -name 'h200-*' 2>/dev/null | head -1)
+		if [ -z "$a" ] || [ ! -d "$work/src/include" ]; then
+			echo "logprob-cost: no build of $pin with its work tree in this lease (build-$pin first)" >&2
+			exit 2
+		fi
+		echo "== $pin"
+		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
+			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=8 LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
+			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsOnWithoutTargets -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin.txt"
+		grep -q '^PASS' "$OUT/logprob-cost-$pin.txt" || exit 1
+	done ;;
 series-cost)
 	pin=${3:?series-cost old|new}; commit=$old args=(--recipe "patches/$old/server.yaml" --series "patches/$old/series")
 	[ "$pin" = new ] && commit=$new args=()

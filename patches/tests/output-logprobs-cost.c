@@ -6,7 +6,9 @@
 // patches/output_logprobs_test.go (BenchmarkOutputLogprobsOnWithoutTargets), which judges the
 // rounds' on/off ratios with bench's judge.
 //
-//   output-logprobs-cost MODEL.gguf ROUNDS STEPS THREADS
+//   output-logprobs-cost MODEL.gguf ROUNDS STEPS THREADS [GPU_LAYERS]
+//
+// (GPU_LAYERS, default 0: the layers offloaded to a GPU backend where the build has one)
 //
 // Output: "round R off NS on NS" (median ns per decode step of STEPS), then "done".
 
@@ -60,19 +62,20 @@ static double run(struct llama_context * ctx, struct llama_batch * b, int steps,
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s MODEL.gguf ROUNDS STEPS THREADS\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s MODEL.gguf ROUNDS STEPS THREADS [GPU_LAYERS]\n", argv[0]);
         return 2;
     }
     const int rounds = atoi(argv[2]), steps = atoi(argv[3]), threads = atoi(argv[4]);
-    if (rounds < 1 || steps < 1 || threads < 1) {
-        fprintf(stderr, "ROUNDS, STEPS and THREADS must be positive\n");
+    const int ngl = argc == 6 ? atoi(argv[5]) : 0;
+    if (rounds < 1 || steps < 1 || threads < 1 || ngl < 0) {
+        fprintf(stderr, "ROUNDS, STEPS and THREADS must be positive, GPU_LAYERS not negative\n");
         return 2;
     }
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = ngl;
     struct llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "cannot load %s\n", argv[1]);
