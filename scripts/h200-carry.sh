@@ -13,7 +13,7 @@
 #   ccache.txz                            this machine's ccache with its two libraries beside it
 #                                         (RUNPATH $ORIGIN/../lib), so that a build reuses the
 #                                         objects of the builds before it in the same lease
-# About 40 MB; run/carry take 64 MiB in all. Usage: bash scripts/h200-carry.sh [DIR]
+# About 56 MB; run/carry take 64 MiB in all. Usage: bash scripts/h200-carry.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.carry}
