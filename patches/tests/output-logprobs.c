@@ -12,7 +12,9 @@
 // of the target and the most probable token from the logits on the host. The two must agree.
 // Pass 3 repeats pass 1 after pass 2's decode without targets, pass 4 sets targets in the first
 // ubatch only: both must give pass 1's numbers, and the outputs without a target their logits.
-// An eval callback counts the nodes named "logprob" and "logprob_top" each decode computes.
+// Pass 5 decodes single tokens, the shape graphs are reused for, with a target at two steps.
+// An eval callback counts the nodes named "logprob" and "logprob_top" each decode computes, and
+// llama_free's warning of a compute buffer grown past the reservation is counted.
 
 #include "llama.h"
 
@@ -30,8 +32,15 @@ static void check(int ok, const char * what) {
     }
 }
 
+// compute buffers that grew past what the context reserved (llama_free warns of each)
+static int buffers_grown = 0;
+
 static void quiet(enum ggml_log_level level, const char * text, void * user) {
     (void) user;
+    if (strstr(text, "does not match expectation")) {
+        buffers_grown++;
+        fputs(text, stdout);
+    }
     if (level == GGML_LOG_LEVEL_ERROR && getenv("SHOW_ERRORS")) {
         fputs(text, stderr);
     }
@@ -242,6 +251,7 @@ int main(int argc, char ** argv) {
     logprob_nodes = 0;
     check(llama_decode(ctx, b) == 0, "decode with targets after one without");
     check(logprob_nodes > 0, "a decode with targets computes the log probability nodes");
+    const int nodes_all_ubatches = logprob_nodes; // every ubatch of pass 3 has a target
     int again = 0;
     for (int i = 0; i < 2*n; i++) {
         float l, lt;
@@ -261,7 +271,9 @@ int main(int argc, char ** argv) {
     }
     llama_memory_clear(llama_get_memory(ctx), true);
     llama_set_output_targets(ctx, few, 2*n);
+    logprob_nodes = 0;
     check(llama_decode(ctx, b) == 0, "decode with targets in the first ubatch only");
+    const int nodes_few = logprob_nodes;
     int few_same = 0, few_targets = 0, few_logits = 0;
     for (int i = 0; i < 2*n; i++) {
         float l, lt;
@@ -276,18 +288,67 @@ int main(int argc, char ** argv) {
     check(few_same == few_targets, "targets in one ubatch give the first pass's numbers");
     check(few_logits == 2*n - few_targets, "the outputs of ubatches without a target keep their logits");
 
+    // pass 5: generation, one token a decode, the shape a graph is reused for: with targets
+    // between steps without, the graph must follow (a graph without the nodes reused for a step
+    // with a target would give no log probability; one with them, reused for a step without,
+    // would compute them)
+    llama_memory_clear(llama_get_memory(ctx), true);
+    llama_perf_context_reset(ctx);
+    int step_nodes[6], step_ok = 1;
+    const llama_token step_target[6] = { -1, -1, 5, -1, -1, 7 };
+    for (int k = 0; k < 6; k++) {
+        struct llama_batch one = llama_batch_init(1, 0, 1);
+        one.n_tokens = 1;
+        one.token[0] = toks[k];
+        one.pos[0] = k;
+        one.n_seq_id[0] = 1;
+        one.seq_id[0][0] = 0;
+        one.logits[0] = 1;
+        if (step_target[k] >= 0) {
+            llama_set_output_targets(ctx, &step_target[k], 1);
+        }
+        logprob_nodes = 0;
+        step_ok &= llama_decode(ctx, one) == 0;
+        step_nodes[k] = logprob_nodes;
+        float l, lt;
+        llama_token t;
+        const bool got = llama_get_output_logprob_ith(ctx, 0, &l, &t, &lt);
+        if (step_target[k] >= 0) {
+            // a log probability (the values themselves are passes 1-4's to check), a token of the vocabulary
+            step_ok &= got && isfinite(l) && l <= 0.0f && t >= 0 && t < n_vocab;
+        } else {
+            step_ok &= !got && llama_get_logits_ith(ctx, 0) != NULL;
+        }
+        llama_batch_free(one);
+    }
+    const int reused = llama_perf_context(ctx).n_reused;
+    check(step_ok, "single-token steps with and without a target: log probabilities where a target was set, logits elsewhere");
+    printf("      graphs reused over the 6 steps: %d\n", reused);
+    check(reused >= 2, "the steps reuse graphs (so that the reuse check is what pass 5 tests)");
+
     // patch 0014: a decode without targets (a generated token, a draft's verification) computes
-    // none of the nodes; without it every decode of a context with the option on pays for them.
-    // The caller says which build this is (argv[2]: lean with 0014, full without)
-    printf("      log probability nodes computed by the decode without targets: %d\n", nodes_without_targets);
+    // none of the nodes, and a decode whose targets lie in one of its ubatches computes them for
+    // that one only; without it every decode of a context with the option on pays for them in
+    // every ubatch. The caller says which build this is (argv[2]: lean with 0014, full without)
+    printf("      log probability nodes computed by the decode without targets: %d; with targets in every ubatch: %d; in the first only: %d\n",
+        nodes_without_targets, nodes_all_ubatches, nodes_few);
+    printf("      nodes by single-token step (targets at steps 2 and 5): %d %d %d %d %d %d\n",
+        step_nodes[0], step_nodes[1], step_nodes[2], step_nodes[3], step_nodes[4], step_nodes[5]);
     if (lean) {
         check(nodes_without_targets == 0, "a decode without targets computes no log probability nodes (0014)");
+        check(nodes_few > 0 && nodes_few < nodes_all_ubatches, "targets in one ubatch: the nodes in that ubatch's graph only (0014)");
+        check(step_nodes[2] > 0 && step_nodes[5] > 0 && step_nodes[0] + step_nodes[1] + step_nodes[3] + step_nodes[4] == 0,
+            "single-token steps: the nodes exactly in the steps with a target (0014)");
     } else {
         check(nodes_without_targets > 0, "a decode without targets computes the log probability nodes (a build without 0014)");
+        check(nodes_few == nodes_all_ubatches, "targets in one ubatch: the nodes in every ubatch's graph (a build without 0014)");
     }
 
     llama_batch_free(b);
     llama_free(ctx);
+    // llama_free warns where a compute buffer grew past the reservation: a graph larger than the
+    // reserved one (the log probability nodes left out of the reservation) would show here
+    check(buffers_grown == 0, "no compute buffer grew past what the context reserved");
     llama_model_free(model);
     llama_backend_free();
 
