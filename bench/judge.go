@@ -102,14 +102,14 @@ type Verdict struct {
 	// SDLog is the sample standard deviation of the rounds' log ratios: their spread, 0 with
 	// fewer than two rounds.
 	SDLog float64 `json:"sdLog"`
-	// Resolves is, for a verdict without a direction (no difference, not enough rounds), about
-	// the smallest step |ratio - 1| that this many rounds with this spread find with 80 % power
-	// at Alpha (the normal approximation, Wilcoxon's efficiency 3/π against it); 0 where the
-	// rounds give no spread to estimate it from.
+	// Resolves is, for a signed-rank verdict without a direction (no difference, not enough
+	// rounds) of 4 rounds or more, about the smallest step |ratio - 1| that this many rounds with
+	// this spread call with 80 % power at Alpha, the minimum step included (normal noise; see
+	// resolvableLog); 0 where it is not estimated.
 	Resolves float64 `json:"resolves,omitempty"`
-	// RoundsForStep is, with Resolves, about how many rounds at this spread find a step of twice
-	// the minimum step (2 %; a step right at the minimum step is called only half the time, its
-	// median as often below it as above) with that power.
+	// RoundsForStep is, with Resolves, about how many rounds at this spread call a 2 % step with
+	// that power (twice the default minimum step: a step right at the minimum is called only half
+	// the time, its median as often below it as above).
 	RoundsForStep int `json:"roundsForStep,omitempty"`
 	// Text says the verdict in a sentence: the word, the test, p, rounds, median and range.
 	Text string `json:"text"`
@@ -191,30 +191,34 @@ const (
 
 // power sets Resolves and RoundsForStep from the rounds' spread and says them: so that "no
 // difference" from noisy rounds is not read as "the same speed". minStep is the least step the
-// verdict calls (the judge's; 1 % where it has none); the rounds are counted for twice that.
+// verdict calls (the judge's minimum step; 0 against a threshold); the rounds are counted for a
+// 2 % step (twice the default minimum step). Only for the signed-rank test, and from 4 rounds:
+// a spread from fewer says too little.
 func (v *Verdict) power(minStep float64) string {
-	if v.Rounds < 2 || !(v.SDLog > 0) {
+	if v.Test != TestSignedRank || v.Rounds < 4 || !(v.SDLog > 0) || math.IsInf(v.SDLog, 0) {
 		return ""
 	}
-	if !(minStep > 0) {
-		minStep = DefaultMinStep
+	m := math.Log1p(math.Max(minStep, 0))
+	step := 2 * DefaultMinStep
+	v.RoundsForStep = roundsFor(math.Log1p(step), v.SDLog, v.Alpha, m, v.Needed)
+	l := resolvableLog(v.Rounds, v.SDLog, v.Alpha, m)
+	if r := math.Exp(l) - 1; !math.IsInf(l, 1) && !math.IsInf(r, 0) && !math.IsNaN(r) {
+		v.Resolves = r
+		return fmt.Sprintf("; at this spread (%.1f %% a round) %d rounds find a step of about %.1f %% four times in five, a %g %% step takes about %d rounds",
+			100*v.SDLog, v.Rounds, 100*v.Resolves, 100*step, v.RoundsForStep)
 	}
-	step := 2 * minStep
-	v.RoundsForStep = roundsFor(math.Log1p(step), v.SDLog, v.Alpha, v.Needed)
-	l := resolvableLog(v.Rounds, v.SDLog, v.Alpha)
-	if math.IsInf(l, 1) {
-		// fewer rounds than the test needs find no step of any size
-		return fmt.Sprintf("; at this spread (%.1f %% a round) a %g %% step takes about %d rounds", 100*v.SDLog, 100*step, v.RoundsForStep)
-	}
-	v.Resolves = math.Exp(l) - 1
-	return fmt.Sprintf("; at this spread (%.1f %% a round) %d rounds find steps of about %.1f %% and more, a %g %% step takes about %d rounds",
-		100*v.SDLog, v.Rounds, 100*v.Resolves, 100*step, v.RoundsForStep)
+	// fewer rounds than the test needs find no step of any size
+	return fmt.Sprintf("; at this spread (%.1f %% a round) a %g %% step takes about %d rounds", 100*v.SDLog, 100*step, v.RoundsForStep)
 }
 
 // resolvableLog is about the smallest shift of the log ratios that n rounds with spread sd find
-// with resolvePower at two-sided alpha: the t test's (n-1 degrees of freedom) at the level the
-// exact signed-rank test can reach with n rounds, over Wilcoxon's efficiency.
-func resolvableLog(n int, sd, alpha float64) float64 {
+// with resolvePower at two-sided alpha, m being the least shift called (the log of one plus the
+// minimum step). The test's part: with only the rounds all on one side reaching alpha, the
+// chance of that (normal noise), else the t test's shift (n-1 degrees of freedom) at the level
+// the exact signed-rank test can reach with n rounds, over Wilcoxon's efficiency. The minimum
+// step's part: the rounds' median past m with that chance (the median's spread about
+// sd·sqrt(π/2n)). The larger of the two.
+func resolvableLog(n int, sd, alpha, m float64) float64 {
 	if n < 2 {
 		return math.Inf(1)
 	}
@@ -222,20 +226,32 @@ func resolvableLog(n int, sd, alpha float64) float64 {
 	if !(a > 0) {
 		return math.Inf(1)
 	}
-	df := float64(n - 1)
-	return (tQuantile(1-a/2, df) + tQuantile(resolvePower, df)) * sd / math.Sqrt(wilcoxonEffic*float64(n))
+	var test float64
+	if math.Abs(a-2/math.Pow(2, float64(n))) < 1e-15 {
+		test = sd * normalQuantile(math.Pow(resolvePower, 1/float64(n)))
+	} else {
+		df := float64(n - 1)
+		test = (tQuantile(1-a/2, df) + tQuantile(resolvePower, df)) * sd / math.Sqrt(wilcoxonEffic*float64(n))
+	}
+	median := m + normalQuantile(resolvePower)*sd*math.Sqrt(math.Pi/(2*float64(n)))
+	return math.Max(test, median)
 }
 
 // roundsFor is about how many rounds with spread sd find a shift of the log ratios of shift with
-// resolvePower at alpha: at least needed, at most a billion.
-func roundsFor(shift, sd, alpha float64, needed int) int {
+// resolvePower at alpha, m the least shift called: at least needed, at most a billion.
+func roundsFor(shift, sd, alpha, m float64, needed int) int {
 	for n := max(needed, 2); n <= exactAlphaRounds; n++ {
-		if resolvableLog(n, sd, alpha) <= shift {
+		if resolvableLog(n, sd, alpha, m) <= shift {
 			return n
 		}
 	}
+	if !(shift > m) {
+		return 1e9
+	}
 	z := normalQuantile(1-alpha/2) + normalQuantile(resolvePower)
-	return int(math.Min(math.Max(math.Ceil(math.Pow(z*sd/shift, 2)/wilcoxonEffic), exactAlphaRounds+1), 1e9))
+	test := math.Pow(z*sd/shift, 2) / wilcoxonEffic
+	median := math.Pi / 2 * math.Pow(normalQuantile(resolvePower)*sd/(shift-m), 2)
+	return int(math.Min(math.Max(math.Ceil(math.Max(test, median)), exactAlphaRounds+1), 1e9))
 }
 
 // exactAlphaRounds is the most rounds for which reachableAlpha computes the exact test's level;
