@@ -46,8 +46,10 @@
 #                                 step with llama_set_output_logprobs (--prompt-logprobs) on ÷ off,
 #                                 the random llama 8 × 512 at gemma's 262,144-token vocabulary on
 #                                 the GPU, ROUNDS (default 12) interleaved rounds judged by bench's
-#                                 judge (patches.test in the carry: BenchmarkOutputLogprobsOnWithoutTargets);
-#                                 the series pays 0005's softmax on every step, 0014 (fix) none
+#                                 judge (patches.test in the carry: BenchmarkOutputLogprobsOnWithoutTargets;
+#                                 the series pays 0005's softmax on every step, 0014 (fix) none),
+#                                 then each build's step against the first's, option on and off
+#                                 (BenchmarkOutputLogprobsBuildAgainstBuild: fix ÷ new)
 #   STAGE series-cost PIN         what the series costs in decode speed on PIN (old or new): the
 #                                 pin built with 0001 alone against its series build, with the
 #                                 gemma4 bigram target's MTP assistant (needs build-PIN first)
@@ -242,6 +244,16 @@ logprob-cost)
 			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=8 LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
 			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsOnWithoutTargets -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin.txt"
 		grep -q '^PASS' "$OUT/logprob-cost-$pin.txt" || exit 1
+	done
+	# then build against build, each against the first (BenchmarkOutputLogprobsBuildAgainstBuild)
+	a=$(artifacts "${PINS[0]}") work=$(find /tmp/work-"${PINS[0]}" -mindepth 1 -maxdepth 1 -type d -name 'h200-*' | head -1)
+	for pin in "${PINS[@]:1}"; do
+		echo "== $pin ÷ ${PINS[0]}"
+		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
+			LLBUILD_LOGPROB_COST_AGAINST="$(artifacts "$pin")"/llama-server \
+			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=8 LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
+			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsBuildAgainstBuild -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt"
+		grep -q '^PASS' "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt" || exit 1
 	done ;;
 series-cost)
 	pin=${3:?series-cost old|new}; commit=$old args=(--recipe "patches/$old/server.yaml" --series "patches/$old/series")
