@@ -49,7 +49,8 @@
 #                                 judge (patches.test in the carry: BenchmarkOutputLogprobsOnWithoutTargets;
 #                                 the series pays 0005's softmax on every step, 0014 (fix) none),
 #                                 then each build's step against the first's, option on and off
-#                                 (BenchmarkOutputLogprobsBuildAgainstBuild: fix ÷ new)
+#                                 (BenchmarkOutputLogprobsBuildAgainstBuild: fix ÷ new);
+#                                 LOGPROB_THREADS (default 8) the CPU threads
 #   STAGE series-cost PIN         what the series costs in decode speed on PIN (old or new): the
 #                                 pin built with 0001 alone against its series build, with the
 #                                 gemma4 bigram target's MTP assistant (needs build-PIN first)
@@ -241,7 +242,7 @@ logprob-cost)
 		fi
 		echo "== $pin"
 		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
-			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=8 LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
+			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=${LOGPROB_THREADS:-8} LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
 			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsOnWithoutTargets -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin.txt"
 		grep -q '^PASS' "$OUT/logprob-cost-$pin.txt" || exit 1
 	done
@@ -251,7 +252,7 @@ logprob-cost)
 		echo "== $pin ÷ ${PINS[0]}"
 		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
 			LLBUILD_LOGPROB_COST_AGAINST="$(artifacts "$pin")"/llama-server \
-			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=8 LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
+			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=${LOGPROB_THREADS:-8} LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
 			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsBuildAgainstBuild -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt"
 		grep -q '^PASS' "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt" || exit 1
 	done ;;
