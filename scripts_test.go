@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -196,5 +198,98 @@ func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 	os.WriteFile(plan, []byte("echo no seconds\n"), 0o644)
 	if summary, code = run("600"); code != 2 || !strings.Contains(summary, "does not start with its seconds") {
 		t.Errorf("a step without its seconds: exit %d, summary:\n%s", code, summary)
+	}
+}
+
+// TestJoinCandidateScript joins a candidate to the series in a clone of the repository with
+// scripts/join-candidate.sh: the patch moves into patches/, its line (name and sha256) ends
+// patches/series, the plan goldens are remade and ./pipeline's tests pass on them. Refusals (no
+// number, no such candidate, a number not after the series' last, a second join) exit 2 and
+// change nothing.
+func TestJoinCandidateScript(t *testing.T) {
+	git := publishtest.NeedCommand(t, "git", "git")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if out, err := exec.Command(git, "clone", "-q", ".", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	series, err := os.ReadFile(filepath.Join(dir, "patches", "series"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nums := regexp.MustCompile(`(?m)^([0-9]{4})-\S+\.patch `).FindAllSubmatch(series, -1)
+	if len(nums) == 0 {
+		t.Fatal("no patches in patches/series")
+	}
+	var last int
+	if _, err := fmt.Sscanf(string(nums[len(nums)-1][1]), "%d", &last); err != nil {
+		t.Fatal(err)
+	}
+	next := fmt.Sprintf("%04d", last+50) // after the series and any candidate waiting
+	name := next + "-test-candidate.patch"
+	body := "a test candidate\n\ndiff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n"
+	if err := os.WriteFile(filepath.Join(dir, "patches", "candidates", name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// and one numbered inside the series, which must be renumbered before it can join
+	early := "0005-test-early.patch"
+	if err := os.WriteFile(filepath.Join(dir, "patches", "candidates", early), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(git, "-C", dir, "add", "patches/candidates/"+name, "patches/candidates/"+early).CombinedOutput(); err != nil {
+		t.Fatalf("git add: %v\n%s", err, out)
+	}
+	status := func() string {
+		out, err := exec.Command(git, "-C", dir, "status", "--porcelain").CombinedOutput()
+		if err != nil {
+			t.Fatalf("git status: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command("bash", append([]string{"scripts/join-candidate.sh"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	before := status()
+	for _, args := range [][]string{{}, {"14x"}, {"0999"}, {fmt.Sprintf("%04d", last)}, {"0005"}} {
+		if code, out := run(args...); code != 2 || status() != before {
+			t.Errorf("join-candidate.sh %v: exit %d, want 2 and nothing changed\n%s", args, code, out)
+		}
+	}
+	// the real join; a candidate numbered before the test's, if one waits, stays where it is
+	code, out := run(next)
+	if code != 0 {
+		t.Fatalf("join-candidate.sh %s: exit %d\n%s", next, code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "patches", name)); err != nil {
+		t.Errorf("the patch is not in patches/: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "patches", "candidates", name)); err == nil {
+		t.Errorf("the patch is still in patches/candidates/")
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "patches", "series"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(after)), "\n")
+	want := fmt.Sprintf("%s sha256:%x", name, sha256.Sum256([]byte(body)))
+	if lines[len(lines)-1] != want || !strings.HasPrefix(string(after), string(series)) {
+		t.Errorf("patches/series ends %q, want the old series then %q", lines[len(lines)-1], want)
+	}
+	if !strings.Contains(status(), "pipeline/testdata/") {
+		t.Errorf("the plan goldens were not remade:\n%s", status())
+	}
+	if !strings.Contains(out, "Still to write") {
+		t.Errorf("the script does not say what is left to write:\n%s", out)
+	}
+	if code, out := run(next); code != 2 {
+		t.Errorf("joining %s again: exit %d, want 2\n%s", next, code, out)
 	}
 }
