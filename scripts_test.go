@@ -205,7 +205,7 @@ func TestGPUChainRunsAPlanAcrossCalls(t *testing.T) {
 // scripts/join-candidate.sh: the patch moves into patches/, its line (name and sha256) ends
 // patches/series, the plan goldens are remade and ./pipeline's tests pass on them. Refusals (no
 // number, no such candidate, a number not after the series' last, a second join) exit 2 and
-// change nothing.
+// change nothing. The clone holds HEAD: a change to the script is tested once committed.
 func TestJoinCandidateScript(t *testing.T) {
 	git := publishtest.NeedCommand(t, "git", "git")
 	dir := filepath.Join(t.TempDir(), "repo")
