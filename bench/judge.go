@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Verdict kinds: the only words llbuild uses for one side against another.
@@ -260,21 +261,26 @@ const exactAlphaRounds = 60
 
 // reachableAlpha is the largest two-sided level at or below alpha that the exact signed-rank
 // test reaches with n rounds without ties (its p-values come in steps: with 8 rounds 0.039, not
-// 0.05); 0 where no outcome reaches alpha.
+// 0.05); 0 where no outcome reaches alpha. Kept per n and alpha: a verdict's roundsFor asks it
+// for every round count up to exactAlphaRounds.
 func reachableAlpha(n int, alpha float64) float64 {
 	if n > exactAlphaRounds {
 		return alpha
 	}
-	total := n * (n + 1) / 2
-	counts := make([]float64, total+1)
-	counts[0] = 1
-	for r := 1; r <= n; r++ {
-		for s := total; s >= r; s-- {
-			counts[s] += counts[s-r]
-		}
+	type key struct {
+		n     int
+		alpha float64
 	}
+	if a, ok := reachable.Load(key{n, alpha}); ok {
+		return a.(float64)
+	}
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i + 1
+	}
+	counts := rankSumCounts(ranks)
 	all, cum, best := math.Pow(2, float64(n)), 0.0, 0.0
-	for s := 0; s <= total/2; s++ {
+	for s := 0; s <= (len(counts)-1)/2; s++ {
 		cum += counts[s]
 		if p := 2 * cum / all; p <= alpha {
 			best = p
@@ -282,7 +288,27 @@ func reachableAlpha(n int, alpha float64) float64 {
 			break
 		}
 	}
+	reachable.Store(key{n, alpha}, best)
 	return best
+}
+
+var reachable sync.Map // reachableAlpha's levels
+
+// rankSumCounts is the null distribution of the signed-rank sum: counts[s], how many of the 2^n
+// ways of giving each of the ranks a side put rank sum s above.
+func rankSumCounts(ranks []int) []float64 {
+	total := 0
+	for _, r := range ranks {
+		total += r
+	}
+	counts := make([]float64, total+1)
+	counts[0] = 1
+	for _, r := range ranks {
+		for s := total; s >= r; s-- {
+			counts[s] += counts[s-r]
+		}
+	}
+	return counts
 }
 
 // tQuantile is Student's t distribution's quantile at p for df degrees of freedom, by the
@@ -417,20 +443,13 @@ func signedRankP(ratios []float64, x float64) (pb, pa float64) {
 		}
 		i = j + 1
 	}
-	total, wPlus := 0, 0
+	wPlus := 0
 	for k, r := range ranks {
-		total += r
 		if ds[k].above {
 			wPlus += r
 		}
 	}
-	counts := make([]float64, total+1)
-	counts[0] = 1
-	for _, r := range ranks {
-		for s := total; s >= r; s-- {
-			counts[s] += counts[s-r]
-		}
-	}
+	counts := rankSumCounts(ranks)
 	all := math.Pow(2, float64(n))
 	for s, c := range counts {
 		if s <= wPlus {
