@@ -234,27 +234,29 @@ nearties)
 	tar -C /tmp -czf "$OUT/runs-nearties.tgz" --exclude=server.log runs-nearties ;;
 logprob-cost)
 	[ -x "$D"/patches.test ] || { xz -dk "$D"/patches.test.xz && chmod +x "$D"/patches.test; } || exit 1
+	worksrc() { echo "$(find /tmp/work-"$1" -mindepth 1 -maxdepth 1 -type d -name 'h200-*' 2>/dev/null | head -1)"/src; }
+	# cost BENCHMARK OUTFILE PIN [AGAINST]: the patches' BENCHMARK on PIN's build (and AGAINST's)
+	cost() {
+		(cd patches && env LLBUILD_PATCHED_LLAMA_SERVER="$(artifacts "$3")"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$(worksrc "$3")" \
+			${4:+LLBUILD_LOGPROB_COST_AGAINST="$(artifacts "$4")"/llama-server} \
+			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS="${LOGPROB_THREADS:-8}" LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
+			"$D"/patches.test -test.run XXX -test.bench "$1" -test.benchtime 1x) 2>&1 | tee "$OUT/$2"
+		grep -q '^PASS' "$OUT/$2"
+	}
 	for pin in "${PINS[@]}"; do
-		a=$(artifacts "$pin") work=$(find /tmp/work-"$pin" -mindepth 1 -maxdepth 1 -type d -name 'h200-*' 2>/dev/null | head -1)
-		if [ -z "$a" ] || [ ! -d "$work/src/include" ]; then
+		if [ -z "$(artifacts "$pin")" ] || [ ! -d "$(worksrc "$pin")/include" ]; then
 			echo "logprob-cost: no build of $pin with its work tree in this lease (build-$pin first)" >&2
 			exit 2
 		fi
-		echo "== $pin"
-		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
-			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=${LOGPROB_THREADS:-8} LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
-			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsOnWithoutTargets -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin.txt"
-		grep -q '^PASS' "$OUT/logprob-cost-$pin.txt" || exit 1
 	done
-	# then build against build, each against the first (BenchmarkOutputLogprobsBuildAgainstBuild)
-	a=$(artifacts "${PINS[0]}") work=$(find /tmp/work-"${PINS[0]}" -mindepth 1 -maxdepth 1 -type d -name 'h200-*' | head -1)
+	for pin in "${PINS[@]}"; do
+		echo "== $pin"
+		cost OutputLogprobsOnWithoutTargets "logprob-cost-$pin.txt" "$pin" || exit 1
+	done
+	# then build against build, each against the first
 	for pin in "${PINS[@]:1}"; do
 		echo "== $pin ÷ ${PINS[0]}"
-		(cd patches && LLBUILD_PATCHED_LLAMA_SERVER="$a"/llama-server LLBUILD_PATCHED_LLAMA_SOURCE="$work"/src \
-			LLBUILD_LOGPROB_COST_AGAINST="$(artifacts "$pin")"/llama-server \
-			LLBUILD_LOGPROB_COST_NGL=99 LLBUILD_LOGPROB_COST_THREADS=${LOGPROB_THREADS:-8} LLBUILD_LOGPROB_COST_ROUNDS="${ROUNDS:-12}" \
-			"$D"/patches.test -test.run XXX -test.bench OutputLogprobsBuildAgainstBuild -test.benchtime 1x) 2>&1 | tee "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt"
-		grep -q '^PASS' "$OUT/logprob-cost-$pin-vs-${PINS[0]}.txt" || exit 1
+		cost OutputLogprobsBuildAgainstBuild "logprob-cost-$pin-vs-${PINS[0]}.txt" "${PINS[0]}" "$pin" || exit 1
 	done ;;
 series-cost)
 	pin=${3:?series-cost old|new}; commit=$old args=(--recipe "patches/$old/server.yaml" --series "patches/$old/series")
