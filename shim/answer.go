@@ -265,21 +265,44 @@ func asFloat(b []byte, start int) []byte {
 	return append(b, '.', '0')
 }
 
-// appendFloatG appends f in strconv's shortest 'g' form, as a float.
-func appendFloatG(b []byte, f float64) []byte {
-	start := len(b)
-	return asFloat(strconv.AppendFloat(b, f, 'g', -1, 64), start)
+// floatBits is the precision a number is written in: 32 for a value that is
+// a float32, as every logprob llama-server computes is, so that it is written
+// in the shortest form that reads back as that float32 (-2.3025851, not the
+// float64 digits of the same value, -2.3025851249694824: no digits the scorer
+// never had, an echo answer a quarter shorter and quicker to write); 64 for any
+// other value (one the shim computes in float64).
+func floatBits(f float64) int {
+	if float64(float32(f)) == f {
+		return 32
+	}
+	return 64
 }
 
-// appendJSONFloat appends f as encoding/json writes a float64, but always as
-// a float (asFloat); f is finite: logprobs are clamped, NaN refused.
-func appendJSONFloat(b []byte, f float64) []byte {
+// appendFloatG appends f in strconv's shortest 'g' form at its precision
+// (floatBits), as a float.
+func appendFloatG(b []byte, f float64) []byte {
+	start := len(b)
+	return asFloat(strconv.AppendFloat(b, f, 'g', -1, floatBits(f)), start)
+}
+
+// appendJSONFloat appends f as encoding/json writes it at its precision
+// (floatBits: a float32's value as a float32, any other as a float64; 'f', or
+// 'e' below 1e-6 and from 1e21, compared at that precision as encoding/json
+// does, so that float32(1e-6) is 0.000001), always as a float (asFloat); f is
+// finite: logprobs are clamped, NaN refused.
+func appendJSONFloat(b []byte, f float64) []byte { return appendJSONFloatBits(b, f, floatBits(f)) }
+
+// appendJSONFloatBits is appendJSONFloat at the precision bits (32 or 64; f a
+// float32's value for 32).
+func appendJSONFloatBits(b []byte, f float64, bits int) []byte {
 	format := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
-		format = 'e'
+	if a := math.Abs(f); a != 0 {
+		if bits == 64 && (a < 1e-6 || a >= 1e21) || bits == 32 && (float32(a) < 1e-6 || float32(a) >= 1e21) {
+			format = 'e'
+		}
 	}
 	start := len(b)
-	b = strconv.AppendFloat(b, f, format, -1, 64)
+	b = strconv.AppendFloat(b, f, format, -1, bits)
 	b = asFloat(b, start)
 	if format == 'e' {
 		// e-09 as e-9, as encoding/json writes it
