@@ -599,11 +599,16 @@ func TestBenchSweepScreensVariantsAndRunsTheWinnerFull(t *testing.T) {
 	}
 }
 
-// A bundle against a byte copy of itself on a real llama-server: the null the judge must hold.
+// A bundle against a copy of itself (its files hard-linked) on a real llama-server: the null the
+// judge must hold.
 // The rounds of one long A/B are cut into trials of 2, 3 and 5 rounds (none may get a direction:
 // the test cannot reach alpha with so few) and of 6, 10 and all of them (directions in at most
-// alpha of them, with room for chance: 2 of the 9). LLBUILD_NULL_ROUNDS makes the A/B longer for
-// the false-verdict rate BENCHMARKS.md gives; the rate is logged.
+// alpha of them, with room for chance: 2 of the 9). The trials nest (a 6-round trial lies in a
+// 10-round one and in the whole), so one stretch of a loaded machine can direct three of them at
+// once: a campaign over the limit is run again, and the test fails when the second is over it
+// too. A judge that leans one way leans in both; chance on two cores seldom does twice.
+// LLBUILD_NULL_ROUNDS makes the A/B longer for the false-verdict rate BENCHMARKS.md gives; the
+// rate is logged.
 func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real llama-servers")
@@ -613,10 +618,36 @@ func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
 		rounds = n
 	}
 	a := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil)[0]
+	// the copy hard-links A's files, as bundle --link and a sweep's variants do: two copies of
+	// the model file are two sets of page-cache pages, which a CPU decode reads every token, and
+	// with a byte copy this test failed a stop check (2026-12-07, 2 cores: a byte copy got a
+	// direction in 10 of 102 trials in 6 runs, a 30-round campaign once at p = 0.001; hard-linked
+	// 4 of 252 in 12 runs)
 	copyDir := filepath.Join(t.TempDir(), "copy")
-	if out, err := exec.Command("cp", "-a", a, copyDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-al", a, copyDir).CombinedOutput(); err != nil {
 		t.Fatalf("copying the bundle: %v\n%s", err, out)
 	}
+	j := bench.DefaultJudge()
+	first := ""
+	for campaign := 1; ; campaign++ {
+		directed, trials := nullCampaign(t, j, a, copyDir, rounds)
+		limit := max(2, int(math.Ceil(2*j.Alpha*float64(trials))))
+		if directed <= limit {
+			return
+		}
+		got := fmt.Sprintf("%d of %d trials", directed, trials)
+		if campaign == 2 {
+			t.Fatalf("identical bundles got a direction in %s, and in %s in the campaign before, want at most %d", got, first, limit)
+		}
+		first = got
+		t.Logf("identical bundles got a direction in %s (at most %d wanted): a second campaign", got, limit)
+	}
+}
+
+// nullCampaign runs one A/B of a against its copy and says in how many of its trials of 6
+// rounds or more the judge gave a direction (TestBenchIdenticalBundlesGetNoDirection).
+func nullCampaign(t *testing.T, j bench.Judge, a, copyDir string, rounds int) (directed, trials int) {
+	t.Helper()
 	code, stdout, stderr := benchRun(t, a, copyDir, "--dir", t.TempDir(), "--rounds", strconv.Itoa(rounds), "--canaries", "1",
 		"--prompt", "short", "--generate", "16", "--json")
 	if code != 0 {
@@ -633,8 +664,6 @@ func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
 	if c.Verdict.Kind == "" || c.Verdict.Rounds != len(c.Ratios) {
 		t.Errorf("the A/B's own verdict %+v", c.Verdict)
 	}
-	j := bench.DefaultJudge()
-	trials, directed := 0, 0
 	for _, size := range []int{2, 3, 5, 6, 10, len(c.Ratios)} {
 		oldRule, windows := 0, 0 // the rule before the judge: every round on one side of 1
 		for k := 0; k+size <= len(c.Ratios); k += size {
@@ -660,7 +689,5 @@ func TestBenchIdenticalBundlesGetNoDirection(t *testing.T) {
 		}
 	}
 	t.Logf("A/Acopy, %d rounds (median %.3f, %.3f-%.3f): directions in %d of %d trials of 6 rounds or more", len(c.Ratios), c.Median, c.Min, c.Max, directed, trials)
-	if limit := max(2, int(math.Ceil(2*j.Alpha*float64(trials)))); directed > limit {
-		t.Errorf("identical bundles got a direction in %d of %d trials, want at most %d", directed, trials, limit)
-	}
+	return directed, trials
 }
