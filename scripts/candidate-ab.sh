@@ -25,16 +25,16 @@ export PATH=$PATH:/usr/local/go/bin
 go build -o "$work/llbuild" .
 ll=$work/llbuild
 
+# shellcheck source=scripts/series-less.sh disable=SC1091
+source scripts/series-less.sh
 if [[ -n ${DROP:-} ]]; then
-	# shellcheck source=scripts/series-less.sh disable=SC1091
-	source scripts/series-less.sh
 	dropped=$(series_less "$DROP" "$work/series") || exit 2
 	what="series less $dropped"
 else
 	cp patches/0*.patch patches/series "$work/series/"
 	for f in "${cands[@]}"; do
 		cp "$f" "$work/series/"
-		echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$work/series/series"
+		series_line "$f" >>"$work/series/series" || exit 1
 	done
 	what="series + ${cands[*]##*/}"
 fi

@@ -137,11 +137,13 @@ case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
 build-new) build new "$new" ;;
 build-fix) # the pin with the built-in series and the candidate amendments in patches/candidates/
+	# shellcheck source=scripts/series-less.sh disable=SC1091
+	source "$(dirname "$0")"/series-less.sh
 	rm -rf /tmp/series-fix && mkdir -p /tmp/series-fix && cp patches/0*.patch patches/series /tmp/series-fix/ || exit 1
 	n=0
 	for f in patches/candidates/0*.patch; do
 		[ -e "$f" ] || continue
-		cp "$f" /tmp/series-fix/ && echo "$(basename "$f") sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>/tmp/series-fix/series || exit 1
+		cp "$f" /tmp/series-fix/ && series_line "$f" >>/tmp/series-fix/series || exit 1
 		n=$((n + 1))
 	done
 	[ $n -gt 0 ] || { echo "no candidate patches in patches/candidates/: build-new builds the series" >&2; exit 2; }

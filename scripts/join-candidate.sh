@@ -9,6 +9,8 @@
 # the series' last) changes nothing; a failure after the move puts everything back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/series-less.sh disable=SC1091
+source scripts/series-less.sh
 n=${1:-}
 [[ $n =~ ^[0-9]{4}$ ]] || { echo "usage: scripts/join-candidate.sh NNNN (the candidate's four-digit number, e.g. 0014)" >&2; exit 2; }
 shopt -s nullglob
@@ -31,7 +33,7 @@ undo() {
 }
 trap undo ERR
 git mv "${c[0]}" "$f"
-echo "$name sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>patches/series
+series_line "$f" >>patches/series
 export PATH=$PATH:/usr/local/go/bin
 go test -count=1 ./pipeline -update >/dev/null
 go test -count=1 ./pipeline >/dev/null
