@@ -8,6 +8,11 @@
 #
 #   source scripts/provision.sh && provision     # the engine, stand-ins, source, series build
 #   bash scripts/candidate-ab.sh [ROUNDS]         # default 8; WORK=DIR keeps what it makes
+# VOCAB=262144 pads the pair's vocabulary to Gemma's (bigramgguf -vocab: the output layer and the
+# sampling cost what a real model's do; the text's greedy output stays the same), where a
+# candidate that changes the per-token work over the vocabulary (0014) shows. The four bundles
+# share one model file and one draft (bundle --link): two copies of a model are two sets of page
+# cache pages, which a CPU decode reads every token and which need not read alike (docs/bench.md).
 # With DROP="0002 0005" (numbers or file names) B is instead the series less those patches, as
 # h200-pin-ab.sh's build-minus makes it: one patch's own effect on this CPU.
 set -euo pipefail
@@ -48,14 +53,16 @@ if [[ ! -s $text ]]; then
 	text=$work/ot.txt
 	bible -f Gen1:1-Mal4:6 | sed -E 's/^[^ ]+ //' >"$text"
 fi
-go run ./internal/tools/bigramgguf -text "$text" -shape target -o "$work/target.gguf"
-go run ./internal/tools/bigramgguf -text "$text" -shape draft -o "$work/draft.gguf"
+pad=()
+[[ -z ${VOCAB:-} ]] || pad=(-vocab "$VOCAB")
+go run ./internal/tools/bigramgguf -text "$text" -shape target "${pad[@]}" -o "$work/target.gguf"
+go run ./internal/tools/bigramgguf -text "$text" -shape draft "${pad[@]}" -o "$work/draft.gguf"
 
 bundle() { # bundle NAME ARTIFACTS [--draft FILE]
 	local name=$1 arts=$2
 	shift 2
 	rm -rf "${work:?}/$name"
-	"$ll" --quiet bundle -t cpu-v3 --artifacts "$arts" --model "$work/target.gguf" "$@" \
+	"$ll" --quiet bundle -t cpu-v3 --link --artifacts "$arts" --model "$work/target.gguf" "$@" \
 		--threads 2 --parallel 1 --ctx-size 2048 -o "$work/$name" >/dev/null
 }
 series=$(dirname "$LLBUILD_PATCHED_LLAMA_SERVER")
