@@ -128,6 +128,9 @@ build() { # build NAME COMMIT LLBUILD-ARGS...
 	[ -n "${NOPACK:-}" ] || tar -C /tmp/pins -cf - "$name" | xz -T0 -6 | split -b 15m - "$OUT/$name.txz."
 }
 
+# series_line and series_less, for build-fix and build-minus
+# shellcheck source=scripts/series-less.sh disable=SC1091
+source "$(dirname "$0")"/series-less.sh
 artifacts() { dirname "$(find /tmp/pins/"$1" -name artifacts.json | head -1)"; }
 history() { [ -d /tmp/hist/llrange.git ] || { mkdir -p /tmp/hist && tar -xf "$D"/llama.cpp-history.git.tar -C /tmp/hist; }; }
 read -r -a PINS <<<"${PAIR:-old new}" # two or more builds, each bench interleaves them all
@@ -137,8 +140,6 @@ case $stage in
 build-old) build old "$old" --recipe "patches/$old/server.yaml" --series "patches/$old/series" ;;
 build-new) build new "$new" ;;
 build-fix) # the pin with the built-in series and the candidate amendments in patches/candidates/
-	# shellcheck source=scripts/series-less.sh disable=SC1091
-	source "$(dirname "$0")"/series-less.sh
 	rm -rf /tmp/series-fix && mkdir -p /tmp/series-fix && cp patches/0*.patch patches/series /tmp/series-fix/ || exit 1
 	n=0
 	for f in patches/candidates/0*.patch; do
@@ -150,8 +151,6 @@ build-fix) # the pin with the built-in series and the candidate amendments in pa
 	build fix "$new" --series /tmp/series-fix/series ;;
 build-minus) # the pin with the built-in series less DROP's patches (default: its last one), as MINUS
 	minus=${MINUS:-minus}
-	# shellcheck source=scripts/series-less.sh disable=SC1091
-	source "$(dirname "$0")"/series-less.sh
 	dropped=$(series_less "${DROP:-$(grep -E '^[0-9]{4}-[^ ]+\.patch ' patches/series | tail -1 | cut -d' ' -f1)}" /tmp/series-"$minus") || exit 2
 	echo "$minus: the series without $dropped"
 	build "$minus" "$new" --series /tmp/series-"$minus"/series ;;
