@@ -605,6 +605,33 @@ func TestVerifyExtractUnpacksOnlySoundArchives(t *testing.T) {
 		t.Errorf("extract --force: exit %d %s", code, stderr)
 	}
 
+	// --force replaces a directory that is a bundle's, never what it cannot give back: the
+	// directory holding the archive itself (or "." there), a file, the current directory.
+	keep := filepath.Join(out, "notes.txt")
+	os.WriteFile(keep, []byte("important"), 0o644)
+	for _, c := range []struct{ dest, dir, want string }{
+		{out, "", "holds the archive"},
+		{".", out, "holds the archive"},
+		{keep, "", "is not a directory"},
+		{filepath.Dir(dest), dest, "holds the archive"},
+		{dest, dest, "holds the current directory"},
+	} {
+		if c.dir != "" {
+			t.Chdir(c.dir)
+		}
+		before := strings.Join(entries(t, out), " ")
+		code, _, stderr := runCLI(t, "verify", "--extract", c.dest, "--force", archive)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("--extract %s --force (in %s): exit %d %s; want 2 and %q", c.dest, c.dir, code, stderr, c.want)
+		}
+		if after := strings.Join(entries(t, out), " "); after != before {
+			t.Errorf("--extract %s --force (in %s) changed %s: %s -> %s", c.dest, c.dir, out, before, after)
+		}
+		if b, err := os.ReadFile(keep); err != nil || string(b) != "important" {
+			t.Errorf("--extract %s --force lost %s: %q %v", c.dest, keep, b, err)
+		}
+	}
+
 	// An archive with a traversal entry: refused, and nothing is written anywhere.
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)

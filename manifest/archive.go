@@ -5,8 +5,10 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -211,8 +213,8 @@ func ExtractArchive(ctx context.Context, archive, dest string, force bool) error
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(abs); err == nil && !force {
-		return inputerr.Errorf("%s exists; use --force to replace it", dest)
+	if err := checkExtractDest(archive, dest, abs, force); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(abs), ".llbuild-extract-")
 	if err != nil {
@@ -233,6 +235,47 @@ func ExtractArchive(ctx context.Context, archive, dest string, force bool) error
 	}
 	if err := atomicfile.ReplaceDir(tmp, abs); err != nil {
 		return fmt.Errorf("extracting %s into %s: %w", archive, dest, err)
+	}
+	return nil
+}
+
+// checkExtractDest refuses a destination that exists unless force, and with force one that
+// --force cannot replace without losing what is not the bundle's: anything but a directory,
+// a directory that holds the archive itself, or one that holds the current directory (".",
+// a parent of it). A refusal is the user's to mend (exit 2) and nothing has been written.
+func checkExtractDest(archive, dest, abs string, force bool) error {
+	fi, err := os.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &inputerr.Error{Err: fmt.Errorf("--extract %s: %w", dest, err)}
+	}
+	if !force {
+		return inputerr.Errorf("%s exists; use --force to replace it", dest)
+	}
+	if !fi.IsDir() {
+		return inputerr.Errorf("--extract %s exists and is not a directory; --force replaces only a directory (remove it or extract elsewhere)", dest)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return &inputerr.Error{Err: fmt.Errorf("--extract %s: %w", dest, err)}
+	}
+	within := func(p string) bool {
+		if a, err := filepath.Abs(p); err == nil {
+			if r, err := filepath.EvalSymlinks(a); err == nil {
+				p = r
+			} else {
+				p = a
+			}
+		}
+		return p == real || strings.HasPrefix(p, real+string(filepath.Separator))
+	}
+	if within(archive) {
+		return inputerr.Errorf("--extract %s holds the archive %s; --force would delete it: extract into another directory", dest, archive)
+	}
+	if within(".") {
+		return inputerr.Errorf("--extract %s holds the current directory; --force would delete it: extract into another directory", dest)
 	}
 	return nil
 }
