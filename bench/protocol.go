@@ -82,20 +82,29 @@ func (p Protocol) FullMode(keepCanaries bool) Protocol {
 	return fp
 }
 
+// The most rounds, rows and canary checks a bench takes: far past any campaign's need (a run
+// of MaxRows rows is hours on a GPU), and small enough that a typo's schedule cannot fill the
+// memory before the first run starts.
+const (
+	MaxRounds   = 1000
+	MaxRows     = 1000
+	MaxCanaries = 100000
+)
+
 // Validate reports every problem of p together.
 func (p Protocol) Validate() error {
 	var errs []error
 	if p.Mode != ModeScreen && p.Mode != ModeFull {
 		errs = append(errs, fmt.Errorf("mode %q: use %s or %s", p.Mode, ModeScreen, ModeFull))
 	}
-	if p.Canaries < 0 {
-		errs = append(errs, fmt.Errorf("canaries %d: must be 0 or more", p.Canaries))
+	if p.Canaries < 0 || p.Canaries > MaxCanaries {
+		errs = append(errs, fmt.Errorf("canaries %d: must be 0 to %d", p.Canaries, MaxCanaries))
 	}
 	if p.Canaries > 0 && p.CanaryTokens < 1 {
 		errs = append(errs, fmt.Errorf("canary tokens %d: must be at least 1", p.CanaryTokens))
 	}
-	if p.Rows < 1 {
-		errs = append(errs, fmt.Errorf("rows %d: must be at least 1 (row 0 is the headline)", p.Rows))
+	if p.Rows < 1 || p.Rows > MaxRows {
+		errs = append(errs, fmt.Errorf("rows %d: must be 1 to %d (row 0 is the headline)", p.Rows, MaxRows))
 	}
 	if p.Generate < 2 {
 		errs = append(errs, fmt.Errorf("generate %d: must be at least 2 tokens to time decoding", p.Generate))

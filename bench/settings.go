@@ -55,6 +55,12 @@ func (s Settings) Options() (Options, error) {
 	if s.Rounds < 0 {
 		problems = append(problems, fmt.Sprintf("--rounds %d: must be 1 or more", s.Rounds))
 	}
+	if s.Rounds > MaxRounds {
+		problems = append(problems, fmt.Sprintf("--rounds %d: at most %d", s.Rounds, MaxRounds))
+	}
+	if s.ReadyTimeout < 0 {
+		problems = append(problems, fmt.Sprintf("--ready-timeout %v: must be more than 0 (or 0 for the default, 10 minutes)", s.ReadyTimeout))
+	}
 	gpus, err := parseGPUs(s.GPUs)
 	if err != nil {
 		problems = append(problems, err.Error())
