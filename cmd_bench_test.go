@@ -17,6 +17,7 @@ import (
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/gguf"
 	"github.com/llbuild/llbuild/internal/enginetest"
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
 )
 
@@ -244,7 +245,9 @@ func TestBenchUsage(t *testing.T) {
 		{nil, "bench takes one or more BUNDLE"},
 		{[]string{"/nonexistent/bundle"}, "bundle /nonexistent/bundle"},
 		{[]string{t.TempDir(), "--mode", "fast"}, `mode "fast": use screen or full`},
-		{[]string{t.TempDir(), "--rows", "0", "--generate", "1"}, "rows 0: must be at least 1 (row 0 is the headline); generate 1"},
+		{[]string{t.TempDir(), "--rows", "0", "--generate", "1"}, "rows 0: must be 1 to 1000 (row 0 is the headline); generate 1"},
+		{[]string{t.TempDir(), "--rounds", "99999999999"}, "--rounds 99999999999: at most 1000"},
+		{[]string{t.TempDir(), "--ready-timeout", "-5s"}, "--ready-timeout -5s: must be more than 0"},
 		{[]string{t.TempDir(), "--gpus", "0,,1"}, "--gpus"},
 		{[]string{t.TempDir(), "--prompt-file", "/nonexistent/p.txt"}, "--prompt-file"},
 		{[]string{t.TempDir(), "--label", "p split/0.25"}, `--label "p split/0.25": use letters`},
@@ -252,6 +255,35 @@ func TestBenchUsage(t *testing.T) {
 		code, _, stderr := benchRun(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bench %v: exit %d %q, want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// A campaign directory inside a bundle (or one that is a bundle) is refused before anything
+// runs or is written, for an A/B and for a sweep: the campaign's files would have made the
+// bundle fail its own verification and every later bench of it.
+func TestBenchRefusesACampaignInsideABundle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens real bundles")
+	}
+	bs := benchBundles(t, sidArtifacts(t, "cpu-v3"), nil, []string{"--threads", "1"})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{bs[0], "--dir", bs[0]}, "is inside the bundle"},
+		{[]string{bs[0], bs[1], "--dir", filepath.Join(bs[1], "camp")}, "is inside the bundle"},
+		{[]string{bs[0], "--dir", bs[1]}, "holds a manifest.json"},
+		{[]string{bs[0], "--dir", filepath.Join(bs[0], "camp"), "--sweep", "--threads=1,2"}, "is inside the bundle"},
+	} {
+		code, _, stderr := benchRun(t, append(tc.args, "--canaries", "1", "--prompt", "short", "--generate", "8")...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench %v: exit %d %q, want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		for _, b := range bs {
+			if ps := manifest.Verify(b); len(ps) != 0 {
+				t.Errorf("bench %v left %s failing verification: %v", tc.args, b, ps)
+			}
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
 // Result is what one invocation measured: its runs round by round, each round's in the
@@ -105,6 +107,35 @@ type Comparison struct {
 	Differs []string `json:"differs"`
 }
 
+// dirOutsideBundles refuses a campaign directory that is a bundle or lies inside one (a
+// bundle measured here, or any directory with a manifest.json): the campaign's files would
+// make the bundle fail its own verification, and every later bench of it.
+func dirOutsideBundles(dir string, bundles []*Bundle) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	for _, b := range bundles {
+		if b == nil {
+			continue
+		}
+		bd := b.Dir
+		if r, err := filepath.EvalSymlinks(bd); err == nil {
+			bd = r
+		}
+		if abs == bd || strings.HasPrefix(abs, bd+string(filepath.Separator)) {
+			return inputerr.Errorf("--dir %s is inside the bundle %s: its records would break the bundle's verification; give a campaign directory outside it", dir, b.Name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(abs, "manifest.json")); err == nil {
+		return inputerr.Errorf("--dir %s holds a manifest.json: it is a bundle, not a campaign directory; give another --dir", dir)
+	}
+	return nil
+}
+
 // Run measures every bundle Rounds times and records each run in the campaign directory.
 // Without GPUs the runs go one at a time, interleaved and counterbalanced (A B, B A, A B ...),
 // each from its server's start to its stop; with GPUs, bundle i runs on GPUs[i mod len] and the devices work in
@@ -139,6 +170,9 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 		o.now = time.Now
 	}
 	o.crashed = &crashes{by: map[string]*Crash{}}
+	if err := dirOutsideBundles(o.Dir, append(bundles, o.Control)); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
 	}

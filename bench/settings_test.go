@@ -99,7 +99,9 @@ func TestSettingsReportTheirProblems(t *testing.T) {
 		{"prompt file", func(s *Settings) { s.PromptFile = "/nonexistent/p.txt" }, "--prompt-file: open /nonexistent/p.txt"},
 		{"all together", func(s *Settings) { s.Rounds, s.GPUs, s.Rows, s.Generate = -1, "0,,1", 0, 1 },
 			`bench: --rounds -1: must be 1 or more; --gpus "0,,1": give distinct device numbers separated by commas (0,1,2,3); rows 0: must be 1 to 1000 (row 0 is the headline); generate 1: must be at least 2 tokens to time decoding`},
-		{"too many", func(s *Settings) { s.Rounds, s.Rows, s.Canaries, s.ReadyTimeout = 99999999999, 99999999999, 99999999999, -5 * time.Second },
+		{"too many", func(s *Settings) {
+			s.Rounds, s.Rows, s.Canaries, s.ReadyTimeout = 99999999999, 99999999999, 99999999999, -5*time.Second
+		},
 			`bench: --rounds 99999999999: at most 1000; --ready-timeout -5s: must be more than 0 (or 0 for the default, 10 minutes); canaries 99999999999: must be 0 to 100000; rows 99999999999: must be 1 to 1000`},
 		{"a device twice", func(s *Settings) { s.GPUs = "0,1,0" }, `bench: --gpus "0,1,0"`},
 		{"a device with a selector", func(s *Settings) { s.GPUs = "level_zero:0" }, `bench: --gpus "level_zero:0"`},

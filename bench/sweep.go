@@ -159,6 +159,9 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 	if err != nil {
 		return nil, err
 	}
+	if err := dirOutsideBundles(o.Dir, []*Bundle{{Dir: base.Dir, Name: name}}); err != nil {
+		return nil, err
+	}
 	stem := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
 	var variants []*Bundle
 	var same []string
