@@ -196,6 +196,9 @@ func runBenchReport(dir, out, label string, stdout io.Writer) error {
 	}
 	if label != "" {
 		e, err := rep.Leaderboard(label)
+		if errors.Is(err, bench.ErrUnbacked) {
+			return cli.Exit(err.Error(), cmdutil.ExitFailed)
+		}
 		if err != nil {
 			return cmdutil.Usage(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,72 @@ func TestBenchReportIsThePageOfTheCampaign(t *testing.T) {
 	if code, _, stderr := runCLI(t, "bench", "report", dir, "--leaderboard", "nope"); code != 2 || !strings.Contains(stderr, "standing records are") {
 		t.Errorf("leaderboard of an unknown run: exit %d %s", code, stderr)
 	}
+
+	// records.json is an index anyone can edit; each run's record.json is what bench wrote. An
+	// entry its record does not back (a figure edited, the record gone, unreadable, or a label
+	// entered twice) stands as no record on the page and goes to no leaderboard (exit 1).
+	index := filepath.Join(dir, "records.json")
+	orig, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs bench.Records
+	if err := json.Unmarshal(orig, &rs); err != nil {
+		t.Fatal(err)
+	}
+	var at int
+	for i := len(rs.Runs) - 1; i >= 0; i-- {
+		if rs.Runs[i].Label == promoted {
+			at = i // the first run of that label (the record; a later round's run has the same label)
+		}
+	}
+	record := filepath.Join(dir, rs.Runs[at].Dir, "record.json")
+	kept, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, want string
+		forge      func()
+	}{
+		{"row 0 edited", "row 0 tok/s 1e+308 in records.json", func() {
+			f := rs
+			f.Runs = slices.Clone(rs.Runs)
+			f.Runs[at].Row0TPS = 1e308
+			b, _ := json.Marshal(f)
+			os.WriteFile(index, b, 0o644)
+		}},
+		{"record gone", "record.json cannot be read", func() { os.Remove(record) }},
+		{"record unreadable", "record.json: unexpected end of JSON input", func() { os.WriteFile(record, []byte("{"), 0o644) }},
+		{"entered twice", "a second entry of " + rs.Runs[at].Dir, func() {
+			f := rs
+			f.Runs = append(slices.Clone(rs.Runs), rs.Runs[at])
+			b, _ := json.Marshal(f)
+			os.WriteFile(index, b, 0o644)
+		}},
+	} {
+		c.forge()
+		if c.name == "entered twice" {
+			// the first entry is the record's own; the page still lists the second as unbacked
+			if code, _, _ := runCLI(t, "bench", "report", dir, "--leaderboard", promoted); code != 0 {
+				t.Errorf("%s: the first entry's leaderboard: exit %d", c.name, code)
+			}
+		} else if code, _, stderr := runCLI(t, "bench", "report", dir, "--leaderboard", promoted); code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: leaderboard exit %d %q, want 1 and %q", c.name, code, stderr, c.want)
+		}
+		if code, _, stderr := runCLI(t, "bench", "report", dir, "--out", out); code != 0 {
+			t.Errorf("%s: report exit %d %s", c.name, code, stderr)
+		}
+		md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+		if !strings.Contains(string(md), "not backed by their own record.json") || !strings.Contains(string(md), c.want) {
+			t.Errorf("%s: report.md does not say the run is unbacked (%q):\n%s", c.name, c.want, md)
+		}
+		if c.name != "entered twice" && !strings.Contains(string(md), "No record yet") {
+			t.Errorf("%s: report.md still shows a standing record:\n%s", c.name, md)
+		}
+		os.WriteFile(index, orig, 0o644)
+		os.WriteFile(record, kept, 0o644)
+	}
 }
 
 // markdownIt is markdown-it (a CommonMark renderer with GFM tables) from npm, installed once into
@@ -172,11 +239,23 @@ func TestBenchReportCannotBeForgedInARealRenderer(t *testing.T) {
 	}
 	rs.Runs = append(rs.Runs, bench.Entry{Label: "rec", Dir: "runs/rec", Finished: at, Mode: bench.ModeFull, Model: "sha256:m", Protocol: "p",
 		Decision: bench.DecisionPromoted, Reason: hostile[2], Row0TPS: 200, Valid: true})
-	rec := bench.Record{Identity: bench.Identity{Label: "rec", Command: []string{"llama-server", "--alias", "it's <b>$(x)</b>"}, Env: map[string]string{"K": "a b"}}}
-	for _, f := range []struct {
+	// each run's own record, as bench writes it, backs its entry (bench report checks)
+	files := []struct {
 		path string
 		v    any
-	}{{"records.json", rs}, {"runs/rec/record.json", rec}} {
+	}{{"records.json", rs}}
+	for _, e := range rs.Runs {
+		rec := bench.Record{Identity: bench.Identity{Label: e.Label, Model: bench.File{SHA256: e.Model}}, Valid: e.Valid, Finished: e.Finished,
+			Summary: bench.Summary{Row0TPS: e.Row0TPS}}
+		if e.Label == "rec" {
+			rec.Identity.Command, rec.Identity.Env = []string{"llama-server", "--alias", "it's <b>$(x)</b>"}, map[string]string{"K": "a b"}
+		}
+		files = append(files, struct {
+			path string
+			v    any
+		}{e.Dir + "/record.json", rec})
+	}
+	for _, f := range files {
 		b, err := json.Marshal(f.v)
 		if err != nil {
 			t.Fatal(err)

@@ -93,6 +93,10 @@ type ReportRun struct {
 	// SourceTree and Unverified: a build from a plain directory (Identity.Unverified).
 	SourceTree string `json:"sourceTree,omitempty"`
 	Unverified bool   `json:"unverified,omitempty"`
+	// Unbacked says why the run's own record.json does not back its entry in records.json
+	// (missing, unreadable, or its figures differ); "" when it does. Such a run is no
+	// standing record on the page and goes to no leaderboard.
+	Unbacked string `json:"unbacked,omitempty"`
 }
 
 // source names what the run's server was built from: the commit, or for a plain directory's
@@ -115,15 +119,14 @@ func ReadReport(dir string) (*Report, error) {
 		return nil, fmt.Errorf("%s holds no runs (no %s): bench something with --dir %s first", dir, RecordsFile, dir)
 	}
 	rep := &Report{Dir: dir}
+	dirs := map[string]bool{}
 	for _, e := range rs.Runs {
 		rr := ReportRun{Entry: e}
-		if data, err := os.ReadFile(filepath.Join(dir, e.Dir, "record.json")); err == nil {
-			var r Record
-			if json.Unmarshal(data, &r) == nil {
-				rr.Acceptance, rr.Command, rr.Env = r.Summary.Acceptance, r.Identity.Command, r.Identity.Env
-				rr.PlanHash, rr.Manifest, rr.Commit = r.Identity.PlanHash, r.Identity.ManifestSHA256, r.Identity.LlamaCommit
-				rr.SourceTree, rr.Unverified = r.Identity.SourceTree, r.Identity.Unverified || r.Identity.SourceTree != ""
-			}
+		rr.Unbacked = rr.readRecord(dir)
+		if d := filepath.Clean(e.Dir); dirs[d] {
+			rr.Unbacked = strings.TrimPrefix(rr.Unbacked+"; ", "; ") + "a second entry of " + e.Dir
+		} else {
+			dirs[d] = true
 		}
 		rep.Runs = append(rep.Runs, rr)
 	}
@@ -133,11 +136,56 @@ func ReadReport(dir string) (*Report, error) {
 	return rep, nil
 }
 
-// standing are the promoted runs, one per model and protocol, in order of finishing.
+// readRecord fills rr from its run's record.json and says why that record does not back
+// the entry (records.json is an index that anyone can edit; each run's record is what the
+// bench wrote of it): "" when it does.
+func (rr *ReportRun) readRecord(dir string) string {
+	if !filepath.IsLocal(rr.Dir) {
+		return fmt.Sprintf("its directory %q lies outside the campaign", rr.Dir)
+	}
+	name := filepath.Join(rr.Dir, "record.json")
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Sprintf("%s cannot be read (%v)", name, errors.Unwrap(err))
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Sprintf("%s: %v", name, err)
+	}
+	rr.Acceptance, rr.Command, rr.Env = r.Summary.Acceptance, r.Identity.Command, r.Identity.Env
+	rr.PlanHash, rr.Manifest, rr.Commit = r.Identity.PlanHash, r.Identity.ManifestSHA256, r.Identity.LlamaCommit
+	rr.SourceTree, rr.Unverified = r.Identity.SourceTree, r.Identity.Unverified || r.Identity.SourceTree != ""
+	var differ []string
+	differs := func(what string, index, record any) {
+		differ = append(differ, fmt.Sprintf("%s %v in records.json, %v in %s", what, index, record, name))
+	}
+	if r.Identity.Label != rr.Label {
+		differs("label", rr.Label, r.Identity.Label)
+	}
+	if r.Summary.Row0TPS != rr.Row0TPS {
+		differs("row 0 tok/s", rr.Row0TPS, r.Summary.Row0TPS)
+	}
+	if r.Valid != rr.Valid {
+		differs("valid", rr.Valid, r.Valid)
+	}
+	if r.Identity.Model.SHA256 != rr.Model {
+		differs("model", rr.Model, r.Identity.Model.SHA256)
+	}
+	if r.Identity.ManifestSHA256 != rr.Entry.Manifest {
+		differs("manifest", rr.Entry.Manifest, r.Identity.ManifestSHA256)
+	}
+	if !r.Finished.Equal(rr.Finished) {
+		differs("finished", rr.Finished.UTC().Format(time.RFC3339Nano), r.Finished.UTC().Format(time.RFC3339Nano))
+	}
+	return strings.Join(differ, "; ")
+}
+
+// standing are the promoted runs, one per model and protocol, in order of finishing, that
+// their own records back.
 func (rep *Report) standing() []ReportRun {
 	var out []ReportRun
 	for _, r := range rep.Runs {
-		if r.Decision == DecisionPromoted {
+		if r.Decision == DecisionPromoted && r.Unbacked == "" {
 			out = append(out, r)
 		}
 	}
@@ -199,6 +247,16 @@ func (rep *Report) page() []block {
 			t = append(t, []string{r.Label, fmt.Sprintf("%.2f", r.Row0TPS), short8(r.Model), r.Protocol, r.Finished.UTC().Format(time.RFC3339)})
 		}
 		add(block{table: t})
+	}
+	var unbacked []listItem
+	for _, r := range rep.Runs {
+		if r.Unbacked != "" {
+			unbacked = append(unbacked, listItem{bold: r.Label, after: ": " + r.Unbacked})
+		}
+	}
+	if len(unbacked) > 0 {
+		add(block{para: fmt.Sprintf("%d run(s) of records.json not backed by their own record.json, so none of them stands as a record here:", len(unbacked))})
+		add(block{list: unbacked})
 	}
 	valid, invalid, crashed, canary := 0, 0, 0, 0
 	for _, r := range rep.Runs {
@@ -657,6 +715,9 @@ func trimLabel(s string) string {
 	return s
 }
 
+// ErrUnbacked is a run whose entry in records.json its own record.json does not back.
+var ErrUnbacked = errors.New("its record does not back its entry in records.json")
+
 // LeaderboardEntry is a promoted run as a public leaderboard takes it.
 type LeaderboardEntry struct {
 	Label          string `json:"label"`
@@ -712,6 +773,9 @@ func (rep *Report) Leaderboard(label string) (*LeaderboardEntry, error) {
 		}
 		if r.Decision != DecisionPromoted {
 			return nil, fmt.Errorf("run %s is %s, not a standing record: only a promoted run goes to a leaderboard", label, r.Decision)
+		}
+		if r.Unbacked != "" {
+			return nil, fmt.Errorf("run %s: %w (%s); nothing goes to a leaderboard that the run's own record.json does not say", label, ErrUnbacked, r.Unbacked)
 		}
 		return &LeaderboardEntry{Label: r.Label, Model: r.Model, Protocol: r.Protocol, PlanHash: r.PlanHash, ManifestSHA256: r.Manifest,
 			LlamaCommit: r.Commit, SourceTree: r.SourceTree, Unverified: r.Unverified, Command: r.Command, Env: r.Env, Row0TPS: r.Row0TPS, Canary: r.Canary, Valid: r.Valid, Decision: r.Decision, Finished: r.Finished}, nil
