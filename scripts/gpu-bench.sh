@@ -59,7 +59,7 @@ for f in llbuild shim.test; do # a carry folder of scripts/h200-carry.sh holds t
 done
 # the overhead stage needs a patched llama-server only to answer each request once (the replay
 # server answers the rest): without a GPU build in this lease it takes the CPU one the carry holds
-# (cpu-server.txz, scripts/h200-carry.sh with LLBUILD_PATCHED_LLAMA_SERVER set), no build needed
+# (cpu-server.txz, CPU_SERVER=1 scripts/h200-carry.sh with LLBUILD_PATCHED_LLAMA_SERVER set), no build needed
 # (not linked as /tmp/server, which the other stages take for the lease's GPU build)
 srv=/tmp/server
 if [ ! -x /tmp/server ] && [ "$stage" = overhead ] && [ -f "$D"/cpu-server.txz ]; then

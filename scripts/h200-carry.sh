@@ -6,8 +6,10 @@
 #   shim.test.xz                          the shim's tests (scripts/gpu-bench.sh overhead)
 #   patches.test.xz                       the patches' tests (h200-pin-ab.sh logprob-cost: libllama's
 #                                         decode step with the log probability option on ÷ off)
-#   cpu-server.txz                        with LLBUILD_PATCHED_LLAMA_SERVER set: that llama-server and
-#                                         its libraries (the overhead stage without a GPU build)
+#   cpu-server.txz                        with CPU_SERVER=1 and LLBUILD_PATCHED_LLAMA_SERVER set: that
+#                                         llama-server and its libraries (the overhead stage without a
+#                                         GPU build; 4 MB, which the tree and the rest leave no room
+#                                         for under 64 MiB since 2026-12-07, so only when asked)
 #   old-testament.txt.xz                  the bigram pairs' text (Debian's bible-kjv)
 #   llama.cpp-history.git.tar             upstream's history from ../shared (every pin: 1425386fd, 34af94cd9, 3f545becc)
 #   ccache.txz                            this machine's ccache with its two libraries beside it
@@ -33,7 +35,8 @@ bible -f Gen1:1-Mal4:6 | sed 's/^[^ ]* //' | xz >"$dir/old-testament.txt.xz"
 cp "$shared/llama.cpp/llama.cpp-history.git.tar" "$dir/"
 # the patched CPU llama-server the tests run (provision.sh), for gpu-bench.sh's overhead stage
 # without a GPU build: LLBUILD_PATCHED_LLAMA_SERVER names it (source /tmp/prov/env.sh or the like)
-if [ -n "${LLBUILD_PATCHED_LLAMA_SERVER:-}" ]; then
+rm -f "$dir/cpu-server.txz"
+if [ "${CPU_SERVER:-}" = 1 ] && [ -n "${LLBUILD_PATCHED_LLAMA_SERVER:-}" ]; then
 	srv=$(dirname "$(readlink -f "$LLBUILD_PATCHED_LLAMA_SERVER")")
 	tar -C "$srv" -cJf "$dir/cpu-server.txz" --exclude=artifacts.json .
 fi
@@ -46,3 +49,8 @@ tar -C "$cc" -cJf "$dir/ccache.txz" ccache
 rm -rf "$cc"
 du -sh "$dir"
 ls -l "$dir"
+# what a call sends: the tracked and untracked files git does not ignore, and this folder
+tree=$( (git ls-files -z; git ls-files -oz --exclude-standard) | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+total=$((tree + $(du -sb "$dir" | cut -f1)))
+echo "a call sends $((total >> 20)) MiB (the tree $((tree >> 20)) MiB); the limit is 64 MiB"
+((total <= 64 << 20)) || { echo "h200-carry.sh: over 64 MiB: leave out cpu-server.txz (CPU_SERVER unset) or what else the plan does not read" >&2; exit 1; }
