@@ -104,6 +104,9 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 	for _, k := range manifest.IntKnobs {
 		if c.IsSet(k.Flag) {
 			v := c.Int(k.Flag)
+			if msg := k.Check(v); msg != "" {
+				return o, cmdutil.Usagef("%s", msg)
+			}
 			*k.Field(&in.Knobs) = &v
 		}
 	}

@@ -351,6 +351,11 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 		{"tampered artifacts", []string{"bundle", "--target", "cpu-v3", "--artifacts", tampered, "--model", in.Model}, 1, []string{"bin/llama-server has size"}},
 		{"server arg outside the bundle", in.args("--server-arg", "--lora", "--server-arg", "/tmp/x.gguf"), 1, []string{"--lora", "absolute"}},
 		{"draft knob without a draft", in.args("--spec-draft-n-max", "7"), 2, []string{"--spec-draft-n-max needs --draft"}},
+		{"negative context", in.args("--ctx-size", "-5"), 2, []string{"--ctx-size -5: llama-server takes 0 to 2147483647"}},
+		{"context past 32 bits", in.args("--ctx-size", "99999999999999"), 2, []string{"--ctx-size 99999999999999"}},
+		{"no threads", in.args("--threads", "-7"), 2, []string{"--threads -7: llama-server takes -1 (its own choice) or 1 to"}},
+		{"empty batches", in.args("--batch-size", "0"), 2, []string{"--batch-size 0: llama-server takes 1 to"}},
+		{"no slots", in.args("--parallel", "-3"), 2, []string{"--parallel -3: llama-server takes 1 to"}},
 		{"no target", []string{"bundle", "--artifacts", in.Artifacts, "--model", in.Model}, 2, []string{"no target given"}},
 		{"bad archive name", in.args("--archive", filepath.Join(in.Dir, "x.zip")), 2, []string{".tar.zst or .tar.gz"}},
 	}

@@ -1,26 +1,66 @@
 package manifest
 
+import (
+	"fmt"
+	"strconv"
+)
+
 // IntKnob is an integer llama-server knob a bundle leaves out unless given: its flag (the
 // same for llbuild bundle as for llama-server), what the flag says, and where it is kept.
 type IntKnob struct {
 	Flag  string
 	Usage string
 	Field func(*ServerKnobs) **int
+	// Min is the least value llama-server takes; Auto, when true, also lets -1 through
+	// (llama-server's "pick for me"). Every knob is at most MaxKnob.
+	Min  int
+	Auto bool
+	Max  int
 }
+
+// MaxKnob is the most any integer knob takes: llama-server reads them as 32-bit ints.
+const MaxKnob = 1<<31 - 1
 
 // IntKnobs are the integer knobs of ServerKnobs, in the order bundle lists its flags.
 var IntKnobs = []IntKnob{
-	{"ctx-size", "llama-server --ctx-size `N`", func(k *ServerKnobs) **int { return &k.CtxSize }},
-	{"batch-size", "llama-server --batch-size `N`", func(k *ServerKnobs) **int { return &k.BatchSize }},
-	{"ubatch-size", "llama-server --ubatch-size `N`", func(k *ServerKnobs) **int { return &k.UBatchSize }},
-	{"threads", "llama-server --threads `N`", func(k *ServerKnobs) **int { return &k.Threads }},
-	{"poll", "llama-server --poll `N` (0-100)", func(k *ServerKnobs) **int { return &k.Poll }},
-	{"n-gpu-layers", "llama-server --n-gpu-layers `N`", func(k *ServerKnobs) **int { return &k.GPULayers }},
-	{"parallel", "llama-server --parallel `N` (slots)", func(k *ServerKnobs) **int { return &k.Parallel }},
-	{"spec-draft-n-max", "most tokens to draft, --spec-draft-n-max `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMax }},
-	{"spec-draft-n-min", "fewest tokens to draft, --spec-draft-n-min `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMin }},
-	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.ThreadsDraft }},
-	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.GPULayersDraft }},
+	{"ctx-size", "llama-server --ctx-size `N` (0: the model's)", func(k *ServerKnobs) **int { return &k.CtxSize }, 0, false, MaxKnob},
+	{"batch-size", "llama-server --batch-size `N`", func(k *ServerKnobs) **int { return &k.BatchSize }, 1, false, MaxKnob},
+	{"ubatch-size", "llama-server --ubatch-size `N`", func(k *ServerKnobs) **int { return &k.UBatchSize }, 1, false, MaxKnob},
+	{"threads", "llama-server --threads `N` (-1: llama-server's choice)", func(k *ServerKnobs) **int { return &k.Threads }, 1, true, MaxKnob},
+	{"poll", "llama-server --poll `N` (0-100)", func(k *ServerKnobs) **int { return &k.Poll }, 0, false, 100},
+	{"n-gpu-layers", "llama-server --n-gpu-layers `N`", func(k *ServerKnobs) **int { return &k.GPULayers }, 0, true, MaxKnob},
+	{"parallel", "llama-server --parallel `N` (slots)", func(k *ServerKnobs) **int { return &k.Parallel }, 1, false, MaxKnob},
+	{"spec-draft-n-max", "most tokens to draft, --spec-draft-n-max `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMax }, 0, false, MaxKnob},
+	{"spec-draft-n-min", "fewest tokens to draft, --spec-draft-n-min `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMin }, 0, false, MaxKnob},
+	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.ThreadsDraft }, 1, true, MaxKnob},
+	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.GPULayersDraft }, 0, true, MaxKnob},
+}
+
+// Check says what is wrong with v for the knob ("" when llama-server takes it).
+func (k IntKnob) Check(v int) string {
+	if (v >= k.Min || k.Auto && v == -1) && v <= k.Max {
+		return ""
+	}
+	if k.Auto {
+		return fmt.Sprintf("--%s %d: llama-server takes -1 (its own choice) or %d to %d", k.Flag, v, k.Min, k.Max)
+	}
+	return fmt.Sprintf("--%s %d: llama-server takes %d to %d", k.Flag, v, k.Min, k.Max)
+}
+
+// CheckKnobSetting says what is wrong with a setting of a llama-server flag given as text (a
+// sweep's value) when the flag is one of IntKnobs ("" when it is not, or the value is fine).
+func CheckKnobSetting(flag, value string) string {
+	for _, k := range IntKnobs {
+		if "--"+k.Flag != flag {
+			continue
+		}
+		v, err := strconv.Atoi(value)
+		if err != nil {
+			return fmt.Sprintf("%s=%s: not a whole number", flag, value)
+		}
+		return k.Check(v)
+	}
+	return ""
 }
 
 // DraftKnobs are the flags of the knobs that only a bundle with a draft model takes.

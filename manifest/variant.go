@@ -222,6 +222,21 @@ func Grid(sweeps []string) ([][]Setting, error) {
 		if len(a.values) < 2 {
 			return nil, inputerr.Errorf("--sweep %q: give two values or more", sw)
 		}
+		if o, known := llamaFlags[k]; known && o.value {
+			for _, v := range a.values {
+				if msg := CheckKnobSetting(longest(o.flags), v); msg != "" {
+					return nil, inputerr.Errorf("--sweep %q: %s", sw, msg)
+				}
+			}
+		}
+		if seen := map[string]bool{}; true {
+			for _, v := range a.values {
+				if seen[v] {
+					return nil, inputerr.Errorf("--sweep %q: %s is given twice; each value makes one variant", sw, v)
+				}
+				seen[v] = true
+			}
+		}
 		if o, known := llamaFlags[k]; known && !o.value {
 			for i, v := range a.values {
 				on, err := switchValue(Setting{Name: k, Value: v})
