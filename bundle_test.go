@@ -358,11 +358,17 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 		{"no slots", in.args("--parallel", "-3"), 2, []string{"--parallel -3: llama-server takes 1 to"}},
 		{"no target", []string{"bundle", "--artifacts", in.Artifacts, "--model", in.Model}, 2, []string{"no target given"}},
 		{"bad archive name", in.args("--archive", filepath.Join(in.Dir, "x.zip")), 2, []string{".tar.zst or .tar.gz"}},
+		{"archive named as the directory", in.args("--archive", "SAME"), 2, []string{"-o and --archive both name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
 			args := append(append([]string(nil), tt.args...), "-o", filepath.Join(out, "bundle"))
+			for i, a := range args {
+				if a == "SAME" {
+					args[i] = filepath.Join(out, "bundle")
+				}
+			}
 			code, _, stderr := runCLI(t, args...)
 			t.Logf("exit %d: %s", code, stderr)
 			if code != tt.code {

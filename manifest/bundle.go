@@ -502,6 +502,8 @@ func WriteBundle(ctx context.Context, p *BundlePlan, out BundleOutput) (*Manifes
 	if out.Archive != "" {
 		if abs, err := filepath.Abs(out.Archive); err == nil && dest != "" && strings.HasPrefix(abs, dest+string(filepath.Separator)) {
 			return nil, inputerr.Errorf("archive %s is inside the bundle directory %s; write it elsewhere", out.Archive, out.Dir)
+		} else if err == nil && abs == dest {
+			return nil, inputerr.Errorf("-o and --archive both name %s: give the archive another name (the directory would replace it)", out.Archive)
 		}
 		if archive, err = checkDest(out.Archive, out.Force, p, false); err != nil {
 			return nil, err
