@@ -365,8 +365,8 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 			out := t.TempDir()
 			args := append(append([]string(nil), tt.args...), "-o", filepath.Join(out, "bundle"))
 			for i, a := range args {
-				if a == "SAME" {
-					args[i] = filepath.Join(out, "bundle")
+				if a == "SAME" { // -o and --archive alike
+					args[i], args[len(args)-1] = filepath.Join(out, "b.tar.zst"), filepath.Join(out, "b.tar.zst")
 				}
 			}
 			code, _, stderr := runCLI(t, args...)
