@@ -2,7 +2,11 @@ package preflight
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // Sources are the files a preflight reads: ELF files named one by one, a bundle's, an image's.
@@ -35,7 +39,12 @@ func ReadSources(ctx context.Context, s Sources) (Input, error) {
 			return in, err
 		}
 		in.Binaries = append(in.Binaries, b...)
-		names = append(names, s.Bundle)
+		name := s.Bundle
+		if _, err := os.Stat(filepath.Join(s.Bundle, manifest.FileName)); err != nil {
+			// a build's artifacts, or a bundle that lost its manifest: what was read, said
+			name += " (no " + manifest.FileName + ": every ELF file under bin/ and lib/ read; not a bundle llbuild serve would start)"
+		}
+		names = append(names, name)
 	}
 	if s.HasImage() {
 		read := ReadImage

@@ -21,8 +21,13 @@ func TestReadSourcesJoinsEveryInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := a + " " + b + " + " + bundle; in.Name != want {
+	// a directory without manifest.json is read as a build's artifacts, and the name says so
+	if want := a + " " + b + " + " + bundle + " (no manifest.json: every ELF file under bin/ and lib/ read; not a bundle llbuild serve would start)"; in.Name != want {
 		t.Errorf("ReadSources().Name = %q, want %q", in.Name, want)
+	}
+	os.WriteFile(filepath.Join(bundle, "manifest.json"), []byte("{}"), 0o644)
+	if in, _ := ReadSources(context.Background(), Sources{Bundle: bundle}); in.Name != bundle {
+		t.Errorf("ReadSources(a bundle with a manifest).Name = %q, want %q", in.Name, bundle)
 	}
 	if len(in.Binaries) != 3 || in.Env != nil {
 		t.Errorf("ReadSources() = %d binaries, env %v; want 3 and no image environment", len(in.Binaries), in.Env)
