@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -102,6 +103,10 @@ func bisectOptionsOf(c *cli.Context) (bisectOptions, error) {
 		Mode: c.String("mode"), Metric: c.String("metric"), Test: c.String("test"), Rounds: c.Int("rounds"), MaxRounds: c.Int("max-rounds"),
 		Generate: c.Int("generate"), Rows: c.Int("rows"), Canaries: c.Int("canaries"), Alpha: c.Float64("alpha"), MinStep: c.Float64("min-step")}
 	if th := c.Float64("threshold"); c.IsSet("threshold") {
+		if !(th > 0) || math.IsInf(th, 0) || th == 1 {
+			// a probe/good ratio: a speed step lies between 1 and the ends' ratio, never at or below 0
+			return bisectOptions{}, cmdutil.Usagef("--threshold %v: give a probe/good ratio above 0 and not 1 (0.95 for a 5 %% slowdown, 1.05 for a 5 %% speed-up), or leave it out for midway between 1 and the ends' ratio", th)
+		}
 		g.Threshold = &th
 	}
 	o := bisectOptions{sub: c.Command.Name, args: c.Args().Slice(), exec: eo, alphaSet: c.IsSet("alpha"), format: bisect.Format{JSON: c.Bool("json"), Verdicts: c.Bool("verdicts")},

@@ -293,6 +293,8 @@ func TestBisectUsage(t *testing.T) {
 		{"bad metric and rounds", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b100", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir(), "--metric", "speed", "--rounds", "1"}, "--metric \"speed\""},
 		{"reversed range", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "master", "--bad", "b100", "-t", "cpu-v3", "--template", t.TempDir()}, "is not an ancestor"},
 		{"unknown commit", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b99", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir()}, "has no commit \"b99\""},
+		{"negative threshold", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b100", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir(), "--threshold", "-3"}, "--threshold -3: give a probe/good ratio above 0 and not 1"},
+		{"threshold of 1", []string{"bisect", "run", "--dir", t.TempDir(), "--executor", "host", "--source", repo, "--good", "b100", "--bad", "master", "-t", "cpu-v3", "--template", t.TempDir(), "--threshold", "1"}, "--threshold 1: give"},
 		{"log of nothing", []string{"bisect", "log", t.TempDir()}, "has no bisect.log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
