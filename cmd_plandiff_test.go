@@ -80,6 +80,19 @@ func TestPlanDiffGroupsChangesAndChecksTheDriverCap(t *testing.T) {
 	if code, _, stderr := runCLI(t, "plan", "diff", "nosuchtarget", "cpu-v3"); code != 2 || !strings.Contains(stderr, "built-in target") {
 		t.Errorf("an unknown target: exit %d, stderr %q; want 2 naming the targets", code, stderr)
 	}
+	// input that cannot be read is exit 2, never 1 (B would not start), and names the file
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "manifest.json"), []byte("{"), 0o644)
+	emptyTarget := filepath.Join(t.TempDir(), "box.yaml")
+	os.WriteFile(emptyTarget, nil, 0o644)
+	for _, arg := range []string{broken, emptyTarget} {
+		if code, _, stderr := runCLI(t, "plan", "diff", "cpu-v3", arg); code != 2 || !strings.Contains(stderr, filepath.Base(arg)) {
+			t.Errorf("plan diff cpu-v3 %s: exit %d, stderr %q; want 2 naming it", arg, code, stderr)
+		}
+	}
+	if code, _, stderr := runCLI(t, "plan", "diff", "cpu-v3", broken); !strings.Contains(stderr, "manifest.json") {
+		t.Errorf("a bundle's broken manifest: exit %d, stderr %q does not name manifest.json", code, stderr)
+	}
 	if code, out, _ := runCLI(t, "plan", "diff", "cpu-v3", "cpu-v3"); code != 0 || !strings.Contains(out, "no differences") {
 		t.Errorf("a plan against itself: exit %d\n%s", code, out)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +53,7 @@ func Open(ctx context.Context, arg string) (*Plan, error) {
 			defer f.Close()
 			m, err := manifest.Decode(f)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", arg, err)
+				return nil, inputerr.Errorf("%s: %v", filepath.Join(arg, manifest.FileName), err)
 			}
 			return fromBundle(filepath.Join(arg, manifest.FileName), m)
 		} else {

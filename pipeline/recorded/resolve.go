@@ -31,7 +31,7 @@ func OpenOrResolve(ctx context.Context, arg, recipe string) (*Plan, error) {
 	}
 	t, err := spec.Load()
 	if err != nil {
-		return nil, err
+		return nil, &inputerr.Error{Err: err} // a target file that does not read is the caller's to mend
 	}
 	series, err := patches.Series()
 	if err != nil {
