@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/llbuild/llbuild/bench"
@@ -285,6 +286,28 @@ func TestBenchRefusesACampaignInsideABundle(t *testing.T) {
 				t.Errorf("bench %v left %s failing verification: %v", tc.args, b, ps)
 			}
 		}
+	}
+
+	// a campaign another bench is measuring into (its lock held here) is refused, naming it,
+	// for an A/B and a sweep alike; nothing runs and no record is written
+	camp := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(camp, ".running"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("process 1, since then")
+	for _, args := range [][]string{{bs[0], bs[1]}, {bs[0], "--sweep", "--threads=1,2"}} {
+		code, _, stderr := benchRun(t, append(args, "--dir", camp, "--canaries", "1", "--prompt", "short", "--generate", "8")...)
+		if code != 2 || !strings.Contains(stderr, "another bench is measuring into "+camp+" (process 1, since then)") {
+			t.Errorf("bench %v into a held campaign: exit %d %q, want 2 naming the other bench", args, code, stderr)
+		}
+	}
+	if e := entries(t, camp); len(e) != 1 {
+		t.Errorf("a refused bench wrote into the campaign: %v", e)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -136,6 +137,32 @@ func dirOutsideBundles(dir string, bundles []*Bundle) error {
 	return nil
 }
 
+// holdCampaign makes this process the campaign's only bench for as long as it measures: two
+// benches into one directory would run their servers at once, each slowing the other's rows,
+// and both record what they measured. Another bench already there is a refusal naming it.
+func holdCampaign(dir string) (release func(), err error) {
+	p := filepath.Join(dir, ".running")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("locking the campaign: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			who, _ := os.ReadFile(p)
+			return nil, inputerr.Errorf("another bench is measuring into %s (%s): its servers would slow this one's runs and these its; wait for it, or give another --dir", dir, strings.TrimSpace(string(who)))
+		}
+		return nil, fmt.Errorf("locking the campaign: %w", err)
+	}
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "process %d, since %s", os.Getpid(), time.Now().UTC().Format(time.RFC3339))
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
 // Run measures every bundle Rounds times and records each run in the campaign directory.
 // Without GPUs the runs go one at a time, interleaved and counterbalanced (A B, B A, A B ...),
 // each from its server's start to its stop; with GPUs, bundle i runs on GPUs[i mod len] and the devices work in
@@ -175,6 +202,13 @@ func Run(ctx context.Context, bundles []*Bundle, o Options) (*Result, error) {
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)
+	}
+	if !o.holding {
+		release, err := holdCampaign(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	if err := os.MkdirAll(filepath.Join(o.Dir, "runs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the campaign directory: %w", err)

@@ -64,6 +64,8 @@ type Options struct {
 	// are not started (Run sets it).
 	crashed *crashes
 	now     func() time.Time
+	// holding says the caller holds the campaign (holdCampaign) for this Run: a sweep's two.
+	holding bool
 }
 
 // server is a started llama-server.

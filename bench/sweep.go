@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -162,6 +163,15 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 	if err := dirOutsideBundles(o.Dir, []*Bundle{{Dir: base.Dir, Name: name}}); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the campaign directory: %w", err)
+	}
+	release, err := holdCampaign(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	o.holding = true
 	stem := filepath.Base(strings.TrimSuffix(strings.TrimSuffix(filepath.Clean(name), ".tar.zst"), ".tar.gz"))
 	var variants []*Bundle
 	var same []string
