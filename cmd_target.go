@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -23,9 +24,21 @@ func targetDetectCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Value: "local", Usage: "target `NAME`"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
+			&cli.BoolFlag{Name: "force", Usage: "with -o, replace an existing FILE"},
 		},
 		Action: func(c *cli.Context) error {
-			return runTargetDetect(c.Context, c.String("name"), c.String("output"), cmdutil.StreamsOf(c))
+			name, output := c.String("name"), c.String("output")
+			if !targets.ValidName(name) {
+				return cmdutil.Usagef("--name %q: a target name is lower-case letters, digits and '-'", name)
+			}
+			if output != "" {
+				if fi, err := os.Stat(output); err == nil && fi.IsDir() {
+					return cmdutil.Usagef("-o %s is a directory: give a file name (%s.yaml)", output, name)
+				} else if err == nil && !c.Bool("force") {
+					return cmdutil.Usagef("-o %s exists (perhaps edited by hand): use --force to replace it", output)
+				}
+			}
+			return runTargetDetect(c.Context, name, output, cmdutil.StreamsOf(c))
 		},
 	}
 }

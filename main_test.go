@@ -135,6 +135,23 @@ func TestTargetDetectWritesAUsableTargetFile(t *testing.T) {
 	if out != path+"\n" {
 		t.Errorf("target detect -o printed %q, want the file's path", out)
 	}
+	// the file may have been edited by hand since: replaced only with --force; a bad name or a
+	// directory for -o refused; each exit 2 with the file as it was
+	written, _ := os.ReadFile(path)
+	for _, args := range [][]string{{"-o", path}, {"--name", "bad name/x", "-o", path + ".2"}, {"-o", t.TempDir()}} {
+		if code, _, stderr := runCLI(t, append([]string{"target", "detect"}, args...)...); code != 2 || stderr == "" {
+			t.Errorf("target detect %v: exit %d %q, want 2", args, code, stderr)
+		}
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, written) {
+		t.Errorf("a refused target detect changed %s", path)
+	}
+	if _, err := os.Stat(path + ".2"); err == nil {
+		t.Errorf("target detect with a bad name wrote a file")
+	}
+	if code, _, stderr := runCLI(t, "target", "detect", "--name", "here", "-o", path, "--force"); code != 0 {
+		t.Errorf("target detect --force: exit %d %s", code, stderr)
+	}
 	code, out, stderr = runCLI(t, "plan", "--target-file", path, "--json")
 	if strings.Contains(stderr, "needs editing") {
 		t.Skipf("this host's detected target needs hand edits (%s), so it cannot be planned as is", stderr)

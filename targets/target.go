@@ -243,6 +243,12 @@ func Resolve(name, file string) (*Target, error) {
 	return nil, fmt.Errorf("no target given: use --target (one of %s) or --target-file", strings.Join(Names(), ", "))
 }
 
+// ValidName says whether name can name a target: lower-case letters, digits and '-', not
+// starting with '-'.
+func ValidName(name string) bool { return validName.MatchString(name) }
+
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
 // Parse decodes, defaults and validates a target file's contents. source names the file in
 // errors.
 func Parse(source string, data []byte) (*Target, error) {
@@ -324,7 +330,7 @@ func (t *Target) check() (*DecodedCUDA, error) {
 	if t.SchemaVersion != SchemaVersion {
 		bad("schemaVersion", fmt.Sprintf("is %d, this llbuild reads %d", t.SchemaVersion, SchemaVersion), fmt.Sprintf("set schemaVersion: %d", SchemaVersion))
 	}
-	if !regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`).MatchString(t.Name) {
+	if !ValidName(t.Name) {
 		bad("name", fmt.Sprintf("%q is not a valid target name", t.Name), "use lower-case letters, digits and '-'")
 	}
 	has := t.Host.CPU.FeatureSet()
