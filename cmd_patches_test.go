@@ -107,6 +107,11 @@ func TestPatchesStatusChecksAPlainTree(t *testing.T) {
 	ok := fixtureSeries(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
 	stale := fixtureSeries(t, "0001-server-greeting.patch", "broken-stale-context.patch")
 
+	// a directory that is not llama.cpp is refused before any of it is read
+	if code, _, stderr := runCLI(t, "patches", "status", "--source", t.TempDir(), "--series", ok); code != 2 || !strings.Contains(stderr, "is not a llama.cpp tree") {
+		t.Errorf("patches status of an empty directory: exit %d %q, want 2", code, stderr)
+	}
+
 	code, out, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", ok)
 	words := strings.Join(strings.Fields(out), " ")
 	if code != 0 || !strings.Contains(words, "not a git repository") || !strings.Contains(words, "0001-server-greeting.patch already upstream") ||

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/srctree"
 )
 
@@ -102,6 +103,9 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 		if commit != "" {
 			return nil, fmt.Errorf("source %s is a plain tree, not a git repository, so it has no commit %q: give a checkout or mirror that has it, or (patches status) leave out --commit to check the tree as it is%w", repo, commit, ErrNoCommit)
 		}
+		if err := looksLikeLlama(repo); err != nil {
+			return nil, err
+		}
 		if rep, err = g.indexTree(ctx, repo); err != nil {
 			return nil, err
 		}
@@ -109,6 +113,20 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 		return nil, err
 	}
 	return applySeries(ctx, g, tmp, rep, series)
+}
+
+// looksLikeLlama refuses a plain tree that is not llama.cpp's before every file under it is
+// read and hashed (a home directory, /usr): its top holds CMakeLists.txt, ggml/ and llama.h
+// (under include/ since 2024).
+func looksLikeLlama(dir string) error {
+	_, cm := os.Stat(filepath.Join(dir, "CMakeLists.txt"))
+	_, gg := os.Stat(filepath.Join(dir, "ggml"))
+	_, h1 := os.Stat(filepath.Join(dir, "include", "llama.h"))
+	_, h2 := os.Stat(filepath.Join(dir, "llama.h"))
+	if cm != nil || gg != nil || (h1 != nil && h2 != nil) {
+		return inputerr.Errorf("source %s is not a llama.cpp tree (no CMakeLists.txt, ggml/ and include/llama.h at its top): give --source a llama.cpp checkout, mirror or unpacked source", dir)
+	}
+	return nil
 }
 
 // ErrNoCommit is wrapped by the error of a commit the source does not have (it adds nothing to
