@@ -446,6 +446,13 @@ func TestBundleOutputIsReplacedOnlyWithForce(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "holds an input") {
 		t.Errorf("--force over the inputs' directory: exit %d %s", code, stderr)
 	}
+	// a file where the directory would go is named for what it is, and kept (exit 2)
+	if code, _, stderr := runCLI(t, in.args("-o", neighbour, "--force")...); code != 2 || !strings.Contains(stderr, "exists and is a regular file; --force replaces only a directory") {
+		t.Errorf("--force over a file: exit %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(neighbour); string(b) != "keep" {
+		t.Errorf("--force over a file changed it: %q", b)
+	}
 	if _, err := os.Stat(in.Model); err != nil {
 		t.Errorf("input removed: %v", err)
 	}

@@ -586,7 +586,16 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
 	}
 	if dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("output %s exists and is a %s; --force replaces only a %s", p, fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
+		what := "regular file"
+		switch {
+		case fi.IsDir():
+			what = "directory"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			what = "symbolic link"
+		case !fi.Mode().IsRegular():
+			what = "special file (" + fi.Mode().Type().String() + ")"
+		}
+		return "", inputerr.Errorf("output %s exists and is a %s; --force replaces only a %s", p, what, map[bool]string{true: "directory", false: "regular file"}[dir])
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
