@@ -25,8 +25,14 @@ func chatImages(text string) ([]string, error) {
 	var messages []struct {
 		Content json.RawMessage `json:"content"`
 	}
-	if json.Unmarshal([]byte(t), &messages) != nil {
-		return nil, nil
+	// a chat prompt file that starts with [ is a conversation (what a run sends it as): one that
+	// does not read as one is refused here, before any server starts
+	if err := json.Unmarshal([]byte(t), &messages); err != nil || len(messages) == 0 {
+		why := "no message in it"
+		if err != nil {
+			why = err.Error()
+		}
+		return nil, fmt.Errorf("starts with [ but is not a JSON array of chat messages ({\"role\": ..., \"content\": ...}): %s", why)
 	}
 	var images []string
 	var errs []error

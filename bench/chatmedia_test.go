@@ -35,7 +35,8 @@ func TestChatImagesTakeDataURLsOnly(t *testing.T) {
 	}{
 		{"plain text", "Name the days of the week.", 0, nil},
 		{"text messages", `[{"role":"user","content":"hello"}]`, 0, nil},
-		{"not JSON is the run's to report", `[{"role": 1`, 0, nil},
+		{"not JSON, refused before a server starts", `[{"role": 1`, 0, []string{"starts with [ but is not a JSON array of chat messages", "unexpected end of JSON input"}},
+		{"an empty conversation", `[]`, 0, []string{"no message in it"}},
 		{"text parts", messagesWith(""), 0, nil},
 		{"two images", messagesWith(imagePart("data:image/png;base64,"+pngSignature) + imagePart("data:image/jpeg;base64,"+pngSignature)), 2, nil},
 		{"a remote image", messagesWith(imagePart("https://example.com/cat.png")), 0,

@@ -39,6 +39,7 @@ func TestGridReadsSwitchesAsOnAndOff(t *testing.T) {
 		"--poll=50,101":        "--poll 101: llama-server takes 0 to 100",
 		"--ctx-size=-5,4096":   "--ctx-size -5: llama-server takes 0 to 2147483647",
 		"--threads=1,1":        "1 is given twice",
+		"--bogus-flag=1,2":     "--bogus-flag is not a flag of llama-server",
 		"GGML_SOMETHING=1,2,1": "1 is given twice",
 	} {
 		if _, err := Grid([]string{sweep}); err == nil || !strings.Contains(err.Error(), why) {
