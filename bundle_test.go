@@ -465,8 +465,14 @@ func TestBundleUnwritableDestinationLeavesNothing(t *testing.T) {
 		file := filepath.Join(parent, "file")
 		os.WriteFile(file, nil, 0o644)
 		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(file, "bundle"))...)
-		if code != 1 || !strings.Contains(stderr, "not a directory") {
-			t.Errorf("exit %d %s, want 1 and not a directory", code, stderr)
+		if code != 2 || !strings.Contains(stderr, "not a directory") {
+			t.Errorf("exit %d %s, want 2 (the path named is no directory) and not a directory", code, stderr)
+		}
+	})
+	t.Run("parent is missing", func(t *testing.T) {
+		code, _, stderr := runCLI(t, in.args("-o", filepath.Join(parent, "none", "bundle"))...)
+		if code != 2 || !strings.Contains(stderr, "parent directory") || !strings.Contains(stderr, "make it first") {
+			t.Errorf("exit %d %s, want 2 and make the parent first", code, stderr)
 		}
 	})
 	t.Run("read-only directory", func(t *testing.T) {

@@ -56,8 +56,12 @@ func patchesStatusOptionsOf(c *cli.Context) (patchesStatusOptions, error) {
 		return o, cmdutil.Usagef("patches status takes no arguments, got %q", c.Args().Slice())
 	}
 	var err error
-	if o.Series, err = patches.ByName(c.String("series")); err != nil || !o.IsRange {
-		return o, err
+	if o.Series, err = patches.ByName(c.String("series")); err != nil {
+		// the series named is the caller's to mend: exit 2, never 1 (a patch that does not apply)
+		return o, cmdutil.Usage(err)
+	}
+	if !o.IsRange {
+		return o, nil
 	}
 	if c.IsSet("commit") {
 		return o, cmdutil.Usagef("give --commit or --range, not both")

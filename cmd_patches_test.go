@@ -111,6 +111,12 @@ func TestPatchesStatusChecksAPlainTree(t *testing.T) {
 	if code, _, stderr := runCLI(t, "patches", "status", "--source", t.TempDir(), "--series", ok); code != 2 || !strings.Contains(stderr, "is not a llama.cpp tree") {
 		t.Errorf("patches status of an empty directory: exit %d %q, want 2", code, stderr)
 	}
+	// a series file that does not read is exit 2 (1 says a patch does not apply)
+	badSeries := filepath.Join(t.TempDir(), "series")
+	os.WriteFile(badSeries, []byte("bogus line\n"), 0o644)
+	if code, _, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", badSeries); code != 2 || !strings.Contains(stderr, "bogus line") {
+		t.Errorf("patches status with a malformed series: exit %d %q, want 2 naming the line", code, stderr)
+	}
 
 	code, out, stderr := runCLI(t, "patches", "status", "--source", dir, "--series", ok)
 	words := strings.Join(strings.Fields(out), " ")

@@ -571,9 +571,9 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 	}
 	parent := filepath.Dir(abs)
 	if fi, err := os.Stat(parent); err != nil {
-		return "", fmt.Errorf("output %s: parent directory: %w", p, err)
+		return "", inputerr.Errorf("output %s: parent directory: %v (make it first)", p, err)
 	} else if !fi.IsDir() {
-		return "", fmt.Errorf("output %s: %s is not a directory", p, parent)
+		return "", inputerr.Errorf("output %s: %s is not a directory", p, parent)
 	}
 	fi, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
