@@ -254,7 +254,8 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 	if !force {
 		return inputerr.Errorf("%s exists; use --force to replace it", dest)
 	}
-	if !fi.IsDir() {
+	if st, err := os.Stat(abs); !fi.IsDir() && (fi.Mode()&fs.ModeSymlink == 0 || err != nil || !st.IsDir()) {
+		// a link to a directory is replaced itself, its target left as it is
 		return inputerr.Errorf("--extract %s exists and is not a directory; --force replaces only a directory (remove it or extract elsewhere)", dest)
 	}
 	real, err := filepath.EvalSymlinks(abs)

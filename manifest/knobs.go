@@ -11,29 +11,32 @@ type IntKnob struct {
 	Flag  string
 	Usage string
 	Field func(*ServerKnobs) **int
-	// Min is the least value llama-server takes; Auto, when true, also lets -1 through
-	// (llama-server's "pick for me"). Every knob is at most MaxKnob.
+	// Min and Max are the values llama-server takes; Auto, when true, also lets -1 through
+	// (llama-server's "pick for me") below Min.
 	Min  int
 	Auto bool
 	Max  int
 }
 
-// MaxKnob is the most any integer knob takes: llama-server reads them as 32-bit ints.
-const MaxKnob = 1<<31 - 1
+// MaxKnob and MinKnob bound every integer knob: llama-server reads them as 32-bit ints.
+const (
+	MaxKnob = 1<<31 - 1
+	MinKnob = -1 << 31
+)
 
 // IntKnobs are the integer knobs of ServerKnobs, in the order bundle lists its flags.
 var IntKnobs = []IntKnob{
 	{"ctx-size", "llama-server --ctx-size `N` (0: the model's)", func(k *ServerKnobs) **int { return &k.CtxSize }, 0, false, MaxKnob},
 	{"batch-size", "llama-server --batch-size `N`", func(k *ServerKnobs) **int { return &k.BatchSize }, 1, false, MaxKnob},
 	{"ubatch-size", "llama-server --ubatch-size `N`", func(k *ServerKnobs) **int { return &k.UBatchSize }, 1, false, MaxKnob},
-	{"threads", "llama-server --threads `N` (-1: llama-server's choice)", func(k *ServerKnobs) **int { return &k.Threads }, 1, true, MaxKnob},
+	{"threads", "llama-server --threads `N` (0 or less: every hardware thread)", func(k *ServerKnobs) **int { return &k.Threads }, MinKnob, false, MaxKnob},
 	{"poll", "llama-server --poll `N` (0-100)", func(k *ServerKnobs) **int { return &k.Poll }, 0, false, 100},
-	{"n-gpu-layers", "llama-server --n-gpu-layers `N`", func(k *ServerKnobs) **int { return &k.GPULayers }, 0, true, MaxKnob},
-	{"parallel", "llama-server --parallel `N` (slots)", func(k *ServerKnobs) **int { return &k.Parallel }, 1, false, MaxKnob},
+	{"n-gpu-layers", "llama-server --n-gpu-layers `N` (-1: auto, -2: all)", func(k *ServerKnobs) **int { return &k.GPULayers }, -2, false, MaxKnob},
+	{"parallel", "llama-server --parallel `N` (slots; -1: auto)", func(k *ServerKnobs) **int { return &k.Parallel }, 1, true, MaxKnob},
 	{"spec-draft-n-max", "most tokens to draft, --spec-draft-n-max `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMax }, 0, false, MaxKnob},
 	{"spec-draft-n-min", "fewest tokens to draft, --spec-draft-n-min `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.DraftNMin }, 0, false, MaxKnob},
-	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.ThreadsDraft }, 1, true, MaxKnob},
-	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.GPULayersDraft }, 0, true, MaxKnob},
+	{"spec-draft-threads", "draft threads, --spec-draft-threads `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.ThreadsDraft }, MinKnob, false, MaxKnob},
+	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.GPULayersDraft }, -2, false, MaxKnob},
 }
 
 // Check says what is wrong with v for the knob ("" when llama-server takes it).
@@ -53,6 +56,9 @@ func CheckKnobSetting(flag, value string) string {
 	for _, k := range IntKnobs {
 		if "--"+k.Flag != flag {
 			continue
+		}
+		if (k.Flag == "n-gpu-layers" || k.Flag == "n-gpu-layers-draft") && (value == "auto" || value == "all") {
+			return "" // llama-server reads them as -1 and -2
 		}
 		v, err := strconv.Atoi(value)
 		if err != nil {

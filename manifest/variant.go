@@ -222,9 +222,6 @@ func Grid(sweeps []string) ([][]Setting, error) {
 		if len(a.values) < 2 {
 			return nil, inputerr.Errorf("--sweep %q: give two values or more", sw)
 		}
-		if _, known := llamaFlags[k]; !known && strings.HasPrefix(k, "-") {
-			return nil, inputerr.Errorf("--sweep %q: %s is not a flag of llama-server (the one llbuild pins): sweep one of its flags (llama-server --help) or an environment variable", sw, k)
-		}
 		if o, known := llamaFlags[k]; known && o.value {
 			for _, v := range a.values {
 				if msg := CheckKnobSetting(longest(o.flags), v); msg != "" {

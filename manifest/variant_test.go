@@ -34,16 +34,22 @@ func TestGridReadsSwitchesAsOnAndOff(t *testing.T) {
 		"--backend-sampling=on,fast": `is a switch (it takes no value): sweep it with on and off, not "fast"`,
 		"-bs=1,yes":                  "a switch has two values, on and off: give both",
 		"--no-spec-draft-backend-sampling=off,maybe": `not "maybe"`,
-		"--threads=abc,2":      "--threads=abc: not a whole number",
-		"-t=-5,2":              "--threads -5: llama-server takes -1 (its own choice) or 1 to 2147483647",
-		"--poll=50,101":        "--poll 101: llama-server takes 0 to 100",
-		"--ctx-size=-5,4096":   "--ctx-size -5: llama-server takes 0 to 2147483647",
-		"--threads=1,1":        "1 is given twice",
-		"--bogus-flag=1,2":     "--bogus-flag is not a flag of llama-server",
-		"GGML_SOMETHING=1,2,1": "1 is given twice",
+		"--threads=abc,2":       "--threads=abc: not a whole number",
+		"--n-gpu-layers=all,-3": "--n-gpu-layers -3: llama-server takes -2 to",
+		"--poll=-1,2":           "--poll -1: llama-server takes 0 to 100",
+		"--poll=50,101":         "--poll 101: llama-server takes 0 to 100",
+		"--ctx-size=-5,4096":    "--ctx-size -5: llama-server takes 0 to 2147483647",
+		"--threads=1,1":         "1 is given twice",
+		"GGML_SOMETHING=1,2,1":  "1 is given twice",
 	} {
 		if _, err := Grid([]string{sweep}); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("--sweep %s: %v, want %q", sweep, err, why)
+		}
+	}
+	// what llama-server takes beside numbers in its range: -ngl's auto and all, -1 slots
+	for _, sweep := range []string{"--n-gpu-layers=auto,all,40,-2", "--parallel=-1,2", "--threads=0,-1,4", "--bogus-flag=1,2"} {
+		if _, err := Grid([]string{sweep}); err != nil {
+			t.Errorf("--sweep %s: %v", sweep, err)
 		}
 	}
 }

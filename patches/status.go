@@ -116,15 +116,14 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 }
 
 // looksLikeLlama refuses a plain tree that is not llama.cpp's before every file under it is
-// read and hashed (a home directory, /usr): its top holds CMakeLists.txt, ggml/ and llama.h
-// (under include/ since 2024).
+// read and hashed (a home directory, /usr): its top holds CMakeLists.txt and llama.h (under
+// include/ since 2024).
 func looksLikeLlama(dir string) error {
 	_, cm := os.Stat(filepath.Join(dir, "CMakeLists.txt"))
-	_, gg := os.Stat(filepath.Join(dir, "ggml"))
 	_, h1 := os.Stat(filepath.Join(dir, "include", "llama.h"))
 	_, h2 := os.Stat(filepath.Join(dir, "llama.h"))
-	if cm != nil || gg != nil || (h1 != nil && h2 != nil) {
-		return inputerr.Errorf("source %s is not a llama.cpp tree (no CMakeLists.txt, ggml/ and include/llama.h at its top): give --source a llama.cpp checkout, mirror or unpacked source", dir)
+	if cm != nil || (h1 != nil && h2 != nil) {
+		return inputerr.Errorf("source %s is not a llama.cpp tree (no CMakeLists.txt and include/llama.h at its top): give --source a llama.cpp checkout, mirror or unpacked source", dir)
 	}
 	return nil
 }
