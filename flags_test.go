@@ -22,6 +22,13 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lab, "records.json"), []byte(`{"schemaVersion": 1, "runs": [{"label": "b0-full", "dir": "runs/b0-full", "bundle": "b0", "finished": "2026-12-03T00:00:00Z", "mode": "full", "model": "sha256:m", "protocol": "p", "canary": "4/4", "row0TokPerSec": 100, "valid": true, "decision": "promoted"}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// its own record, which backs the entry (bench report checks)
+	if err := os.MkdirAll(filepath.Join(lab, "runs", "b0-full"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lab, "runs", "b0-full", "record.json"), []byte(`{"schemaVersion": 1, "identity": {"label": "b0-full", "model": {"name": "m.gguf", "sha256": "sha256:m"}}, "valid": true, "finished": "2026-12-03T00:00:00Z", "summary": {"row0TokPerSec": 100}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		command  string // as help names it
 		name     string
