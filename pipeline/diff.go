@@ -56,6 +56,8 @@ func DiffPlans(a, b *Plan, partial bool) *PlanDiff {
 	var src []Change
 	src = appendIf(src, "commit", a.Source.Commit, b.Source.Commit)
 	src = appendIf(src, "url", a.Source.URL, b.Source.URL)
+	// a plain directory built instead of a fetch of the commit: its bytes are the build's
+	src = appendIf(src, "tree", treeString(a.Source.Tree), treeString(b.Source.Tree))
 	if a.Source.Epoch != 0 && b.Source.Epoch != 0 {
 		src = appendIf(src, "epoch", fmt.Sprint(a.Source.Epoch), fmt.Sprint(b.Source.Epoch))
 	}
@@ -94,6 +96,14 @@ func appendIf(cs []Change, what, a, b string) []Change {
 		cs = append(cs, Change{What: what, A: a, B: b})
 	}
 	return cs
+}
+
+// treeString names a plan's source tree: a plain directory's content hash, or the fetch.
+func treeString(tree string) string {
+	if tree == "" {
+		return "(the commit, fetched)"
+	}
+	return tree + " (a plain directory, unverified)"
 }
 
 func sourceString(s *Source) string {

@@ -45,6 +45,18 @@ func TestDiffReportTextAndJSON(t *testing.T) {
 		t.Errorf("StartError() with only A failing = %v, want nil", err)
 	}
 
+	// a plan of a plain directory against the same plan of the fetched commit: the source
+	// differs, in the tree it builds (the bytes, whatever the commit says)
+	plain, err := resolve(t, "cpu-v3", "server", Options{SourceTree: "sha256:0bf4ed37"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	tree := NewDiffReport([2]DiffSide{SideOf("pinned", a, false), SideOf("plain", plain, false)}, DiffPlans(a, plain, false), nil)
+	if err := tree.WriteText(&text); err != nil || !strings.Contains(text.String(), "tree: (the commit, fetched) -> sha256:0bf4ed37 (a plain directory, unverified)") {
+		t.Errorf("WriteText() of a plain tree's plan against the fetch's = %q, %v; want the tree named", text.String(), err)
+	}
+
 	same := NewDiffReport([2]DiffSide{SideOf("x", a, false), SideOf("y", a, false)}, DiffPlans(a, a, false), nil)
 	text.Reset()
 	if err := same.WriteText(&text); err != nil || !strings.HasSuffix(text.String(), "no differences\n") || strings.Contains(text.String(), "driver cap") {
