@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // Result is what one invocation measured: its runs round by round, each round's in the
@@ -112,26 +113,12 @@ type Comparison struct {
 // bundle measured here, or any directory with a manifest.json): the campaign's files would
 // make the bundle fail its own verification, and every later bench of it.
 func dirOutsideBundles(dir string, bundles []*Bundle) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = r
-	}
 	for _, b := range bundles {
-		if b == nil {
-			continue
-		}
-		bd := b.Dir
-		if r, err := filepath.EvalSymlinks(bd); err == nil {
-			bd = r
-		}
-		if abs == bd || strings.HasPrefix(abs, bd+string(filepath.Separator)) {
+		if b != nil && manifest.Within(dir, b.Dir) {
 			return inputerr.Errorf("--dir %s is inside the bundle %s: its records would break the bundle's verification; give a campaign directory outside it", dir, b.Name)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(abs, "manifest.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
 		return inputerr.Errorf("--dir %s holds a manifest.json: it is a bundle, not a campaign directory; give another --dir", dir)
 	}
 	return nil

@@ -262,20 +262,10 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 	if err != nil {
 		return &inputerr.Error{Err: fmt.Errorf("--extract %s: %w", dest, err)}
 	}
-	within := func(p string) bool {
-		if a, err := filepath.Abs(p); err == nil {
-			if r, err := filepath.EvalSymlinks(a); err == nil {
-				p = r
-			} else {
-				p = a
-			}
-		}
-		return p == real || strings.HasPrefix(p, real+string(filepath.Separator))
-	}
-	if within(archive) {
+	if Within(archive, real) {
 		return inputerr.Errorf("--extract %s holds the archive %s; --force would delete it: extract into another directory", dest, archive)
 	}
-	if within(".") {
+	if Within(".", real) {
 		return inputerr.Errorf("--extract %s holds the current directory; --force would delete it: extract into another directory", dest)
 	}
 	return nil

@@ -602,13 +602,7 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		return "", err
 	}
 	for _, f := range plan.Files {
-		src, err := filepath.Abs(f.From)
-		if err == nil {
-			if r, err := filepath.EvalSymlinks(src); err == nil {
-				src = r
-			}
-		}
-		if src == real || strings.HasPrefix(src, real+string(filepath.Separator)) {
+		if Within(f.From, real) {
 			return "", fmt.Errorf("output %s holds an input, %s; --force would delete it", p, f.From)
 		}
 	}
