@@ -152,7 +152,7 @@ func bisectAction(c *cli.Context) error {
 func runBisect(ctx context.Context, o bisectOptions, s cmdutil.Streams) error {
 	switch o.sub {
 	case "log":
-		return cmdutil.UsageOf(bisect.Show(s.Stdout, o.args[0], o.format))
+		return cmdutil.UsageOf(bisect.Show(s.Stdout, o.args[0], o.format, s.Log))
 	case "replay":
 		return cmdutil.UsageOf(bisect.Restart(s.Stdout, o.args[0], o.run.Dir, o.run.Given.Test, o.run.Given.Alpha, o.format, s.Log))
 	}

@@ -201,6 +201,11 @@ func (m *Measurement) merge(o *Measurement) {
 type Log struct {
 	Dir    string
 	Events []Event
+	// Torn says, when the file's last line was cut short (a run stopped mid-write: the machine
+	// taken away, the disk full), which line was left out; the events before it stand, and the
+	// next Append writes over it. "" for a whole log.
+	Torn   string
+	tornAt int64 // where the torn line starts, when Torn is set
 }
 
 // ErrNoLog is returned by ReadLog for a directory without a campaign.
@@ -218,16 +223,26 @@ func ReadLog(dir string) (*Log, error) {
 // ReadLogFile reads a campaign's log from a file of any name (a copy carried back from a GPU
 // machine, an edited one to replay); the log's Dir is the file's directory.
 func ReadLogFile(name string) (*Log, error) {
-	f, err := os.Open(name)
+	b, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	events, err := DecodeEvents(f, name)
-	if err != nil {
+	l := &Log{Dir: filepath.Dir(name)}
+	// Append writes each event as one line ended by a newline and syncs it, so a last line
+	// without its newline that is not JSON is the write a stopped run left half done: it held
+	// no event yet. Anything else wrong is an error, as DecodeEvents says.
+	if cut := bytes.LastIndexByte(b, '\n') + 1; cut < len(b) && len(bytes.TrimSpace(b[cut:])) > 0 && !json.Valid(b[cut:]) {
+		l.Torn = fmt.Sprintf("%s:%d: the last line (%d bytes, no newline) was cut short mid-write and is left out; the events before it stand", name, bytes.Count(b, []byte{'\n'})+1, len(b)-cut)
+		l.tornAt = int64(cut)
+		b = b[:cut]
+	}
+	if l.Events, err = DecodeEvents(bytes.NewReader(b), name); err != nil {
+		if l.Torn != "" {
+			err = fmt.Errorf("%w (%s)", err, l.Torn)
+		}
 		return nil, err
 	}
-	return &Log{Dir: filepath.Dir(name), Events: events}, nil
+	return l, nil
 }
 
 // DecodeEvents reads a log's lines strictly: unknown fields, another schema version, or a
@@ -311,7 +326,21 @@ func (l *Log) Append(e Event) error {
 	if err := os.MkdirAll(l.Dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(l.Dir, LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	name := filepath.Join(l.Dir, LogFile)
+	if l.Torn != "" {
+		// the torn line held no event: the next one takes its place
+		if err := os.Truncate(name, l.tornAt); err != nil {
+			return fmt.Errorf("removing the torn last line of %s: %w", name, err)
+		}
+		l.Torn, l.tornAt = "", 0
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if len(l.Events) == 0 {
+		// the start: whatever the file held was no campaign (ReadLog said so), a torn start
+		// line among such
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(name, flags, 0o644)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ func Restart(w io.Writer, from, dir, test string, alpha float64, f Format, log *
 	if err != nil {
 		return &inputerr.Error{Err: err}
 	}
+	if l.Torn != "" {
+		log.Warn("bisect replay: " + l.Torn)
+	}
 	events := l.Events
 	if test != "" {
 		var changes []string

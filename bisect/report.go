@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +39,7 @@ func (st *State) Write(w io.Writer, dir string, f Format) error {
 // Show writes the campaign that name holds to w as f says: a campaign directory, or a log file
 // kept apart from its campaign (a copy carried back from a GPU machine). A name that holds no
 // log is an inputerr.Error wrapping ErrNoLog.
-func Show(w io.Writer, name string, f Format) error {
+func Show(w io.Writer, name string, f Format, log *slog.Logger) error {
 	var l *Log
 	var err error
 	if fi, serr := os.Stat(name); serr == nil && fi.Mode().IsRegular() {
@@ -51,6 +52,9 @@ func Show(w io.Writer, name string, f Format) error {
 	}
 	if err != nil {
 		return err
+	}
+	if l.Torn != "" && log != nil {
+		log.Warn("bisect log: " + l.Torn)
 	}
 	st, err := Replay(l.Events)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestShowAndRestart(t *testing.T) {
 	show := func(name string, f Format) string {
 		t.Helper()
 		var b bytes.Buffer
-		if err := Show(&b, name, f); err != nil {
+		if err := Show(&b, name, f, nil); err != nil {
 			t.Fatalf("Show(%s, %+v): %v", name, f, err)
 		}
 		return b.String()
@@ -60,7 +60,7 @@ func TestShowAndRestart(t *testing.T) {
 	if sum.Dir != dir || sum.Phase != PhaseProbing || sum.Commits != 10 || len(sum.Probes) != 2 {
 		t.Errorf("JSON %+v, want %s probing 10 commits with 2 probes", sum, dir)
 	}
-	if err := Show(&bytes.Buffer{}, t.TempDir(), Format{}); !inputerr.Is(err) || !errors.Is(err, ErrNoLog) {
+	if err := Show(&bytes.Buffer{}, t.TempDir(), Format{}, nil); !inputerr.Is(err) || !errors.Is(err, ErrNoLog) {
 		t.Errorf("Show of a directory without a log: %v, want the caller's ErrNoLog", err)
 	}
 

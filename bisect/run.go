@@ -83,6 +83,9 @@ func Open(o Options) (*Log, error) {
 	case err != nil:
 		return nil, err
 	}
+	if l.Torn != "" {
+		o.Log.Warn("bisect: " + l.Torn + "; the probe it was writing is measured again")
+	}
 	if o.Settings != nil {
 		if diff := compareSettings(l.Start().Settings, o.Settings); diff != "" {
 			return nil, fmt.Errorf("%s is a campaign with other settings (%s): %w; resume it without them, or give another --dir", o.Dir, diff, ErrSettingsDiffer)

@@ -1,9 +1,11 @@
 package bisect
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"github.com/llbuild/llbuild/bench"
 	"math"
 	"math/rand"
@@ -403,5 +405,73 @@ func TestSignedRankOnTheH200Rounds(t *testing.T) {
 	// the judge's exact one-sided tail on a probe's rounds (bench's tests hold the rest)
 	if _, pa := bench.OneSided(TestSignedRank, b7, 0.914); math.Abs(pa-10.0/512) > 1e-12 {
 		t.Errorf("7b13a8404: pa = %v, want 10/512 (W- = 5 of 45)", pa)
+	}
+}
+
+// A run stopped while Append wrote a line (the machine taken away mid-write) leaves a last line
+// without its newline. The events before it stand, the next run writes over it, and the log is
+// whole again; a broken line anywhere else is still an error.
+func TestATornLastLineIsLeftOutAndWrittenOver(t *testing.T) {
+	p := path(10)
+	dir := t.TempDir()
+	bench := &fakeBencher{speed: step(4, 0.2), noise: 0.01, rng: rand.New(rand.NewSource(1))}
+	run(t, Options{Dir: dir, Settings: settings(p), Path: p, Builder: &fakeBuilder{}, Bencher: bench, MaxProbes: 2})
+	name := filepath.Join(dir, LogFile)
+	whole, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(whole), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if err := os.WriteFile(name, append(whole, last[:len(last)/2]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ReadLog(dir)
+	if err != nil {
+		t.Fatalf("ReadLog with a torn last line: %v", err)
+	}
+	if len(l.Events) != len(lines) || !strings.Contains(l.Torn, fmt.Sprintf("%s:%d: the last line", name, len(lines)+1)) {
+		t.Errorf("read %d events (want %d), Torn %q", len(l.Events), len(lines), l.Torn)
+	}
+	var warned bytes.Buffer
+	run(t, Options{Dir: dir, Builder: &fakeBuilder{}, Bencher: bench, MaxProbes: 1, Log: slog.New(slog.NewTextHandler(&warned, nil))})
+	if !strings.Contains(warned.String(), "cut short mid-write") {
+		t.Errorf("the resumed run did not say the line was left out: %q", warned.String())
+	}
+	after, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(after, whole) || bytes.Count(after, []byte("\n")) <= len(lines) {
+		t.Errorf("the resumed run did not write its event over the torn line:\n%s", after)
+	}
+	if _, err := DecodeEvents(bytes.NewReader(after), name); err != nil {
+		t.Errorf("the log after the resumed run: %v", err)
+	}
+
+	// a torn start line is no campaign: a run with settings starts one in its place
+	fresh := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fresh, LogFile), []byte(lines[0][:40]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadLog(fresh); !errors.Is(err, ErrNoLog) {
+		t.Errorf("ReadLog of a torn start line: %v, want ErrNoLog", err)
+	}
+	run(t, Options{Dir: fresh, Settings: settings(p), Path: p, Builder: &fakeBuilder{}, Bencher: bench, MaxProbes: 1})
+	if _, err := ReadLog(fresh); err != nil {
+		t.Errorf("the campaign started over a torn start line: %v", err)
+	}
+
+	// a broken line before the last, or a last line that is whole JSON but no event, is an error
+	for _, broken := range []string{
+		lines[0] + lines[1][:30] + "\n" + strings.Join(lines[2:], ""),
+		string(whole) + `{"schemaVersion":1,"event":"probe"}`,
+	} {
+		if err := os.WriteFile(name, []byte(broken), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadLog(dir); err == nil {
+			t.Errorf("ReadLog read a log with a broken line:\n%s", broken)
+		}
 	}
 }
