@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -79,8 +80,13 @@ func (s Settings) Options() (Options, error) {
 	return Options{Protocol: p, Dir: s.Dir, Rounds: s.Rounds, GPUs: gpus, ReadyTimeout: s.ReadyTimeout, Name: s.Name, Note: s.Note}, nil
 }
 
-// parseGPUs reads a list of devices: distinct device numbers (or ids) separated by commas,
-// spaces around them ignored; an empty list is no device.
+// parseGPUs reads a list of devices: distinct device numbers separated by commas, spaces around
+// them ignored; an empty list is no device. A number may name a sub-device (1.0, Level Zero's
+// tiles); a CUDA device may also be named by its UUID (GPU-..., MIG-..., as nvidia-smi -L prints
+// it). Anything else is refused: CUDA_VISIBLE_DEVICES stops at an entry it cannot read and shows
+// the run no device at all, so a typo would bench the CPU.
+var deviceName = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|(GPU|MIG)-[0-9A-Za-z/-]+)$`)
+
 func parseGPUs(list string) ([]string, error) {
 	list = strings.TrimSpace(list)
 	if list == "" {
@@ -90,8 +96,8 @@ func parseGPUs(list string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, d := range strings.Split(list, ",") {
 		d = strings.TrimSpace(d)
-		if d == "" || strings.ContainsAny(d, " =:") || seen[d] {
-			return nil, fmt.Errorf("--gpus %q: give distinct device numbers separated by commas (0,1,2,3)", list)
+		if !deviceName.MatchString(d) || seen[d] {
+			return nil, fmt.Errorf("--gpus %q: give distinct device numbers separated by commas (0,1,2,3), or CUDA UUIDs as nvidia-smi -L prints them (GPU-...)", list)
 		}
 		seen[d] = true
 		gpus = append(gpus, d)

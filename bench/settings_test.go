@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,13 +99,16 @@ func TestSettingsReportTheirProblems(t *testing.T) {
 		{"mode", func(s *Settings) { s.Mode, s.Rounds = "fast", -1 }, `--mode "fast": use screen or full`},
 		{"prompt file", func(s *Settings) { s.PromptFile = "/nonexistent/p.txt" }, "--prompt-file: open /nonexistent/p.txt"},
 		{"all together", func(s *Settings) { s.Rounds, s.GPUs, s.Rows, s.Generate = -1, "0,,1", 0, 1 },
-			`bench: --rounds -1: must be 1 or more; --gpus "0,,1": give distinct device numbers separated by commas (0,1,2,3); rows 0: must be 1 to 1000 (row 0 is the headline); generate 1: must be at least 2 tokens to time decoding`},
+			`bench: --rounds -1: must be 1 or more; --gpus "0,,1": give distinct device numbers separated by commas (0,1,2,3), or CUDA UUIDs as nvidia-smi -L prints them (GPU-...); rows 0: must be 1 to 1000 (row 0 is the headline); generate 1: must be at least 2 tokens to time decoding`},
 		{"too many", func(s *Settings) {
 			s.Rounds, s.Rows, s.Canaries, s.ReadyTimeout = 99999999999, 99999999999, 99999999999, -5*time.Second
 		},
 			`bench: --rounds 99999999999: at most 1000; --ready-timeout -5s: must be more than 0 (or 0 for the default, 10 minutes); canaries 99999999999: must be 0 to 100000; rows 99999999999: must be 1 to 1000`},
 		{"a device twice", func(s *Settings) { s.GPUs = "0,1,0" }, `bench: --gpus "0,1,0"`},
 		{"a device with a selector", func(s *Settings) { s.GPUs = "level_zero:0" }, `bench: --gpus "level_zero:0"`},
+		{"a word", func(s *Settings) { s.GPUs = "abc" }, `bench: --gpus "abc"`},
+		{"a negative number", func(s *Settings) { s.GPUs = "0,-1" }, `bench: --gpus "0,-1"`},
+		{"a UUID with a space", func(s *Settings) { s.GPUs = "GPU-12 34" }, `bench: --gpus "GPU-12 34"`},
 		{"label", func(s *Settings) { s.Name = "p split/0.25" }, `--label "p split/0.25": use letters, digits`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +119,23 @@ func TestSettingsReportTheirProblems(t *testing.T) {
 				t.Errorf("Options() error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// --gpus takes device numbers, Level Zero sub-devices and CUDA's UUIDs.
+func TestGPUsTakeNumbersAndUUIDs(t *testing.T) {
+	for list, want := range map[string]string{
+		"0":        "[0]",
+		" 0, 1 ,2": "[0 1 2]",
+		"1.0,1.1":  "[1.0 1.1]",
+		"GPU-5d4e2f1a-0b3c-4d5e-8f90-123456789abc,3": "[GPU-5d4e2f1a-0b3c-4d5e-8f90-123456789abc 3]",
+		"MIG-GPU-5d4e2f1a/1/0":                       "[MIG-GPU-5d4e2f1a/1/0]",
+		"":                                           "[]",
+	} {
+		got, err := parseGPUs(list)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("parseGPUs(%q) = %v, %v; want %s", list, got, err, want)
+		}
 	}
 }
 
