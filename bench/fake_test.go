@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,11 @@ type fakeLlama struct {
 	// loop, when set, makes every answer a cycle of that many tokens from its first, as a
 	// bigram model's greedy output is
 	loop int
+	// fails, when set, says that a bundle's nth server start (from 1) fails, as a server that
+	// crashes before it is ready
+	fails  func(b *Bundle, n int) bool
+	mu     sync.Mutex
+	starts map[string]int
 }
 
 func (f *fakeLlama) handler() http.Handler { return f.handlerAt(1000) }
@@ -114,6 +120,18 @@ func (s *fakeServer) pid() int      { return s.fakePID }
 
 func (f *fakeLlama) starter() func(context.Context, *Bundle, []string, io.Writer) (server, error) {
 	return func(_ context.Context, b *Bundle, _ []string, _ io.Writer) (server, error) {
+		if f.fails != nil {
+			f.mu.Lock()
+			if f.starts == nil {
+				f.starts = map[string]int{}
+			}
+			f.starts[b.Name]++
+			n := f.starts[b.Name]
+			f.mu.Unlock()
+			if f.fails(b, n) {
+				return nil, fmt.Errorf("llama-server exited with status 139 before it was ready")
+			}
+		}
 		tps := 1000
 		if f.speed != nil {
 			tps = f.speed(b)

@@ -50,6 +50,7 @@ type SweepResult struct {
 	// bundle is the swept bundle as the user named it (SweepBundle), variants how many were made.
 	bundle   string
 	variants int
+	noPair   bool // the full run measured no valid pair of the defaults and the leader
 }
 
 // Ranked is a variant's place in the screen.
@@ -113,6 +114,11 @@ func Sweep(ctx context.Context, base *Bundle, variants []*Bundle, o SweepOptions
 		out.Verdicts = append(out.Verdicts, fres.Compare(o.Judge, other.Name, leader.Name))
 	}
 	vs := out.Verdicts[0].Verdict
+	if vs.Rounds == 0 {
+		out.Conclusion = fmt.Sprintf("the full run has no round in which both the defaults and %s ran validly: nothing was compared (the table says which runs failed)", leader.Name)
+		out.noPair = true
+		return out, nil
+	}
 	beaten := ""
 	for i, c := range out.Verdicts[1:] {
 		if c.Verdict.Kind == Slower {
@@ -212,8 +218,8 @@ func SweepBundle(ctx context.Context, name string, unpack Unpacker, sweeps []str
 
 // Err says how the sweep ended, given the error sweepErr that came with it: an
 // InterruptedError (joined with sweepErr) when the screen or the full run was stopped,
-// sweepErr, or the conclusion as an error when no variant led the screen; nil when the judge
-// could compare the leader.
+// sweepErr, or the conclusion as an error when no variant led the screen or the full run has no
+// valid pair of the defaults and the leader; nil when the judge could compare the leader.
 func (s *SweepResult) Err(sweepErr error) error {
 	for _, r := range []*Result{s.Screen, s.Full} {
 		if r != nil && r.Interrupted {
@@ -223,7 +229,7 @@ func (s *SweepResult) Err(sweepErr error) error {
 	if sweepErr != nil {
 		return sweepErr
 	}
-	if s.Leader == "" {
+	if s.Leader == "" || s.noPair {
 		return errors.New(s.Conclusion)
 	}
 	return nil

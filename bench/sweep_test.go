@@ -70,3 +70,41 @@ func TestSweepWinnerIsTheJudges(t *testing.T) {
 		})
 	}
 }
+
+// A sweep whose defaults crash in the full run compared nothing: it says so and is an error,
+// not a verdict of "no difference". A variant that crashes in the screen is only ranked last.
+func TestSweepWithoutAPairIsAnError(t *testing.T) {
+	variant := func(v string) *Bundle {
+		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
+		b.Name, b.Dir = "poll"+v, "/lab/sweep/poll"+v
+		return b
+	}
+	base := testBundle()
+	base.Name = "defaults"
+	variants := []*Bundle{variant("10"), variant("20"), variant("30")}
+	speeds := map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900}
+	for _, tc := range []struct {
+		name    string
+		fails   func(b *Bundle, n int) bool
+		wantErr string
+		leader  string
+	}{
+		{"the defaults crash in the full run", func(b *Bundle, n int) bool { return b.Name == "defaults" && n > 1 },
+			"the full run has no round in which both the defaults and poll20 ran validly", "poll20"},
+		{"a variant crashes in the screen", func(b *Bundle, n int) bool { return b.Name == "poll20" }, "", "poll10"},
+		{"every variant crashes", func(b *Bundle, n int) bool { return b.Name != "defaults" }, "no variant's screen was valid", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &fakeLlama{flipAt: -1, speed: func(b *Bundle) int { return speeds[b.Name] }, fails: tc.fails}
+			o := SweepOptions{Options: Options{Protocol: fastProtocol(ModeScreen), Dir: t.TempDir(), start: fake.starter()}, Full: fastProtocol(ModeFull)}
+			res, err := Sweep(context.Background(), base, variants, o)
+			err = res.Err(err)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Err() = %v, want %q", err, tc.wantErr)
+			}
+			if res.Leader != tc.leader || (tc.wantErr != "" && res.Winner != "") {
+				t.Errorf("leader %q winner %q (%s), want leader %q", res.Leader, res.Winner, res.Conclusion, tc.leader)
+			}
+		})
+	}
+}
