@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -70,6 +71,8 @@ var inputFlags = names(
 	"-mv", "--model-vocoder", "--tts-speaker-file",
 	"-f", "--file", "-sysf", "--system-prompt-file", "-bf", "--binary-file",
 	"-lcs", "--lookup-cache-static",
+	"--context-file", "--in-file", "--positive-file", "--negative-file",
+	"--ui-config-file", "--webui-config-file",
 )
 
 // Flags that make llama-server write files, fetch from the network, or that the
@@ -83,8 +86,12 @@ func init() {
 	}
 	for _, f := range []string{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfv", "-hfrv", "--hf-repo-v", "-hffv", "--hf-file-v",
 		"-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf", "-mu", "--model-url", "-dr", "--docker-repo", "-hft", "--hf-token",
-		"--path", "--models-dir", "--models-preset", "--media-path"} {
+		"--path", "--models-dir", "--models-preset", "--media-path", "-mmu", "--mmproj-url"} {
 		refusedFlags[f] = "reads files from outside the bundle or the network"
+	}
+	refusedFlags["--rpc"] = "sends the model and the work to other hosts (RPC servers); a bundle runs on the machine that serves it"
+	for _, f := range []string{"--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json", "--ui-mcp-proxy", "--webui-mcp-proxy"} {
+		refusedFlags[f] = "lets the server's clients read and write files, run commands or reach other hosts from the serving host; a bundle serves completions only"
 	}
 	for _, f := range []string{"--host", "--port", "--api-key", "--api-key-file", "--ssl-key-file", "--ssl-cert-file"} {
 		refusedFlags[f] = "is set by the entrypoint, which listens in front of llama-server"
@@ -141,7 +148,10 @@ func longest(ss []string) string {
 func classify(flag string) (input bool, refused string) {
 	names := []string{flag}
 	if o, ok := llamaFlags[flag]; ok {
-		names = append(append(names, o.flags...), o.neg...)
+		if slices.Contains(o.neg, flag) {
+			return false, "" // turning an option off reaches nothing
+		}
+		names = append(names, o.flags...)
 	}
 	for _, n := range names {
 		if why, ok := refusedFlags[n]; ok {

@@ -291,6 +291,18 @@ func TestValidateReportsEveryProblemWithItsField(t *testing.T) {
 		{"env backend library outside", func(m *Manifest) { m.Server.Env["GGML_BACKEND_PATH"] = "/usr/lib/libggml-cuda.so" }, []string{"server.env.GGML_BACKEND_PATH", "must be a file of the bundle"}},
 		{"env loader variable", func(m *Manifest) { m.Server.Env["LD_DEBUG_OUTPUT"] = "/tmp/ld" }, []string{"server.env.LD_DEBUG_OUTPUT", "is not allowed"}},
 		{"arg alias of an input flag", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--chat-template-file", "/etc/passwd") }, []string{"--chat-template-file", "absolute"}},
+		// what lets a client reach beyond completions, or sends the work elsewhere
+		{"rpc", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--rpc", "1.2.3.4:50052") }, []string{"--rpc sends the model and the work to other hosts"}},
+		{"env rpc", func(m *Manifest) { m.Server.Env["LLAMA_ARG_RPC"] = "1.2.3.4:50052" }, []string{"server.env.LLAMA_ARG_RPC", "--rpc sends"}},
+		{"tools", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--tools", "exec_shell_command") }, []string{"--tools lets the server's clients"}},
+		{"tools equals form", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--tools=all") }, []string{"--tools lets the server's clients"}},
+		{"env tools", func(m *Manifest) { m.Server.Env["LLAMA_ARG_TOOLS"] = "all" }, []string{"server.env.LLAMA_ARG_TOOLS", "--tools lets"}},
+		{"tools runtime", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--tools-runtime", "docker:x") }, []string{"--tools-runtime lets"}},
+		{"mcp servers", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--mcp-servers-json", "{}") }, []string{"--mcp-servers-json lets"}},
+		{"mcp proxy", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--ui-mcp-proxy") }, []string{"--ui-mcp-proxy lets"}},
+		{"mmproj url", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "-mmu", "http://x/p.gguf") }, []string{"-mmu reads files from outside the bundle or the network"}},
+		{"ui config outside", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--ui-config-file", "/etc/passwd") }, []string{"--ui-config-file", "absolute"}},
+		{"context file outside", func(m *Manifest) { m.Server.Args = append(m.Server.Args, "--context-file", "/etc/shadow") }, []string{"--context-file", "absolute"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,7 +340,10 @@ func TestValidateAcceptsOptionsAndKnobsInEnv(t *testing.T) {
 		// a patched worktree's experiment switches, read with getenv (issue 42's lab)
 		"LLAMA_MTP_DRAFT_DIRECT_ARGMAX_UNROLL": "7",
 		"LLAMA_GEMMA4_MTP_QONLY_ATTN_INPUTS":   "1",
+		// turning a refused option off reaches nothing
+		"LLAMA_ARG_NO_UI_MCP_PROXY": "1",
 	}
+	m.Server.Args = append(m.Server.Args, "--no-webui-mcp-proxy")
 	if err := m.Validate(); err != nil {
 		t.Errorf("Validate() = %v, want nil", err)
 	}
