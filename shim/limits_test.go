@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -63,6 +64,26 @@ func TestSlowBodyGets408(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 500ms") {
 		t.Errorf("stalled body: %d %s, want 408 saying so", resp.StatusCode, body)
 	}
+	// and the connection is closed then, though the client goes on trickling its body: a slow
+	// client holds no connection (a descriptor and a goroutine) past the timeout
+	closed := make(chan error, 1)
+	go func() {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		closed <- err
+	}()
+	for i := 0; i < 20; i++ {
+		select {
+		case err := <-closed:
+			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("after the 408: read %v, want the connection closed", err)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+			c.Write([]byte(" "))
+		}
+	}
+	t.Errorf("the connection of a client trickling its body was still open 4 s after the 408")
 }
 
 // A client that writes its whole body before reading (most do) reads the 413.
@@ -99,6 +120,11 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		{"an unknown role", `{"messages":[{"role":"wizard","content":"hi"}]}`, "messages", `role "wizard" is not a role`, true},
 		{"null content", `{"messages":[{"role":"user","content":null}]}`, "messages", `content is required for role "user"`, true},
 		{"content of another type", `{"messages":[{"role":"user","content":5}]}`, "messages", "must be a string or an array", true},
+		// llama-server would download these from the serving host: any client could make it
+		// request its own network
+		{"an image by http URL", `{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"http://127.0.0.1:18099/img.png"}}]}]}`, "messages", `"messages"[0].content[1].image_url: the url must be a data: URL`, true},
+		{"an image by https URL as a string", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTPS://example.com/a.png"}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
+		{"an image by file URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages", `the url must be a data: URL`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
 	}

@@ -3,9 +3,11 @@ package shim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/llbuild/llbuild/internal/jsonscan"
@@ -648,6 +650,29 @@ type chatRequest struct {
 // llama-server's chat endpoint.
 var parserFields = []string{"tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning_format", "chat_template_kwargs"}
 
+// checkImageURL refuses an image part that llama-server would fetch: it downloads an
+// http(s) URL from the serving host, which would let any client make that host request its
+// own network (a server-side request forgery). An image comes inline, as a data: URL.
+func checkImageURL(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var url string
+	if json.Unmarshal(raw, &url) != nil {
+		var obj struct {
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return errors.New(`must be an object with a "url"`)
+		}
+		url = obj.URL
+	}
+	if len(url) < 5 || !strings.EqualFold(url[:5], "data:") {
+		return errors.New(`the url must be a data: URL (data:image/png;base64,...): llbuild serve does not fetch images from the network for a client`)
+	}
+	return nil
+}
+
 func parseChatRequest(body []byte) (*chatRequest, error) {
 	f, err := decodeObject(body)
 	if err != nil {
@@ -699,13 +724,17 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 				return nil, badRequest("messages", `"messages"[%d].content must be a string or an array of content parts`, i)
 			} else if t[0] == '[' {
 				var parts []struct {
-					Type string `json:"type"`
+					Type     string          `json:"type"`
+					ImageURL json.RawMessage `json:"image_url"`
 				}
 				if json.Unmarshal(t, &parts) != nil {
 					plain = false
 				}
-				for _, p := range parts {
+				for j, p := range parts {
 					plain = plain && p.Type == "text"
+					if err := checkImageURL(p.ImageURL); err != nil {
+						return nil, badRequest("messages", `"messages"[%d].content[%d].image_url: %v`, i, j, err)
+					}
 				}
 			}
 		}

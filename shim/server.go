@@ -271,9 +271,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	rc := http.NewResponseController(w)
 	deadline := time.Now().Add(s.opts.BodyTimeout)
 	rc.SetReadDeadline(deadline)
-	defer rc.SetReadDeadline(time.Time{})
 	orig := r.Body
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		// a body that timed out keeps its passed deadline: net/http reads what is left of a
+		// small body after the handler, and without one a client trickling bytes would hold
+		// the connection for as long as it liked
+		defer rc.SetReadDeadline(time.Time{})
+	}
 	if err == nil {
 		return body, nil
 	}
