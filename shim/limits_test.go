@@ -34,7 +34,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	var conns []net.Conn
 	for i := 0; i < 32; i++ {
 		c := dial(t, ts)
-		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("health on connection %d: %v %v", i, resp, err)
@@ -54,7 +54,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 func TestSlowBodyGets408(t *testing.T) {
 	ts := ownShim(t, Options{BodyTimeout: 500 * time.Millisecond})
 	c := dial(t, ts)
-	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\":")
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\":")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -91,7 +91,7 @@ func TestOversizedBodyGets413TheClientCanRead(t *testing.T) {
 	ts := ownShim(t, Options{MaxRequestBytes: 1 << 20})
 	c := dial(t, ts)
 	const size = 48 << 20
-	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
 	chunk := bytes.Repeat([]byte(" "), 1<<20)
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	for sent := 0; sent < size; sent += len(chunk) {
@@ -229,5 +229,46 @@ func TestBrokenStreamSaysWhyAndEnds(t *testing.T) {
 	}
 	if last, errEv := events[len(events)-1], events[len(events)-2]; last != "data: [DONE]" || !strings.Contains(errEv, `"error"`) || !strings.Contains(errEv, "patch 0003") {
 		t.Errorf("the stream ends %q, %q; want an error event naming patch 0003, then data: [DONE]", errEv, last)
+	}
+}
+
+// A shim on loopback answers only requests addressed to a loopback name and sent by no other
+// site's page: a browser lets any page post to 127.0.0.1 (text/plain needs no preflight), and
+// DNS rebinding lets a page's own name resolve there. Programs send no Origin and are served.
+func TestLoopbackShimRefusesOtherHostsAndSites(t *testing.T) {
+	ts := sharedShim(t)
+	port := ts.URL[strings.LastIndex(ts.URL, ":")+1:]
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:" + port, "", 200},
+		{"localhost:" + port, "", 200},
+		{"LOCALHOST.:" + port, "", 200},
+		{"[::1]:" + port, "", 200},
+		{"127.0.0.1:" + port, "http://localhost:3000", 200},
+		{"attacker.example:" + port, "", 403},
+		{"127.0.0.1.nip.io:" + port, "", 403},
+		{"127.0.0.1:" + port, "http://attacker.example", 403},
+		{"127.0.0.1:" + port, "null", 403},
+	} {
+		req, err := http.NewRequest("POST", ts.URL+"/v1/completions", strings.NewReader(`{"prompt":"hi","max_tokens":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		req.Header.Set("Content-Type", "text/plain")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || tc.want == 403 && !strings.Contains(string(body), "loopback") {
+			t.Errorf("Host %s, Origin %q: %d %s, want %d", tc.host, tc.origin, resp.StatusCode, body, tc.want)
+		}
 	}
 }

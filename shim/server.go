@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -95,6 +96,9 @@ type Server struct {
 	sup  *llamaserver.Process[*upstream]
 	mux  *http.ServeMux
 	key  [32]byte // sha256 of the API key, compared in constant time
+	// loopback: the shim listens on a loopback address only, and so answers only requests
+	// addressed to a loopback name, from no other site's page (checkLoopback)
+	loopback bool
 }
 
 func newServer(opts Options, log *slog.Logger) *Server {
@@ -158,6 +162,9 @@ func tuneGC() {
 // runServer serves s on l and supervises llama-server until ctx is done.
 func runServer(ctx context.Context, s *Server, l net.Listener) error {
 	s.log.Info("shim listening", "addr", l.Addr().String(), "api_key", s.opts.APIKey != "")
+	if ta, ok := l.Addr().(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		s.loopback = true
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	supDone := make(chan error, 1)
@@ -203,6 +210,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, fmt.Errorf("internal error: %v", p))
 		}
 	}()
+	if err := s.checkLoopback(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	if s.opts.APIKey != "" && r.URL.Path != "/health" && !s.authorized(r) {
 		writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: "missing or wrong API key; send Authorization: Bearer KEY"})
 		return
@@ -212,6 +223,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkLoopback refuses, on a shim that listens on loopback only, a request addressed to
+// another name or sent by a page of another site. A browser lets any page it shows send a
+// request to 127.0.0.1 (a text/plain POST needs no preflight), and a name the page's site
+// controls can be made to resolve to 127.0.0.1 (DNS rebinding), which lets the page read the
+// answers too; neither is a client the user started.
+func (s *Server) checkLoopback(r *http.Request) error {
+	if !s.loopback {
+		return nil
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if !loopbackName(host) {
+		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Host %q: this server listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] only (a page of another site can reach a loopback server through its browser); to be reached by another name, serve with --addr on that interface and --api-key-file", r.Host)}
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !loopbackName(u.Hostname()) {
+			return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Origin %q: a page of another site may not use this loopback server; call it from a program, or from a page served on localhost", o)}
+		}
+	}
+	return nil
+}
+
+// loopbackName says host (no port) names this machine's loopback: localhost (and its
+// subdomains, RFC 6761) or a loopback address.
+func loopbackName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
