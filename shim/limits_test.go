@@ -272,3 +272,28 @@ func TestLoopbackShimRefusesOtherHostsAndSites(t *testing.T) {
 		}
 	}
 }
+
+// The prompt logprobs one request asks for are bounded (Options.MaxEchoEntries): the answer is
+// built whole, and a batch of long prompts with many logprobs each took the shim to 4.2 GB. A
+// batch within the bound is answered; one beyond it is a 400 that says how to split it.
+func TestEchoBatchesAreBounded(t *testing.T) {
+	ts := ownShim(t, Options{MaxEchoEntries: 200})
+	batch := func(n int) map[string]any {
+		prompts := make([]any, n)
+		for i := range prompts {
+			prompts[i] = []int{1, 5, 9, 14, 20, 27, 35, 44, 54, 65} // 10 tokens
+		}
+		return map[string]any{"prompt": prompts, "max_tokens": 0, "echo": true, "logprobs": 4}
+	}
+	if code := ts.post(t, "/v1/completions", batch(4), nil); code != 200 { // 4 × 10 × 5 = 200
+		t.Errorf("a batch at the bound: %d, want 200", code)
+	}
+	var e errorAnswer
+	if code := ts.post(t, "/v1/completions", batch(5), &e); code != 400 || e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "more than 200 prompt logprob entries") {
+		t.Errorf("a batch beyond the bound: %d %+v, want 400 on prompt", code, e.Error)
+	}
+	// generation without echo, and echo without logprobs, ask for none
+	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": []any{"a b c", "d e f"}, "max_tokens": 2, "echo": true}, nil); code != 200 {
+		t.Errorf("echo without logprobs: %d, want 200", code)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/llbuild/llbuild/internal/jsonscan"
@@ -17,6 +18,13 @@ import (
 const (
 	maxLogprobs    = 20      // vLLM's default cap; OpenAI's is 5
 	maxBatch       = 4096    // prompts in one request
+	// maxEchoEntries is Options.MaxEchoEntries' default: the prompt logprobs one request may
+	// ask for, its echoed prompt tokens times (1 + logprobs) over all its prompts. The answer is
+	// built whole, at about 20 bytes of JSON an entry and ten times that while it is made, so
+	// this keeps one request near 100 MB of answer and 1 GB of the shim's memory (4096 prompts
+	// of 250 tokens with 20 logprobs each asked for 21 M entries, and took the shim to 4.2 GB).
+	// lm-eval's scoring batches (tens of prompts, logprobs 1) use a few per cent of it.
+	maxEchoEntries = 5 << 20
 	maxStops       = 16      // stop strings
 	maxMaxTokens   = 1 << 20 // far beyond any context; llama-server stops at its context anyway
 	defaultMaxToks = 16      // OpenAI's default for legacy completions
@@ -57,6 +65,9 @@ type completionRequest struct {
 	// without the BOS token the model adds, for clients that count the prompt's tokens with a
 	// tokenizer that adds none.
 	NoSpecialTokens bool
+	// echoEntries counts the prompt logprob entries the request's prompts ask for as they
+	// are tokenized (maxEchoEntries); nil for a request that echoes nothing
+	echoEntries *atomic.Int64
 }
 
 // The request fields each endpoint reads. Any other field is refused with 400 naming it, as
@@ -300,7 +311,7 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &completionRequest{MaxTokens: defaultMaxToks, Logprobs: -1}
+	r := &completionRequest{MaxTokens: defaultMaxToks, Logprobs: -1, echoEntries: new(atomic.Int64)}
 	if err := f.checkKnown(completionFields); err != nil {
 		return nil, err
 	}

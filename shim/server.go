@@ -68,6 +68,9 @@ type Options struct {
 	// means 60 s. A slow client then gets 408 instead of holding a
 	// connection open indefinitely.
 	BodyTimeout time.Duration
+	// MaxEchoEntries bounds the prompt logprob entries of one request (maxEchoEntries, its
+	// default when 0); a request asking for more is a 400.
+	MaxEchoEntries int64
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BodyTimeout == 0 {
 		o.BodyTimeout = 60 * time.Second
+	}
+	if o.MaxEchoEntries == 0 {
+		o.MaxEchoEntries = maxEchoEntries
 	}
 	return o
 }
