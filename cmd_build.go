@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/build"
 	"github.com/llbuild/llbuild/pipeline/executor"
@@ -29,7 +34,8 @@ func buildCommand() *cli.Command {
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one (one that recipe bump --new-series recorded, with its --series)"},
 			cmdutil.SeriesFlag,
 			cmdutil.RefFlag,
-			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout)"},
+			&cli.StringFlag{Name: "image-out", Usage: "write the runtime image as an OCI archive to `FILE` (a directory path ending in / writes an OCI layout); an existing one is replaced only with --force"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing --image-out"},
 			&cli.StringSliceFlag{Name: "push", Usage: "push the runtime image to `REF` (repeatable)"},
 			cmdutil.JSONFlag,
 		}, cmdutil.ExecutorFlags("llama.cpp source `DIR`: a plain directory or a git repository/mirror holding the plan's commit (required for host)", "targets built at once")...),
@@ -64,6 +70,9 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 	if f := c.String("target-file"); f != "" {
 		files = []string{f}
 	}
+	if c.IsSet("target") && len(targets.Specs(c.StringSlice("target"), nil)) == 0 {
+		return o, cmdutil.Usagef("--target %q names no target: give one of %s, or leave --target out for the default (%s)", strings.Join(c.StringSlice("target"), ","), strings.Join(targets.Names(), ", "), targets.Default)
+	}
 	if o.Specs = targets.Specs(c.StringSlice("target"), files); len(o.Specs) == 0 {
 		o.Specs = []targets.Spec{{Name: targets.Default}}
 		cmdutil.Logger(c).Info("no --target given: building the default target", "target", targets.Default)
@@ -78,6 +87,9 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 	}
 	if err := o.Exec.CheckDefaultOut(c.IsSet("out")); err != nil {
 		return o, cmdutil.UsageOf(err)
+	}
+	if err := checkBuildOutputs(o, c.Bool("force")); err != nil {
+		return o, err
 	}
 	if err := cmdutil.UsageOf(o.Exec.Check()); err != nil {
 		return o, err
@@ -99,4 +111,42 @@ func runBuild(ctx context.Context, o buildOptions, s cmdutil.Streams) error {
 	}
 	o.Build.Log, o.Build.Term, o.Build.Every = s.Log, s.Term, s.Every
 	return build.Run(ctx, plans, start, o.Build, s.Stdout)
+}
+
+// checkBuildOutputs refuses, before anything builds, outputs the build could only fail to write
+// at its end, or that it would write over: --out that is not a directory, an --image-out whose
+// directory is missing, that exists (without --force) or that is the runtime base it reads, and a
+// --push that is no image reference.
+func checkBuildOutputs(o buildOptions, force bool) error {
+	if fi, err := os.Stat(o.Build.Out); err == nil && !fi.IsDir() {
+		return cmdutil.Usagef("--out %s is a file; give a directory for the artifacts", o.Build.Out)
+	}
+	// a plain directory's tree is all of it, so artifacts written inside it would be read back
+	// into the next build's source (a git repository's commit is not)
+	if src := o.Exec.Source; src != "" {
+		absSrc, _ := filepath.Abs(src)
+		absOut, _ := filepath.Abs(o.Build.Out)
+		if executor.Within(absOut, absSrc) && gitref.IsPlainDirectory(context.Background(), src) {
+			return cmdutil.Usagef("--out %s is inside the source %s, a plain directory: the next build would read these artifacts as source; give an --out outside it", o.Build.Out, src)
+		}
+	}
+	for _, ref := range o.Build.Push {
+		if _, err := name.ParseReference(ref); err != nil {
+			return cmdutil.Usagef("--push %q: %v; give REGISTRY/REPOSITORY:TAG", ref, err)
+		}
+	}
+	out := o.Build.ImageOut
+	if out == "" {
+		return nil
+	}
+	if fi, err := os.Stat(out); strings.HasSuffix(out, "/") || err == nil && fi.IsDir() {
+		return cmdutil.CheckOutputLayout("--image-out", out, force)
+	}
+	inputs := map[string]string{}
+	for role, spec := range o.Exec.Bases {
+		if p := cmdutil.PathOfBase(spec); p != "" {
+			inputs["the --base "+role+" archive"] = p
+		}
+	}
+	return cmdutil.CheckOutputFile("--image-out", out, force, inputs)
 }

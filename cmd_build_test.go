@@ -27,7 +27,7 @@ func TestServerRefusesBadUsage(t *testing.T) {
 		{"host without a source", []string{"build", "-t", "cpu-v3", "--executor", "host"}, "needs --source"},
 		{"an image for two targets", []string{"build", "-t", "cpu-v3,h200", "--image-out", "x.tar"}, "take one target"},
 		{"a malformed --base", []string{"build", "-t", "cpu-v3", "--base", "builder=x"}, "want devel=REF or runtime=REF"},
-		{"--engine with host", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "/", "--out", "/tmp/x", "--engine", "tcp://x:1"}, "--engine is for --executor dagger"},
+		{"--engine with host", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "/nonexistent-src", "--out", "/tmp/x", "--engine", "tcp://x:1"}, "--engine is for --executor dagger"},
 		{"the default --out inside the source", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "."}, "is inside the source"},
 		{"an unknown target", []string{"build", "-t", "cpu-v9"}, "unknown target"},
 		{"no jobs", []string{"build", "-t", "cpu-v3", "--jobs", "0"}, "--jobs must be at least 1"},
@@ -157,5 +157,62 @@ func TestServerReportsTheImageExport(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// What a build writes at its end is checked before it starts: a half-hour build must not end in
+// "no such directory", nor write its image over the base archive it reads or a file of the
+// user's. Nothing is written by a refused build.
+func TestBuildChecksItsOutputsBeforeBuilding(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "CMakeLists.txt"), []byte("project(x)\n"), 0o644)
+	base := filepath.Join(dir, "rt.tar")
+	notes := filepath.Join(dir, "notes.txt")
+	userDir := filepath.Join(dir, "mine")
+	layoutDir := filepath.Join(dir, "layout")
+	for _, f := range []string{base, notes} {
+		os.WriteFile(f, []byte("keep"), 0o644)
+	}
+	os.MkdirAll(userDir, 0o755)
+	os.WriteFile(filepath.Join(userDir, "a.txt"), []byte("keep"), 0o644)
+	os.MkdirAll(layoutDir, 0o755)
+	os.WriteFile(filepath.Join(layoutDir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	host := []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", src}
+	out := filepath.Join(dir, "out")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"the image over its base", []string{"--out", out, "--base", "runtime=oci-archive:" + base, "--image-out", base, "--force"}, "is the --base runtime archive, which this command reads"},
+		{"the image over a file", []string{"--out", out, "--image-out", notes}, "exists; give --force to replace it"},
+		{"the image under a missing directory", []string{"--out", out, "--image-out", filepath.Join(dir, "nosuch", "x.tar")}, "does not exist; make it first"},
+		{"the image into a directory of the user's", []string{"--out", out, "--image-out", userDir}, "holds files and is no OCI layout"},
+		{"the image into a layout", []string{"--out", out, "--image-out", layoutDir + "/"}, "holds an OCI layout; give --force"},
+		{"a push that is no reference", []string{"--out", out, "--push", "not-a-ref!!"}, `--push "not-a-ref!!"`},
+		{"--out a file", []string{"--out", notes}, "is a file; give a directory"},
+		{"--out inside a plain source", []string{"--out", filepath.Join(src, "out")}, "is inside the source"},
+		{"an empty --target", []string{"--out", out, "-t", ""}, `--target "" names no target`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string(nil), host...), tc.args...)
+			if strings.Contains(tc.name, "--target") {
+				args = append([]string{"build", "--executor", "host", "--source", src}, tc.args...)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 saying %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	for _, f := range []string{base, notes, filepath.Join(userDir, "a.txt")} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != "keep" {
+			t.Errorf("%s after the refused builds: %q %v", f, b, err)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a refused build made %s", out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/llbuild/llbuild/bench"
 	"github.com/llbuild/llbuild/imagebundle"
 	"github.com/llbuild/llbuild/internal/cmdutil"
+	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/executor"
 	"github.com/llbuild/llbuild/pipeline/image"
@@ -64,7 +65,8 @@ Exit status: 0 all published, 1 a build or push failed, 2 usage (including a bad
 			cmdutil.JSONFlag,
 			&cli.StringFlag{Name: "registry", Usage: "repository `HOST[:PORT]/REPO` that receives the images, e.g. ghcr.io/OWNER/llama-server"},
 			&cli.StringSliceFlag{Name: "tag-template", Usage: "tag `TEMPLATE` (repeatable, replaces the defaults; the first must use the plan hash)"},
-			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`"},
+			&cli.StringFlag{Name: "digest-file", Usage: "write target<TAB>repo@digest lines to `FILE`; an existing one is replaced only with --force"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing --digest-file"},
 			cmdutil.FloatingFlag,
 			&cli.StringFlag{Name: "recipe", Value: "server", Usage: "a server recipe `FILE.yaml` instead of the built-in one"},
 			cmdutil.SeriesFlag,
@@ -143,6 +145,9 @@ func publishOptionsOf(c *cli.Context) (publishOptions, error) {
 	if o.Exec.Jobs < 1 {
 		return o, cmdutil.Usagef("--jobs must be at least 1")
 	}
+	if err := checkDigestFile(o.DigestFile, o.Exec.Out, c.Bool("force")); err != nil {
+		return o, err
+	}
 	if err := cmdutil.UsageOf(o.Exec.Check()); err != nil {
 		return o, err
 	}
@@ -182,6 +187,9 @@ func publishOptionsOf(c *cli.Context) (publishOptions, error) {
 		if g.Dir, err = filepath.Abs(c.String("gate-dir")); err != nil {
 			return o, err
 		}
+		if fi, err := os.Stat(g.Dir); err == nil && !fi.IsDir() {
+			return o, cmdutil.Usagef("--gate-dir %s is a file; give a directory for the gate's bundles and records", c.String("gate-dir"))
+		}
 		if err := g.Validate(); err != nil {
 			return o, cmdutil.UsageOf(err)
 		}
@@ -220,4 +228,23 @@ func runPublish(ctx context.Context, o publishOptions, s cmdutil.Streams) error 
 		return err
 	}
 	return publish.WriteReport(s.Stdout, results, g, o.JSON, o.DigestFile)
+}
+
+// checkDigestFile checks --digest-file before anything is built or pushed (CheckOutputFile), so
+// that a push does not end in a file it cannot write. A directory under --out, which publish
+// makes anyway, is made now (the workflow writes out/digests-TARGET.tsv on a fresh runner).
+func checkDigestFile(file, out string, force bool) error {
+	if file == "" {
+		return nil
+	}
+	if dir := filepath.Dir(file); out != "" {
+		if _, err := os.Stat(dir); err != nil {
+			if manifest.Within(dir, out) {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return cmdutil.CheckOutputFile("--digest-file", file, force, nil)
 }

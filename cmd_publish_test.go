@@ -183,6 +183,8 @@ func TestPublishRefusesBadUsageBeforeBuilding(t *testing.T) {
 	reg := publishtest.Memory(t, nil)
 	fx := newPublishFixture(t)
 	repo := reg.Host + "/llbuild/llama-server"
+	kept := filepath.Join(t.TempDir(), "digests.tsv")
+	os.WriteFile(kept, []byte("keep"), 0o644)
 	tests := []struct {
 		name string
 		args []string
@@ -199,6 +201,10 @@ func TestPublishRefusesBadUsageBeforeBuilding(t *testing.T) {
 		{"a target twice", []string{"publish", "-t", "cpu-v3,cpu-v3", "--registry", repo}, nil, "given twice"},
 		{"an unknown executor", fx.args(repo, "--executor", "podman"), nil, "--executor must be dagger or host"},
 		{"host without a source", fx.args(repo, "--executor", "host"), nil, "needs --source"},
+		// the digest file is checked before anything is built or pushed
+		{"a digest file that exists", fx.args(repo, "--digest-file", kept), nil, "exists; give --force to replace it"},
+		{"a digest file under a missing directory", fx.args(repo, "--digest-file", filepath.Join(t.TempDir(), "nosuch", "d.tsv")), nil, "does not exist; make it first"},
+		{"a digest file that is a directory", fx.args(repo, "--digest-file", t.TempDir(), "--force"), nil, "is a directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,6 +222,9 @@ func TestPublishRefusesBadUsageBeforeBuilding(t *testing.T) {
 	}
 	if n := len(reg.Counter.Requests); n != 0 {
 		t.Errorf("usage errors sent %d requests to the registry, want none", n)
+	}
+	if b, _ := os.ReadFile(kept); string(b) != "keep" {
+		t.Errorf("the existing digest file now holds %q", b)
 	}
 }
 

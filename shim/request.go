@@ -16,8 +16,8 @@ import (
 
 // Limits on what a request may ask for.
 const (
-	maxLogprobs    = 20      // vLLM's default cap; OpenAI's is 5
-	maxBatch       = 4096    // prompts in one request
+	maxLogprobs = 20   // vLLM's default cap; OpenAI's is 5
+	maxBatch    = 4096 // prompts in one request
 	// maxEchoEntries is Options.MaxEchoEntries' default: the prompt logprobs one request may
 	// ask for, its echoed prompt tokens times (1 + logprobs) over all its prompts. The answer is
 	// built whole, at about 20 bytes of JSON an entry and ten times that while it is made, so
