@@ -28,6 +28,9 @@ type command struct {
 	args []string
 	// progress, if set, follows ninja's [n/N] lines in the output and reports them.
 	progress *pipeline.NinjaProgress
+	// hold, if set, is inherited by the command (as fd 3) and so by everything it starts: the
+	// work directory's lock, held until the last of them exits (lock)
+	hold *os.File
 }
 
 // tailLines is how much of a failed command's log an error shows.
@@ -51,6 +54,9 @@ func (c command) run(ctx context.Context) error {
 		defer c.progress.Stop()
 	}
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.dir, c.env, out, out
+	if c.hold != nil {
+		cmd.ExtraFiles = []*os.File{c.hold}
+	}
 	// A session of its own: ninja puts each job in a process group of its own, but all stay
 	// in the session, so an interrupt can find every process the build started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

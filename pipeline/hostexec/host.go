@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/progress"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
-	"time"
 )
 
 // Options configure the host executor.
@@ -77,7 +78,12 @@ func New(opts Options) (*Executor, error) {
 		}
 	}
 	if within(opts.WorkDir, src) {
-		return nil, fmt.Errorf("work directory %s is inside the source %s; choose one outside it", opts.WorkDir, src)
+		return nil, inputerr.Errorf("work directory %s is inside the source %s; choose one outside it (--work-dir)", opts.WorkDir, src)
+	}
+	// the build names its work directory in compiler flags (-ffile-prefix-map=DIR=...), which
+	// CMake splits at spaces
+	if strings.ContainsAny(opts.WorkDir, " \t\n") {
+		return nil, inputerr.Errorf("work directory %q holds a space, which the compiler flags naming it cannot take (-ffile-prefix-map): give --work-dir a path without spaces", opts.WorkDir)
 	}
 	if opts.Builder.Executor == "" {
 		opts.Builder.Executor = pipeline.ExecutorHost
@@ -102,7 +108,10 @@ type state struct {
 	env      []string
 	cfgArgs  []string
 	artifact string
-	nlog     int
+	// held is the work directory's lock (lock), handed to every command the build runs so that
+	// the lock outlives an llbuild killed outright until the last compiler it started exits
+	held *os.File
+	nlog int
 	// sourceTree is the content hash of a plain-directory source, whose commit nothing checks.
 	sourceTree string
 	// cuda is the CUDA toolchain found on this machine, for CUDA plans.
@@ -115,7 +124,7 @@ func (s *state) logPath(name string) string {
 }
 
 func (s *state) cmd(dir, logName string, args ...string) command {
-	return command{dir: dir, env: s.env, log: s.logPath(logName), args: args}
+	return command{dir: dir, env: s.env, log: s.logPath(logName), args: args, hold: s.held}
 }
 
 // steps are the host build, in order.
@@ -141,11 +150,12 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lock(s.root + ".lock")
+	held, unlock, err := lock(s.root + ".lock")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
+	s.held = held
 	for _, d := range []string{s.src, s.build, s.logs} {
 		if err := os.RemoveAll(d); err != nil {
 			return "", err
@@ -168,17 +178,21 @@ func (e *Executor) root(p *pipeline.Plan) string {
 	return filepath.Join(e.opts.WorkDir, p.Target+"-"+p.ShortHash())
 }
 
-// lock takes an exclusive lock so two builds of one plan do not share a work directory.
-func lock(name string) (func(), error) {
+// lock takes an exclusive lock so two builds of one plan do not share a work directory. The
+// commands a build runs get the lock's file (command.hold): a flock belongs to the open file,
+// so it is held while any of them lives, and a build whose llbuild was killed outright (kill
+// -9, a lost terminal) keeps a new build out of its directory until its cmake, ninja and
+// compilers have exited.
+func lock(name string) (*os.File, func(), error) {
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("another build of this plan holds %s", name)
+		return nil, nil, fmt.Errorf("another build of this plan holds %s (or the processes of one that was killed still run: wait for them, or find them with fuser %s)", name, name)
 	}
-	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return f, func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // configuredValue returns the value of -DNAME=... in args, the last one winning as in CMake.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llbuild/llbuild/artifacts"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/internal/fixture"
@@ -404,8 +405,19 @@ func TestMissingToolsAreNamed(t *testing.T) {
 func TestNewRefusesWorkDirInsideSource(t *testing.T) {
 	src := t.TempDir()
 	_, err := New(Options{Source: src, WorkDir: filepath.Join(src, "build")})
-	if err == nil || !strings.Contains(err.Error(), "inside the source") {
-		t.Errorf("New() = %v, want a refusal", err)
+	if err == nil || !strings.Contains(err.Error(), "inside the source") || !inputerr.Is(err) {
+		t.Errorf("New() = %v, want a refusal (the caller's mistake: exit 2)", err)
+	}
+	// the compiler flags that name the work directory split at spaces: refused before a build
+	_, err = New(Options{Source: src, WorkDir: filepath.Join(t.TempDir(), "wd sp")})
+	if err == nil || !strings.Contains(err.Error(), "holds a space") || !inputerr.Is(err) {
+		t.Errorf("New() with a space in the work directory = %v, want a refusal", err)
+	}
+	// the default, under a $HOME with a space, likewise
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(t.TempDir(), "x y"))
+	_, err = New(Options{Source: src})
+	if err == nil || !strings.Contains(err.Error(), "give --work-dir a path without spaces") {
+		t.Errorf("New() under a cache directory with a space = %v, want a refusal", err)
 	}
 }
 
@@ -494,5 +506,44 @@ func TestBuildLogsNinjaProgress(t *testing.T) {
 	}
 	if last := m[len(m)-1]; last[1] != last[2] {
 		t.Errorf("the last progress line says step %s of %s, want the last step", last[1], last[2])
+	}
+}
+
+// The work directory's lock is inherited by what a build's commands start, so an llbuild killed
+// outright (its own file closed, never unlocked) still keeps a second build out of the directory
+// while a process the first started, here a grandchild, still runs; once that exits, the lock
+// is free.
+func TestTheLockOutlivesAKilledBuildUntilItsProcessesExit(t *testing.T) {
+	if _, err := exec.LookPath("sleep"); err != nil {
+		t.Skip("no sleep")
+	}
+	name := filepath.Join(t.TempDir(), "w.lock")
+	held, _, err := lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := command{dir: dir, log: filepath.Join(dir, "cmd.log"), args: []string{"sh", "-c", "sleep 2 & exit 0"}, hold: held}
+	if err := c.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	held.Close() // llbuild killed: its file closed by the kernel, no LOCK_UN
+	if _, unlock, err := lock(name); err == nil {
+		unlock()
+		t.Fatal("a second build took the lock while the first one's process still ran")
+	} else if !strings.Contains(err.Error(), "fuser") {
+		t.Errorf("refusal %q does not say how to find the processes", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, unlock, err := lock(name)
+		if err == nil {
+			unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock was still held 10 s after the last process: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

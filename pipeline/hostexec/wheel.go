@@ -99,7 +99,7 @@ func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, 
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lock(root + ".lock")
+	held, unlock, err := lock(root + ".lock")
 	if err != nil {
 		return "", err
 	}
@@ -117,8 +117,8 @@ func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, 
 	pkgPlan.Vendor = nil
 	s := &wheelState{
 		plan:   wp,
-		pkg:    &state{plan: &pkgPlan, opts: pkgOpts, out: out, root: root, src: src, build: filepath.Join(root, "build"), logs: filepath.Join(root, "logs")},
-		vendor: &state{plan: wp.Plan, opts: opts, out: out, root: root, src: filepath.Join(src, filepath.FromSlash(wp.VendorDir)), logs: filepath.Join(root, "logs", "llama.cpp")},
+		pkg:    &state{plan: &pkgPlan, opts: pkgOpts, out: out, root: root, src: src, build: filepath.Join(root, "build"), logs: filepath.Join(root, "logs"), held: held},
+		vendor: &state{plan: wp.Plan, opts: opts, out: out, root: root, src: filepath.Join(src, filepath.FromSlash(wp.VendorDir)), logs: filepath.Join(root, "logs", "llama.cpp"), held: held},
 		dist:   filepath.Join(root, "dist"),
 	}
 	for _, d := range []string{s.pkg.logs, s.vendor.logs} {
@@ -313,7 +313,7 @@ func buildWheel(ctx context.Context, s *wheelState) error {
 	if s.plan.Plan.EnvScript != "" {
 		args = append([]string{"bash", "-c", `. "$0" >/dev/null && exec "$@"`, s.plan.Plan.EnvScript}, args...)
 	}
-	c := command{dir: s.pkg.src, env: env, log: s.pkg.logPath("wheel"), args: args}
+	c := command{dir: s.pkg.src, env: env, log: s.pkg.logPath("wheel"), args: args, hold: s.pkg.held}
 	if err := c.run(ctx); err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) {
