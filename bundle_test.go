@@ -523,8 +523,8 @@ func TestBundleCancelledLeavesNothing(t *testing.T) {
 	cancel()
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, append([]string{"llbuild"}, in.args("-o", filepath.Join(out, "b"))...), strings.NewReader(""), &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "context canceled") {
-		t.Errorf("cancelled bundle: exit %d %s", code, stderr.String())
+	if code != 130 || !strings.HasSuffix(stderr.String(), "\nllbuild: interrupted\n") {
+		t.Errorf("cancelled bundle: exit %d %s, want 130 saying it was interrupted", code, stderr.String())
 	}
 	if e := entries(t, out); len(e) != 0 {
 		t.Errorf("a cancelled bundle left %v", e)

@@ -132,6 +132,13 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	switch {
 	case errors.As(err, &ec):
 		code = ec.ExitCode()
+	case ctx.Err() != nil:
+		// stopped by Ctrl-C or SIGTERM: whatever the work in progress said as it was cut off
+		// (a git command killed, a connection closed) is no diagnosis, and the status is the
+		// one an interrupt has everywhere (bench, bisect)
+		logger.Debug("the error the interrupt caused", "err", err)
+		fmt.Fprintln(stderr, "llbuild: interrupted")
+		return cmdutil.ExitInterrupted
 	case cmdutil.IsUsage(err) || errors.Is(err, pipeline.ErrFloating):
 		code = exitUsage
 	}
