@@ -96,6 +96,8 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 		{"an unknown global flag", []string{"--nope", "targets"}, "flag provided but not defined: --nope"},
 		{"a missing required flag", []string{"patches", "status"}, `Required flag "source" not set`},
 		{"a one-value flag after the arguments repeating one before them", []string{"serve", "--addr", "127.0.0.1:1", dir, "--addr", "127.0.0.1:2"}, "--addr is given twice"},
+		{"a one-value flag given twice with two values", []string{"build", "--target-file", "a.yaml", "--target-file", "b.yaml"}, `--target-file is given twice ("a.yaml", then "b.yaml")`},
+		{"a one-letter flag given twice", []string{"plan", "-t", "cpu-v3", "-t", "h200"}, "-t is given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 // The mistakes urfave would report with the standard flag package's one-dash names it reports
 // as usage errors, naming flags as help does (--target; a one-letter flag keeps its one dash):
 // an unknown flag, a flag without its value, a value the flag refuses, a required flag left
-// out. A one-value flag after the arguments may not repeat one given before them: which was
-// meant is not clear.
+// out. A one-value flag given twice with two values (--out a ... --out b) is refused, as is one
+// after the arguments repeating one before them: which was meant is not clear.
 func FlagsFirst(app *cli.App, args []string) ([]string, error) {
 	if len(args) == 0 {
 		return args, nil
@@ -45,7 +45,8 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 		}
 	}
 	var out, pos []string
-	given := map[string]bool{} // by the flag's first name
+	given := map[string]bool{}    // by the flag's first name
+	values := map[string]string{} // the value each one-value flag was given
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -101,10 +102,10 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 		if err := set.Set(name, value); err != nil {
 			return nil, usagef("invalid value %q for flag %s: %v", value, flagName(name), err)
 		}
-		if s, ok := decl.(cli.DocGenerationSliceFlag); len(pos) > 0 && given[first] && !(ok && s.IsSliceFlag()) {
-			return nil, usagef("%s is given twice", strings.TrimSuffix(a, "="+value))
+		if s, ok := decl.(cli.DocGenerationSliceFlag); given[first] && !(ok && s.IsSliceFlag()) && (len(pos) > 0 || values[first] != value) {
+			return nil, usagef("%s is given twice (%q, then %q): it takes one value; give it once", flagName(name), values[first], value)
 		}
-		given[first] = true
+		given[first], values[first] = true, value
 		if hasValue {
 			out = append(out, a)
 		} else {
