@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -58,8 +59,12 @@ func serveOptionsOf(c *cli.Context) (serveOptions, error) {
 	if c.NArg() > 1 {
 		return o, cmdutil.Usagef("serve takes one BUNDLE (a directory or an archive), got also %q", c.Args().Tail())
 	}
-	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+	_, port, err := net.SplitHostPort(o.Addr)
+	if err != nil {
 		return o, cmdutil.Usagef("--addr %q: %v", o.Addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return o, cmdutil.Usagef("--addr %q: the port must be a number from 0 to 65535 (0: any free port)", o.Addr)
 	}
 	if f := c.String("api-key-file"); f != "" {
 		b, err := os.ReadFile(f)

@@ -194,6 +194,9 @@ func TestServeUsage(t *testing.T) {
 		{"serve"},
 		{"serve", "a", "b"},
 		{"serve", t.TempDir(), "--addr", "nonsense"},
+		{"serve", t.TempDir(), "--addr", "127.0.0.1:99999"},
+		{"serve", t.TempDir(), "--addr", "127.0.0.1:abc"},
+		{"serve", t.TempDir(), "--addr", "127.0.0.1:-1"},
 		{"serve", t.TempDir(), "--api-key-file", empty},
 		{"serve", filepath.Join(t.TempDir(), "missing")},
 	} {

@@ -297,3 +297,20 @@ func TestEchoBatchesAreBounded(t *testing.T) {
 		t.Errorf("echo without logprobs: %d, want 200", code)
 	}
 }
+
+// A client that asks before sending its body (Expect: 100-continue, as curl does for a large
+// one) hears 413 at once instead of 100 Continue, and sends nothing.
+func TestOversizedBodyAnnouncedIsRefusedBeforeItIsSent(t *testing.T) {
+	ts := ownShim(t, Options{MaxRequestBytes: 1 << 20})
+	c := dial(t, ts)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 100<<20)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer before the body: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "exceeds 1048576 bytes") {
+		t.Errorf("announced oversized body: %d %s, want 413 before any body", resp.StatusCode, body)
+	}
+}

@@ -321,6 +321,11 @@ func apiHandler[R any](s *Server, parse func(body []byte) (R, error), serve func
 // maxDrainBytes, within the same deadline), so that a client that sends its
 // whole body before reading the answer reads the 413 instead of a broken pipe.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > s.opts.MaxRequestBytes && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// the client waits for a 100 before it sends the body: say no at once, and read none
+		w.Header().Set("Connection", "close")
+		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxRequestBytes)}
+	}
 	rc := http.NewResponseController(w)
 	deadline := time.Now().Add(s.opts.BodyTimeout)
 	rc.SetReadDeadline(deadline)
