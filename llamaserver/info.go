@@ -26,6 +26,8 @@ type Info struct {
 	// MediaMarker is the text that stands for one in a prompt (MediaPrompt).
 	Vision      bool
 	MediaMarker string
+	// Audio says the server takes audio (a projector with an audio encoder).
+	Audio bool
 	// PromptLogprobs is true when the server advertises native prompt logprobs (a patched
 	// llama-server).
 	PromptLogprobs bool
@@ -81,6 +83,7 @@ func (c *Client) ReadInfo(ctx context.Context) (Info, error) {
 		EOS:            props.EOS,
 		ChatTemplate:   props.Template,
 		Vision:         props.Modalities.Vision,
+		Audio:          props.Modalities.Audio,
 		MediaMarker:    props.MediaMarker,
 		PromptLogprobs: props.PromptLogprobs != nil && *props.PromptLogprobs,
 		Series:         props.PromptLogprobs != nil,

@@ -115,7 +115,11 @@ func writeBundle(t testing.TB, m *Manifest, contents map[string][]byte) string {
 			}
 			continue
 		}
-		if err := os.WriteFile(p, contents[f.Path], 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if f.Kind == KindExecutable {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, contents[f.Path], mode); err != nil {
 			t.Fatal(err)
 		}
 	}

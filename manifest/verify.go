@@ -113,7 +113,9 @@ func Verify(dir string) []Problem {
 				add(rel, "is not listed in %s", FileName)
 			}
 		default:
-			add(rel, "is a %s, not a regular file", describeMode(mode))
+			if _, ok := listed[rel]; !ok { // a listed file is verifyFile's to report
+				add(rel, "is a %s, not a regular file", describeMode(mode))
+			}
 		}
 		return nil
 	})
@@ -224,6 +226,9 @@ func verifyFile(dir string, f File) []Problem {
 	}
 	if fi.Size() != f.Size {
 		return bad("has %d bytes, the manifest says %d (tampered or truncated)", fi.Size(), f.Size)
+	}
+	if f.Kind == KindExecutable && fi.Mode()&0o111 == 0 {
+		return bad("is not executable (mode %v): serve could not start it; chmod +x %s, or unpack the bundle again", fi.Mode().Perm(), f.Path)
 	}
 	fh, err := os.Open(p)
 	if err != nil {

@@ -80,6 +80,16 @@ func TestVerifyFindsProblems(t *testing.T) {
 				t.Skipf("mkfifo: %v", err)
 			}
 		}, []string{"lib/pipe: is a named pipe"}},
+		{"a listed file made a named pipe is reported once", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "models/model.gguf")
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+		}, []string{"models/model.gguf: is a named pipe, not a regular file"}},
+		{"the server not executable", func(t *testing.T, dir string) {
+			os.Chmod(filepath.Join(dir, "bin/llama-server"), 0o644)
+		}, []string{"bin/llama-server: is not executable (mode -rw-r--r--): serve could not start it; chmod +x bin/llama-server"}},
 		{"unknown manifest field", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, FileName)
 			b, _ := os.ReadFile(p)
@@ -103,6 +113,9 @@ func TestVerifyFindsProblems(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("Verify() =\n%s\nwant a problem containing %q", got, w)
+				}
+				if n := strings.Count(got, w); n > 1 {
+					t.Errorf("Verify() =\n%s\nsays %q %d times", got, w, n)
 				}
 			}
 		})

@@ -31,6 +31,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, u *upstream,
 			return
 		}
 	}
+	// said here, as the client's mistake, rather than as llama-server's 500
+	switch {
+	case req.Images && !u.info.Vision:
+		writeError(w, badRequest("messages", "this server takes no images: its bundle has no vision projector (bundle it with --mmproj)"))
+		return
+	case req.Audio && !u.info.Audio:
+		writeError(w, badRequest("messages", "this server takes no audio: its bundle has no audio projector (bundle it with --mmproj)"))
+		return
+	}
 	if req.Gen != nil && !reasoningTemplate(u.info.ChatTemplate) {
 		s.serveChat(w, r, u, req.Gen, req.Fields["messages"])
 		return

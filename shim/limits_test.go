@@ -124,6 +124,7 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		// request its own network
 		{"an image by http URL", `{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"http://127.0.0.1:18099/img.png"}}]}]}`, "messages", `"messages"[0].content[1].image_url: the url must be a data: URL`, true},
 		{"an image by https URL as a string", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTPS://example.com/a.png"}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
+		{"tools that are no array", `{"messages":[{"role":"user","content":"hi"}],"tools":"x"}`, "tools", `"tools" must be an array`, true},
 		{"an image by file URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages", `the url must be a data: URL`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
@@ -312,5 +313,21 @@ func TestOversizedBodyAnnouncedIsRefusedBeforeItIsSent(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "exceeds 1048576 bytes") {
 		t.Errorf("announced oversized body: %d %s, want 413 before any body", resp.StatusCode, body)
+	}
+}
+
+// Media sent to a server without a projector is the client's mistake, a 400 on messages that
+// says how to bundle one, not llama-server's 500 passed on as a 502.
+func TestMediaWithoutAProjectorIs400(t *testing.T) {
+	ts := sharedShim(t)
+	for name, part := range map[string]any{
+		"image": map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64,iVBORw0KGgo="}},
+		"audio": map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": "UklGRg==", "format": "wav"}},
+	} {
+		req := map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "x"}, part}}}, "max_tokens": 2}
+		var e errorAnswer
+		if code := ts.post(t, "/v1/chat/completions", req, &e); code != 400 || e.Error.Param != "messages" || !strings.Contains(e.Error.Message, "no "+map[string]string{"image": "vision", "audio": "audio"}[name]+" projector") {
+			t.Errorf("%s to a server without a projector: %d %+v, want 400 on messages", name, code, e.Error)
+		}
 	}
 }

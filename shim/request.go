@@ -650,6 +650,8 @@ type chatRequest struct {
 	Logprobs     bool
 	TopLogprobs  int
 	IncludeUsage bool
+	// Images and Audio say a message has an image or an audio part.
+	Images, Audio bool
 	// Gen is the request as the completions path runs it, its prompt still to be rendered
 	// from the messages; nil when the request needs llama-server's chat-output parser
 	// (parserFields, or content parts that are not text).
@@ -743,6 +745,12 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 				}
 				for j, p := range parts {
 					plain = plain && p.Type == "text"
+					switch p.Type {
+					case "image_url":
+						r.Images = true
+					case "input_audio":
+						r.Audio = true
+					}
 					if err := checkImageURL(p.ImageURL); err != nil {
 						return nil, badRequest("messages", `"messages"[%d].content[%d].image_url: %v`, i, j, err)
 					}
@@ -797,6 +805,11 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	}
 	if r.LogitBias, err = parseLogitBias(f); err != nil {
 		return nil, err
+	}
+	if t, ok := f["tools"]; ok {
+		if t = bytes.TrimSpace(t); len(t) == 0 || t[0] != '[' {
+			return nil, badRequest("tools", `"tools" must be an array of tool objects`)
+		}
 	}
 	for _, name := range parserFields {
 		plain = plain && !f.has(name)
