@@ -438,6 +438,10 @@ func (t *Target) validateCUDA() (*DecodedCUDA, []error) {
 	}
 	archs := make([]CUDAArch, 0, len(c.Architectures))
 	for i, a := range c.Architectures {
+		if j := slices.Index(c.Architectures, a); j < i {
+			bad(fmt.Sprintf("build.cuda.architectures[%d]", i), fmt.Sprintf("%q is given twice (also [%d])", a, j), "list each architecture once: a repeat builds nothing more, but changes the plan's hash")
+			continue
+		}
 		arch, aerr := ParseCUDAArch(a)
 		archs = append(archs, arch)
 		if aerr != nil {

@@ -81,6 +81,7 @@ func TestParseRejects(t *testing.T) {
 		}, []string{"build.cmake[0]", "GGML_NATIVE=ON"}},
 		{"arch the toolkit cannot compile", func(s string) string { return strings.Replace(s, `["86"]`, `["61"]`, 1) }, []string{"build.cuda.architectures[0]", "sm_61 cannot be compiled by CUDA 13.1.1"}},
 		{"arch the GPU cannot run", func(s string) string { return strings.Replace(s, `["86"]`, `["90"]`, 1) }, []string{"does not run on host.gpus[0]", "no kernel image", `use "86"`}},
+		{"an arch given twice", func(s string) string { return strings.Replace(s, `["86"]`, `["86", "86"]`, 1) }, []string{"build.cuda.architectures[1]", `"86" is given twice (also [0])`}},
 		{"toolkit newer than the driver", func(s string) string { return strings.Replace(s, "toolkit: 13.1.1", "toolkit: 13.3.0", 1) }, []string{"build.cuda.toolkit", "newer than the driver's cap 13.1", "cuda>=13.3"}},
 		{"malformed digest", func(s string) string { return strings.Replace(s, "@sha256:9cf8", "@sha256:XXXX", 1) }, []string{"build.images.devel", "malformed digest"}},
 		{"wrong schema version", func(s string) string { return strings.Replace(s, "schemaVersion: 1", "schemaVersion: 9", 1) }, []string{"schemaVersion", "set schemaVersion: 1"}},
