@@ -7,6 +7,7 @@ import (
 
 	"github.com/llbuild/llbuild/internal/cmdutil"
 	"github.com/llbuild/llbuild/internal/jsonout"
+	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/recorded"
 )
 
@@ -22,20 +23,20 @@ func planDiffCommand() *cli.Command {
 			"docker.io/user/repo@sha256:...). Differences are grouped: source commit, patches, base images,\n" +
 			"apt, CMake arguments, environment, CUDA, runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA\n" +
 			"holds on every target's driver, 1 when not.",
-		Flags: []cli.Flag{cmdutil.RecipeFlag, cmdutil.JSONFlag},
+		Flags: []cli.Flag{cmdutil.RecipeFlag, cmdutil.JSONFlag, cmdutil.FloatingFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
 				return cmdutil.Usagef("plan diff takes two plans A B (targets, target files, plan files, artifact or bundle directories, images), got %d", c.NArg())
 			}
-			return runPlanDiff(c.Context, [2]string{c.Args().Get(0), c.Args().Get(1)}, c.String("recipe"), c.Bool("json"), cmdutil.StreamsOf(c))
+			return runPlanDiff(c.Context, [2]string{c.Args().Get(0), c.Args().Get(1)}, c.String("recipe"), pipeline.Options{AllowFloating: c.Bool("allow-floating")}, c.Bool("json"), cmdutil.StreamsOf(c))
 		},
 	}
 }
 
 // runPlanDiff prints what differs between the plans args name and each target's driver check
 // (recorded.Diff); it fails when B would not start on a target's driver (StartError).
-func runPlanDiff(ctx context.Context, args [2]string, recipe string, asJSON bool, s cmdutil.Streams) error {
-	r, err := recorded.Diff(ctx, args, recipe)
+func runPlanDiff(ctx context.Context, args [2]string, recipe string, o pipeline.Options, asJSON bool, s cmdutil.Streams) error {
+	r, err := recorded.Diff(ctx, args, recipe, o)
 	if err != nil {
 		return cmdutil.UsageOf(err)
 	}

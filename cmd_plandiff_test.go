@@ -266,3 +266,16 @@ func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
 		t.Errorf("a version 1 bundle's CMake arguments were compared:\n%s", out)
 	}
 }
+
+// A target whose images float (b70's are tags) is diffed by name with --allow-floating, as the
+// refusal without it says; it is refused without.
+func TestPlanDiffTakesAFloatingTargetWithAllowFloating(t *testing.T) {
+	code, _, stderr := runCLI(t, "plan", "diff", "cpu-v3", "b70")
+	if code != exitUsage || !strings.Contains(stderr, "or pass --allow-floating") {
+		t.Fatalf("plan diff cpu-v3 b70: exit %d %s, want 2 naming --allow-floating", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "plan", "diff", "--allow-floating", "cpu-v3", "b70")
+	if code != exitOK || !strings.Contains(stdout, "io.llbuild.target: cpu-v3 -> b70") {
+		t.Errorf("plan diff --allow-floating cpu-v3 b70: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/manifest"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // writeBundleManifest writes a bundle directory holding only manifest.json: what Open reads of a
@@ -91,7 +92,7 @@ func TestBuildDiffReadsAsPlanDiff(t *testing.T) {
 		t.Fatalf("DiffBuilds() = %+v, want the second to differ and the third not", diffs)
 	}
 	for i, d := range diffs {
-		report, err := Diff(ctx, [2]string{dirs[0], dirs[i+1]}, "server")
+		report, err := Diff(ctx, [2]string{dirs[0], dirs[i+1]}, "server", pipeline.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

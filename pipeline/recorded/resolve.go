@@ -14,8 +14,9 @@ import (
 // OpenOrResolve reads the plan arg names, the way commands that compare plans take one: a
 // target file (.yaml, .yml) or a built-in target, resolved now with recipe and the built-in
 // series, its host the target; else what Open reads. An arg that is neither a file, a built-in
-// target nor an image reference is an inputerr.Error.
-func OpenOrResolve(ctx context.Context, arg, recipe string) (*Plan, error) {
+// target nor an image reference is an inputerr.Error; o is how targets are resolved (a target
+// whose images float needs o.AllowFloating).
+func OpenOrResolve(ctx context.Context, arg, recipe string, o pipeline.Options) (*Plan, error) {
 	_, statErr := os.Stat(arg)
 	var spec targets.Spec
 	switch {
@@ -37,7 +38,7 @@ func OpenOrResolve(ctx context.Context, arg, recipe string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := pipeline.ResolveRecipe(t, recipe, series, pipeline.Options{})
+	p, err := pipeline.ResolveRecipe(t, recipe, series, o)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +47,10 @@ func OpenOrResolve(ctx context.Context, arg, recipe string) (*Plan, error) {
 
 // Diff compares the plans args name (OpenOrResolve, with recipe): what differs, grouped, and
 // whether each side's host's driver starts each plan (pipeline.DriverChecks).
-func Diff(ctx context.Context, args [2]string, recipe string) (pipeline.DiffReport, error) {
+func Diff(ctx context.Context, args [2]string, recipe string, o pipeline.Options) (pipeline.DiffReport, error) {
 	var sides [2]*Plan
 	for i, arg := range args {
-		s, err := OpenOrResolve(ctx, arg, recipe)
+		s, err := OpenOrResolve(ctx, arg, recipe, o)
 		if err != nil {
 			return pipeline.DiffReport{}, err
 		}

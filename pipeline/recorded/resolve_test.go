@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
+	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/targets"
 )
 
 func TestOpenOrResolveTakesTargetsFilesAndRecords(t *testing.T) {
 	ctx := context.Background()
-	byName, err := OpenOrResolve(ctx, "h200", "server")
+	byName, err := OpenOrResolve(ctx, "h200", "server", pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestOpenOrResolveTakesTargetsFilesAndRecords(t *testing.T) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	byFile, err := OpenOrResolve(ctx, file, "server")
+	byFile, err := OpenOrResolve(ctx, file, "server", pipeline.Options{})
 	if err != nil || byFile.Plan.Hash != byName.Plan.Hash {
 		t.Errorf("OpenOrResolve(a file of h200) = %+v, %v; want the plan %s", byFile, err, byName.Plan.Hash)
 	}
@@ -41,27 +42,27 @@ func TestOpenOrResolveTakesTargetsFilesAndRecords(t *testing.T) {
 	if err := os.WriteFile(planFile, byName.Plan.JSON(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	recorded, err := OpenOrResolve(ctx, planFile, "server")
+	recorded, err := OpenOrResolve(ctx, planFile, "server", pipeline.Options{})
 	if err != nil || recorded.Plan.Hash != byName.Plan.Hash || recorded.Host == nil {
 		t.Errorf("OpenOrResolve(plan.json) = %+v, %v; want the recorded plan with the built-in host", recorded, err)
 	}
-	if _, err := OpenOrResolve(ctx, "h201", "server"); !inputerr.Is(err) || !strings.Contains(err.Error(), "neither a file, a built-in target") {
+	if _, err := OpenOrResolve(ctx, "h201", "server", pipeline.Options{}); !inputerr.Is(err) || !strings.Contains(err.Error(), "neither a file, a built-in target") {
 		t.Errorf("OpenOrResolve(h201) = %v, want an inputerr.Error saying what it takes", err)
 	}
-	if _, err := OpenOrResolve(ctx, "h200", "nope"); !inputerr.Is(err) {
+	if _, err := OpenOrResolve(ctx, "h200", "nope", pipeline.Options{}); !inputerr.Is(err) {
 		t.Errorf("OpenOrResolve(h200, recipe nope) = %v, want an inputerr.Error", err)
 	}
 }
 
 func TestDiffNamesTheSidesAsGiven(t *testing.T) {
-	r, err := Diff(context.Background(), [2]string{"cpu-v3", "h200"}, "server")
+	r, err := Diff(context.Background(), [2]string{"cpu-v3", "h200"}, "server", pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.A.Arg != "cpu-v3" || r.B.Arg != "h200" || r.B.Target != "h200" || len(r.Groups) == 0 {
 		t.Errorf("Diff(cpu-v3, h200) = %+v, want both sides named and their differences", r)
 	}
-	same, err := Diff(context.Background(), [2]string{"h200", "h200"}, "server")
+	same, err := Diff(context.Background(), [2]string{"h200", "h200"}, "server", pipeline.Options{})
 	if err != nil || len(same.Groups) != 0 || same.StartError() != nil {
 		t.Errorf("Diff(h200, h200) = %+v, %v; want no differences and nothing failed", same, err)
 	}
