@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/patches"
@@ -32,7 +33,10 @@ func ResolveTargets(specs []targets.Spec, r *recipes.Recipe, series []patches.Pa
 			if inputerr.Is(err) {
 				return nil, err
 			}
-			errs = append(errs, fmt.Errorf("target %s: %w", t.Name, err))
+			if !strings.HasPrefix(err.Error(), "target "+t.Name+": ") { // Resolve's own errors name it
+				err = fmt.Errorf("target %s: %w", t.Name, err)
+			}
+			errs = append(errs, err)
 			continue
 		}
 		if seen[p.Target] {
