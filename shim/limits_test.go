@@ -124,6 +124,7 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		// request its own network
 		{"an image by http URL", `{"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"http://127.0.0.1:18099/img.png"}}]}]}`, "messages", `"messages"[0].content[1].image_url: the url must be a data: URL`, true},
 		{"an image by https URL as a string", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTPS://example.com/a.png"}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
+		{"a response format nested too deep", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":` + strings.Repeat(`{"a":`, 80) + `1` + strings.Repeat(`}`, 80) + `}}}`, "response_format", `"response_format" is nested 82 deep; at most 64`, true},
 		{"tools that are no array", `{"messages":[{"role":"user","content":"hi"}],"tools":"x"}`, "tools", `"tools" must be an array`, true},
 		{"an image by file URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages", `the url must be a data: URL`, true},
 	} {
@@ -328,6 +329,14 @@ func TestMediaWithoutAProjectorIs400(t *testing.T) {
 		var e errorAnswer
 		if code := ts.post(t, "/v1/chat/completions", req, &e); code != 400 || e.Error.Param != "messages" || !strings.Contains(e.Error.Message, "no "+map[string]string{"image": "vision", "audio": "audio"}[name]+" projector") {
 			t.Errorf("%s to a server without a projector: %d %+v, want 400 on messages", name, code, e.Error)
+		}
+	}
+}
+
+func TestJSONDepthSkipsStrings(t *testing.T) {
+	for raw, want := range map[string]int{`1`: 0, `[]`: 1, `{"a":[{"b":"[[[{{"}]}`: 3, `"\\"`: 0, `["\"[["]`: 1} {
+		if got := jsonDepth([]byte(raw)); got != want {
+			t.Errorf("jsonDepth(%s) = %d, want %d", raw, got, want)
 		}
 	}
 }

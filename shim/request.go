@@ -686,6 +686,36 @@ func checkImageURL(raw json.RawMessage) error {
 	return nil
 }
 
+// maxSchemaDepth bounds how deep a chat request's tools and response_format nest (JSON schemas
+// are rarely more than ten deep).
+const maxSchemaDepth = 64
+
+// jsonDepth is how deep raw, a JSON value, nests its objects and arrays.
+func jsonDepth(raw []byte) int {
+	depth, most, inString, escaped := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			most = max(most, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return most
+}
+
 func parseChatRequest(body []byte) (*chatRequest, error) {
 	f, err := decodeObject(body)
 	if err != nil {
@@ -809,6 +839,13 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if t, ok := f["tools"]; ok {
 		if t = bytes.TrimSpace(t); len(t) == 0 || t[0] != '[' {
 			return nil, badRequest("tools", `"tools" must be an array of tool objects`)
+		}
+	}
+	// llama-server turns these into grammars; a schema nested thousands deep held every slot for
+	// tens of seconds before its 400
+	for _, name := range []string{"tools", "response_format"} {
+		if d := jsonDepth(f[name]); d > maxSchemaDepth {
+			return nil, badRequest(name, "%q is nested %d deep; at most %d", name, d, maxSchemaDepth)
 		}
 	}
 	for _, name := range parserFields {
