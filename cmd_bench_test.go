@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,8 +69,13 @@ func benchBundles(t *testing.T, arts string, variants ...[]string) []string {
 	var out []string
 	for i, extra := range variants {
 		o := filepath.Join(dir, fmt.Sprintf("bundle%d", i))
+		threads := "2" // unless the variant sets it: a one-value flag is given once
+		if j := slices.Index(extra, "--threads"); j >= 0 && j+1 < len(extra) {
+			threads = extra[j+1]
+			extra = slices.Delete(slices.Clone(extra), j, j+2)
+		}
 		args := []string{"llbuild", "bundle", "--target", "cpu-v3", "--artifacts", arts, "--model", model,
-			"--ctx-size", "1024", "--threads", "2", "--parallel", "1", "-o", o, "--quiet", "--link"}
+			"--ctx-size", "1024", "--threads", threads, "--parallel", "1", "-o", o, "--quiet", "--link"}
 		for j := 0; j < len(extra); j++ {
 			if extra[j] == "--draft" {
 				args = append(args, "--draft", draft)
