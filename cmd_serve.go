@@ -32,6 +32,7 @@ func serveCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (loopback unless you say otherwise)"},
 			&cli.StringFlag{Name: "api-key-file", Usage: "require the API key in `FILE` (Authorization: Bearer KEY) on every endpoint but /health"},
+			&cli.StringSliceFlag{Name: "allow-host", Usage: "on loopback, also answer requests addressed to `NAME` (a reverse proxy on this machine that passes its own Host: Caddy's default), and pages of that site (repeatable)"},
 		},
 		Action: func(c *cli.Context) error {
 			o, err := serveOptionsOf(c)
@@ -46,13 +47,19 @@ func serveCommand() *cli.Command {
 // serveOptions is the bundle serve serves (a directory or an archive), where, and the key it
 // asks for ("" for none).
 type serveOptions struct {
-	Bundle string
-	Addr   string
-	APIKey string
+	Bundle     string
+	Addr       string
+	AllowHosts []string
+	APIKey     string
 }
 
 func serveOptionsOf(c *cli.Context) (serveOptions, error) {
-	o := serveOptions{Bundle: c.Args().First(), Addr: c.String("addr")}
+	o := serveOptions{Bundle: c.Args().First(), Addr: c.String("addr"), AllowHosts: c.StringSlice("allow-host")}
+	for _, h := range o.AllowHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			return o, cmdutil.Usagef("--allow-host %q: give a host name without port or scheme (llm.example.org)", h)
+		}
+	}
 	if c.NArg() < 1 {
 		return o, cmdutil.Usagef("serve takes one BUNDLE (a directory or an archive)")
 	}
@@ -96,7 +103,7 @@ func runServe(ctx context.Context, o serveOptions, st cmdutil.Streams) error {
 		return err
 	}
 	opts := shim.Options{ServerPath: s.Path, ServerArgs: s.Args, Env: append(os.Environ(), s.Env...), Dir: s.Dir,
-		Addr: o.Addr, APIKey: o.APIKey, ModelName: s.ModelName, NoPromptLogprobs: s.NoPromptLogprobs}
+		Addr: o.Addr, APIKey: o.APIKey, AllowHosts: o.AllowHosts, ModelName: s.ModelName, NoPromptLogprobs: s.NoPromptLogprobs}
 	shim.WarnBeyondLoopback(log, opts)
 	return shim.Run(ctx, opts, log)
 }

@@ -340,3 +340,34 @@ func TestJSONDepthSkipsStrings(t *testing.T) {
 		}
 	}
 }
+
+// A reverse proxy on this machine that passes the Host it was asked for (Caddy's default) is
+// named with Options.AllowHosts (serve --allow-host): that name, and pages of that site, are
+// answered; others still are not.
+func TestLoopbackShimAnswersTheHostsItIsTold(t *testing.T) {
+	ts := ownShim(t, Options{AllowHosts: []string{"LLM.example.org"}})
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"llm.example.org", "", 200},
+		{"llm.example.org:443", "https://llm.example.org", 200},
+		{"other.example.org", "", 403},
+		{"llm.example.org", "https://evil.example", 403},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/completions", strings.NewReader(`{"prompt":"hi","max_tokens":1}`))
+		req.Host = tc.host
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %s, Origin %q: %d, want %d", tc.host, tc.origin, resp.StatusCode, tc.want)
+		}
+	}
+}

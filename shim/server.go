@@ -71,6 +71,9 @@ type Options struct {
 	// MaxEchoEntries bounds the prompt logprob entries of one request (maxEchoEntries, its
 	// default when 0); a request asking for more is a 400.
 	MaxEchoEntries int64
+	// AllowHosts are names besides loopback's that a shim on loopback answers (checkLoopback):
+	// a reverse proxy on this machine that passes the Host it was asked for.
+	AllowHosts []string
 }
 
 func (o Options) withDefaults() Options {
@@ -244,16 +247,30 @@ func (s *Server) checkLoopback(r *http.Request) error {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	if !loopbackName(host) {
-		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Host %q: this server listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] only (a page of another site can reach a loopback server through its browser); to be reached by another name, serve with --addr on that interface and --api-key-file", r.Host)}
+	if !s.allowedName(host) {
+		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Host %q: this server listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] only (a page of another site can reach a loopback server through its browser); to be reached by another name, serve with --addr on that interface and --api-key-file, or name it with --allow-host (a reverse proxy on this machine)", r.Host)}
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || !loopbackName(u.Hostname()) {
+		if err != nil || !s.allowedName(u.Hostname()) {
 			return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Origin %q: a page of another site may not use this loopback server; call it from a program, or from a page served on localhost", o)}
 		}
 	}
 	return nil
+}
+
+// allowedName says host (no port) is loopback or one of Options.AllowHosts.
+func (s *Server) allowedName(host string) bool {
+	if loopbackName(host) {
+		return true
+	}
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, a := range s.opts.AllowHosts {
+		if h == strings.TrimSuffix(strings.ToLower(a), ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // loopbackName says host (no port) names this machine's loopback: localhost (and its
