@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -73,6 +74,9 @@ func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 		return o, cmdutil.Usagef("wheel takes no arguments, got %q", c.Args().Slice())
 	}
 	name, file, archs := c.String("target"), c.String("target-file"), wheel.Architectures(c.StringSlice("arch"))
+	if c.IsSet("target") && strings.TrimSpace(name) == "" {
+		return o, cmdutil.Usagef("--target %q names no target: give one of %s, or leave --target out for the default (%s)", name, strings.Join(targets.Names(), ", "), targets.Default)
+	}
 	if name == "" && file == "" && len(archs) == 0 {
 		name = targets.Default
 	}
