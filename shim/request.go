@@ -430,6 +430,13 @@ func parseStreamOptions(f fields, stream bool) (bool, error) {
 	if !stream {
 		return false, badRequest("stream_options", `"stream_options" is only allowed with "stream": true`)
 	}
+	for k := range opts {
+		// include_obfuscation is OpenAI's padding of streamed events, which a local server
+		// has no reason for: taken and ignored
+		if k != "include_usage" && k != "include_obfuscation" {
+			return false, badRequest("stream_options", "Unrecognized request argument supplied: stream_options.%s", k)
+		}
+	}
 	iu, err := opts.boolean("include_usage")
 	if err != nil {
 		return false, badRequest("stream_options.include_usage", `"stream_options.include_usage" must be true or false`)
@@ -526,6 +533,9 @@ func decodePrompts(raw json.RawMessage) ([]prompt, error) {
 	if ids, ok := tokenIDs(items); ok {
 		return []prompt{{IDs: ids}}, nil
 	}
+	if j, bad := badTokenID(items); bad != "" {
+		return nil, badRequest("prompt", `"prompt"[%d] is %s: a token id is a whole number from 0 (and a prompt is a string, an array of token ids, or an array of either)`, j, bad)
+	}
 	if len(items) > maxBatch {
 		return nil, badRequest("prompt", `"prompt" batch has %d prompts; at most %d are allowed`, len(items), maxBatch)
 	}
@@ -541,6 +551,9 @@ func decodePrompts(raw json.RawMessage) ([]prompt, error) {
 		}
 		ids, ok := tokenIDs(sub)
 		if !ok {
+			if j, bad := badTokenID(sub); bad != "" {
+				return nil, badRequest("prompt", `"prompt"[%d][%d] is %s: a token id is a whole number from 0`, i, j, bad)
+			}
 			return nil, badRequest("prompt", `"prompt"[%d] must be a string or an array of non-negative integer token ids`, i)
 		}
 		out = append(out, prompt{IDs: ids})
@@ -623,6 +636,23 @@ func fastIDPrompts(raw []byte) (ps []prompt, ok bool) {
 }
 
 // tokenIDs reports whether every item is a non-negative integer.
+// badTokenID finds, in items that are all numbers, the first that is no token id (negative,
+// fractional, beyond an int32), and returns its index and text; "" when items are not all
+// numbers, or all are ids.
+func badTokenID(items []json.RawMessage) (int, string) {
+	for _, item := range items {
+		if item = bytes.TrimSpace(item); len(item) == 0 || (item[0] != '-' && (item[0] < '0' || item[0] > '9')) {
+			return 0, ""
+		}
+	}
+	for i, item := range items {
+		if v, err := strconv.ParseInt(string(bytes.TrimSpace(item)), 10, 32); err != nil || v < 0 {
+			return i, string(bytes.TrimSpace(item))
+		}
+	}
+	return 0, ""
+}
+
 func tokenIDs(items []json.RawMessage) ([]int, bool) {
 	ids := make([]int, len(items))
 	for i, item := range items {
@@ -766,6 +796,9 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 			if t := bytes.TrimSpace(c); len(t) == 0 || (t[0] != '"' && t[0] != '[') {
 				return nil, badRequest("messages", `"messages"[%d].content must be a string or an array of content parts`, i)
 			} else if t[0] == '[' {
+				if len(bytes.TrimSpace(t[1:len(t)-1])) == 0 {
+					return nil, badRequest("messages", `"messages"[%d].content is an empty array: give at least one content part`, i)
+				}
 				var parts []struct {
 					Type     string          `json:"type"`
 					ImageURL json.RawMessage `json:"image_url"`
