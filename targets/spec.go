@@ -36,8 +36,9 @@ func Specs(names, files []string) []Spec {
 }
 
 // Load resolves s (Resolve). Naming no target, both a name and a file, a name that is not
-// built in or a file that does not exist is an inputerr.Error; a file that does not validate is
-// not.
+// built in, a file that does not exist and a target file that does not validate are
+// inputerr.Errors (the user's to mend: exit 2 in every command alike); a built-in target that
+// does not validate is not (llbuild's own).
 func (s Spec) Load() (*Target, error) {
 	if s.Name == "" && s.File == "" {
 		return nil, inputerr.Errorf("no target given: use --target (one of %s) or --target-file", strings.Join(Names(), ", "))
@@ -46,7 +47,7 @@ func (s Spec) Load() (*Target, error) {
 		return nil, inputerr.Errorf("give --target or --target-file, not both")
 	}
 	t, err := Resolve(s.Name, s.File)
-	if errors.Is(err, ErrUnknownTarget) || errors.Is(err, fs.ErrNotExist) {
+	if err != nil && (errors.Is(err, ErrUnknownTarget) || errors.Is(err, fs.ErrNotExist) || s.File != "") {
 		return nil, &inputerr.Error{Err: err}
 	}
 	return t, err
