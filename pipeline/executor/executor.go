@@ -58,6 +58,13 @@ func ParseBases(entries []string) (map[string]string, error) {
 		if _, dup := m[role]; dup {
 			return nil, inputerr.Errorf("--base %s is given twice", role)
 		}
+		for _, kind := range []string{"oci-archive:", "oci-layout:"} {
+			if p, ok := strings.CutPrefix(ref, kind); ok {
+				if _, err := os.Stat(p); err != nil {
+					return nil, inputerr.Errorf("--base %s: %v", e, err)
+				}
+			}
+		}
 		m[role] = ref
 	}
 	return m, nil

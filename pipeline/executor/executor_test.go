@@ -15,11 +15,13 @@ import (
 )
 
 func TestParseBases(t *testing.T) {
-	got, err := ParseBases([]string{"devel=oci-layout:/x", "runtime=r@sha256:ab"})
-	if want := map[string]string{"devel": "oci-layout:/x", "runtime": "r@sha256:ab"}; err != nil || !reflect.DeepEqual(got, want) {
+	layout := t.TempDir()
+	got, err := ParseBases([]string{"devel=oci-layout:" + layout, "runtime=r@sha256:ab"})
+	if want := map[string]string{"devel": "oci-layout:" + layout, "runtime": "r@sha256:ab"}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseBases() = %v, %v; want %v", got, err, want)
 	}
-	for _, bad := range [][]string{{"builder=x"}, {"devel="}, {"devel"}, {"devel=a", "devel=b"}} {
+	// an archive or layout that is not there is said before anything is resolved or built
+	for _, bad := range [][]string{{"builder=x"}, {"devel="}, {"devel"}, {"devel=a", "devel=b"}, {"devel=oci-archive:/nonexistent.tar"}, {"runtime=oci-layout:/nonexistent"}} {
 		if _, err := ParseBases(bad); !inputerr.Is(err) || !strings.Contains(err.Error(), "--base") {
 			t.Errorf("ParseBases(%q) = %v, want an inputerr.Error about --base", bad, err)
 		}
