@@ -216,3 +216,19 @@ func TestBuildChecksItsOutputsBeforeBuilding(t *testing.T) {
 		t.Errorf("a refused build made %s", out)
 	}
 }
+
+// A series file of the user's that does not read (a bad line, a patch outside its directory) is
+// theirs to mend: exit 2 in plan and build alike, as patches status has it.
+func TestABadSeriesFileIsUsage(t *testing.T) {
+	series := filepath.Join(t.TempDir(), "bad.series")
+	os.WriteFile(series, []byte("../x.patch\n"), 0o644)
+	for _, args := range [][]string{
+		{"plan", "-t", "cpu-v3", "--series", series},
+		{"build", "-t", "cpu-v3", "--series", series, "--out", t.TempDir()},
+	} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, "bad.series:1") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 naming the line", args, code, stdout, stderr)
+		}
+	}
+}

@@ -24,5 +24,11 @@ func ByName(name string) ([]Patch, error) {
 	if _, err := os.Stat(abs); err != nil {
 		return nil, inputerr.Errorf("--series %s: neither a named series (scoring, plain) nor a file: %v", name, err)
 	}
-	return Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+	ps, err := Load(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+	if err != nil {
+		// the user's series file (its lines, digests, patches): theirs to mend, exit 2 in every
+		// command alike, as patches status has it
+		return nil, &inputerr.Error{Err: err}
+	}
+	return ps, nil
 }
