@@ -151,6 +151,10 @@ func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
 	if strings.Contains(out, "only source") {
 		t.Errorf("an image side was reported as partial:\n%s", out)
 	}
+	// named as --base and bundle --image name images, it reads the same
+	if code, out, stderr := runCLI(t, "plan", "diff", "oci-archive:"+archive, "oci-layout:"+layoutDir); code != 0 || !strings.Contains(out, "A: oci-archive:"+archive) {
+		t.Errorf("plan diff oci-archive: oci-layout:: exit %d\n%s%s", code, out, stderr)
+	}
 	// The image's plan is the plan itself: against the target it was built for, nothing differs.
 	if code, out, stderr := runCLI(t, "plan", "diff", layoutDir, pA.Target); code == 2 || !strings.Contains(out, "A: "+layoutDir) {
 		t.Errorf("layout vs target: exit %d\n%s%s", code, out, stderr)

@@ -17,6 +17,15 @@ import (
 // target nor an image reference is an inputerr.Error; o is how targets are resolved (a target
 // whose images float needs o.AllowFloating).
 func OpenOrResolve(ctx context.Context, arg, recipe string, o pipeline.Options) (*Plan, error) {
+	// an image named as --base and bundle --image name one: oci-archive:FILE, oci-layout:DIR
+	for _, kind := range []string{"oci-archive:", "oci-layout:"} {
+		if p, ok := strings.CutPrefix(arg, kind); ok {
+			if _, err := os.Stat(p); err != nil {
+				return nil, inputerr.Errorf("%s: %v", arg, err)
+			}
+			return Open(ctx, p)
+		}
+	}
 	_, statErr := os.Stat(arg)
 	var spec targets.Spec
 	switch {
