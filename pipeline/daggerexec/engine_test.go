@@ -307,7 +307,8 @@ func TestEnginePatchErrorNamesPatchAndHunk(t *testing.T) {
 	series := fixture.Patches(t, "0001-server-greeting.patch", "broken-stale-context.patch")
 	opts, _ := engineOptions(t, series)
 	p := fixture.Plan(t, "cpu-v3", fixture.Recipe(t, ""), series)
-	out := t.TempDir()
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out") // made by the build, and so removed by a failed one
 	_, err := newEngineExecutor(t, opts).Build(context.Background(), p, out)
 	var pe *PatchError
 	if !errors.As(err, &pe) {
@@ -321,7 +322,7 @@ func TestEnginePatchErrorNamesPatchAndHunk(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(parent, "*")); len(m) > 0 {
 		t.Errorf("a failed build left %v", m)
 	}
 }

@@ -3,8 +3,10 @@ package daggerexec
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -105,8 +107,8 @@ func steps() []pipeline.Step[*state] {
 
 // Build defines the plan's container on the engine, runs it, exports the outputs and writes
 // the artifacts under out.
-func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (string, error) {
-	out, err := filepath.Abs(out)
+func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (artifact string, err error) {
+	out, err = filepath.Abs(out)
 	if err != nil {
 		return "", err
 	}
@@ -117,6 +119,15 @@ func (e *Executor) Build(ctx context.Context, p *pipeline.Plan, out string) (str
 		return "", err
 	}
 	defer closeSession()
+	if _, err := os.Stat(out); errors.Is(err, fs.ErrNotExist) {
+		// made for this build: a build that fails or is interrupted leaves none behind (Remove
+		// takes it only while it is empty, so another build's artifacts stay)
+		defer func() {
+			if artifact == "" {
+				os.Remove(out)
+			}
+		}()
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
 	}
