@@ -74,6 +74,9 @@ func wheelOptionsOf(c *cli.Context) (wheelOptions, error) {
 		return o, cmdutil.Usagef("wheel takes no arguments, got %q", c.Args().Slice())
 	}
 	name, file, archs := c.String("target"), c.String("target-file"), wheel.Architectures(c.StringSlice("arch"))
+	if n := c.Int("build-jobs"); n < 0 {
+		return o, cmdutil.Usagef("--build-jobs %d: give a number of jobs, or 0 for the default", n)
+	}
 	if c.IsSet("target") && strings.TrimSpace(name) == "" {
 		return o, cmdutil.Usagef("--target %q names no target: give one of %s, or leave --target out for the default (%s)", name, strings.Join(targets.Names(), ", "), targets.Default)
 	}
