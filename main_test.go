@@ -63,6 +63,7 @@ func TestPlanOlaresOneJSON(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	emptySource := t.TempDir()
 	tests := []struct {
 		name     string
 		args     []string
@@ -75,7 +76,7 @@ func TestExitCodes(t *testing.T) {
 		{"no target is usage", []string{"plan"}, 2, "no target given"},
 		{"unknown target is usage and suggests", []string{"plan", "-t", "olares"}, 2, `did you mean "olares-one"`},
 		{"floating image without --allow-floating is usage", []string{"plan", "-t", "b70"}, 2, "--allow-floating"},
-		{"floating image without --allow-floating is usage for build", []string{"build", "-t", "b70", "--executor", "host", "--source", "/", "--out", "/tmp/llbuild-exit-test"}, 2, "--allow-floating"},
+		{"floating image without --allow-floating is usage for build", []string{"build", "-t", "b70", "--executor", "host", "--source", emptySource, "--out", "/tmp/llbuild-exit-test"}, 2, "--allow-floating"},
 		{"missing --source is usage (host)", []string{"build", "-t", "cpu-v3", "--executor", "host", "--source", "/nonexistent-src", "--out", "/tmp/llbuild-exit-test"}, 2, "/nonexistent-src"},
 		{"missing --source is usage (dagger)", []string{"build", "-t", "cpu-v3", "--source", "/nonexistent-src", "--out", "/tmp/llbuild-exit-test"}, 2, "/nonexistent-src"},
 		{"missing --model is usage", []string{"bundle", "-t", "cpu-v3", "--model", "/nonexistent.gguf", "--artifacts", "/nonexistent-artifacts", "-o", "/tmp/llbuild-exit-test-bundle"}, 2, "/nonexistent.gguf"},
