@@ -205,6 +205,7 @@ func TestPublishRefusesBadUsageBeforeBuilding(t *testing.T) {
 		{"a digest file that exists", fx.args(repo, "--digest-file", kept), nil, "exists; give --force to replace it"},
 		{"a digest file under a missing directory", fx.args(repo, "--digest-file", filepath.Join(t.TempDir(), "nosuch", "d.tsv")), nil, "does not exist; make it first"},
 		{"a digest file that is a directory", fx.args(repo, "--digest-file", t.TempDir(), "--force"), nil, "is a directory"},
+		{"a gate directory that is a file", fx.args(repo, "--not-slower-than", "ghcr.io/x/y:1", "--gate-dir", kept), nil, "is a file; give a directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -197,6 +197,8 @@ func TestServeUsage(t *testing.T) {
 		{"serve", t.TempDir(), "--addr", "127.0.0.1:99999"},
 		{"serve", t.TempDir(), "--addr", "127.0.0.1:abc"},
 		{"serve", t.TempDir(), "--addr", "127.0.0.1:-1"},
+		{"serve", t.TempDir(), "--allow-host", "llm.example.org:443"},
+		{"serve", t.TempDir(), "--allow-host", "https://llm.example.org"},
 		{"serve", t.TempDir(), "--api-key-file", empty},
 		{"serve", filepath.Join(t.TempDir(), "missing")},
 	} {

@@ -130,7 +130,8 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	code := exitFailed
 	var ec cli.ExitCoder
 	switch {
-	case errors.As(err, &ec):
+	case errors.As(err, &ec) && (ctx.Err() == nil || ec.ExitCode() == cmdutil.ExitInterrupted):
+		// bench and bisect say what an interrupt kept, with 130 themselves
 		code = ec.ExitCode()
 	case ctx.Err() != nil:
 		// stopped by Ctrl-C or SIGTERM: whatever the work in progress said as it was cut off

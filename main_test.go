@@ -228,3 +228,20 @@ func resolvePlan(target, targetFile, recipe string, allowFloating bool) (*pipeli
 	}
 	return pipeline.ResolveSpec(targets.Spec{Name: target, File: targetFile}, recipe, series, pipeline.Options{AllowFloating: allowFloating})
 }
+
+// An interrupt is said as one, exit 130, even where the work it cut off ended in an error
+// marked as usage (a git fetch killed reads as "not a git repository"); bench and bisect keep
+// their own 130 message.
+func TestAnInterruptIsNeverReportedAsUsage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"llbuild", "plan", "-t", "cpu-v9"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 130 || !strings.HasSuffix(stderr.String(), "llbuild: interrupted\n") {
+		t.Errorf("a usage error under an interrupt: exit %d %q, want 130 saying interrupted", code, stderr.String())
+	}
+	code = run(context.Background(), []string{"llbuild", "plan", "-t", "cpu-v9"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 {
+		t.Errorf("the same without an interrupt: exit %d, want 2", code)
+	}
+}

@@ -206,6 +206,9 @@ type Log struct {
 	// next Append writes over it. "" for a whole log.
 	Torn   string
 	tornAt int64 // where the torn line starts, when Torn is set
+	// unended: the file's last line, a whole event, lacks its newline (a write cut just
+	// before it, an editor that drops it): Append writes one first
+	unended bool
 }
 
 // ErrNoLog is returned by ReadLog for a directory without a campaign.
@@ -236,6 +239,7 @@ func ReadLogFile(name string) (*Log, error) {
 		l.tornAt = int64(cut)
 		b = b[:cut]
 	}
+	l.unended = len(b) > 0 && b[len(b)-1] != '\n'
 	if l.Events, err = DecodeEvents(bytes.NewReader(b), name); err != nil {
 		if l.Torn != "" {
 			err = fmt.Errorf("%w (%s)", err, l.Torn)
@@ -261,6 +265,9 @@ func DecodeEvents(r io.Reader, name string) ([]Event, error) {
 		var e Event
 		if err := dec.Decode(&e); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("%s:%d: more than one event on the line", name, n)
 		}
 		if e.SchemaVersion != SchemaVersion {
 			return nil, fmt.Errorf("%s:%d: schemaVersion %d, this llbuild reads %d", name, n, e.SchemaVersion, SchemaVersion)
@@ -344,6 +351,9 @@ func (l *Log) Append(e Event) error {
 	if err != nil {
 		return err
 	}
+	if l.unended {
+		b = append([]byte{'\n'}, b...)
+	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		f.Close()
 		return err
@@ -355,6 +365,7 @@ func (l *Log) Append(e Event) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	l.unended = false
 	l.Events = append(l.Events, e)
 	return nil
 }

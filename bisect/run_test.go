@@ -449,6 +449,20 @@ func TestATornLastLineIsLeftOutAndWrittenOver(t *testing.T) {
 		t.Errorf("the log after the resumed run: %v", err)
 	}
 
+	// a whole last line without its newline (a write cut just before it, an editor that drops
+	// it) keeps its event, and the next one goes on a line of its own
+	cut := filepath.Join(t.TempDir(), "cut")
+	os.MkdirAll(cut, 0o755)
+	if err := os.WriteFile(filepath.Join(cut, LogFile), bytes.TrimSuffix(whole, []byte("\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, Options{Dir: cut, Builder: &fakeBuilder{}, Bencher: bench, MaxProbes: 1})
+	if l, err := ReadLog(cut); err != nil {
+		t.Errorf("after resuming a log without its last newline: %v", err)
+	} else if len(l.Events) <= len(lines) || l.Torn != "" {
+		t.Errorf("after resuming a log without its last newline: %d events (had %d), torn %q", len(l.Events), len(lines), l.Torn)
+	}
+
 	// a torn start line is no campaign: a run with settings starts one in its place
 	fresh := t.TempDir()
 	if err := os.WriteFile(filepath.Join(fresh, LogFile), []byte(lines[0][:40]), 0o644); err != nil {
@@ -462,8 +476,10 @@ func TestATornLastLineIsLeftOutAndWrittenOver(t *testing.T) {
 		t.Errorf("the campaign started over a torn start line: %v", err)
 	}
 
-	// a broken line before the last, or a last line that is whole JSON but no event, is an error
+	// a broken line before the last, a last line that is whole JSON but no event, or two events
+	// on one line, is an error
 	for _, broken := range []string{
+		lines[0] + strings.TrimSuffix(lines[1], "\n") + lines[1],
 		lines[0] + lines[1][:30] + "\n" + strings.Join(lines[2:], ""),
 		string(whole) + `{"schemaVersion":1,"event":"probe"}`,
 	} {

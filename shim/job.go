@@ -114,7 +114,8 @@ func (j *job) echoRows(ctx context.Context, score bool) error {
 	if n := j.u.info.NCtx; n > 0 && len(ids) >= n {
 		return badRequest("prompt", "prompt %d has %d tokens; llama-server's context holds %d per slot", j.index, len(ids), n)
 	}
-	if c := j.req.echoEntries; c != nil && j.req.Logprobs >= 0 {
+	// a streamed batch sends each prompt's rows as they come: only a whole answer is bounded
+	if c := j.req.echoEntries; c != nil && j.req.Logprobs >= 0 && !j.req.Stream {
 		if n, most := c.Add(int64(len(ids))*int64(j.req.Logprobs+1)), j.s.opts.MaxEchoEntries; n > most {
 			return badRequest("prompt", "the echoed prompts ask for more than %d prompt logprob entries (tokens × (1 + logprobs)) in one request: send the batch in smaller requests, or ask for fewer logprobs", most)
 		}

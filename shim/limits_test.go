@@ -132,6 +132,12 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 		{"an image by https URL as a string", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"HTTPS://example.com/a.png"}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
 		{"a response format nested too deep", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":` + strings.Repeat(`{"a":`, 80) + `1` + strings.Repeat(`}`, 80) + `}}}`, "response_format", `"response_format" is nested 82 deep; at most 64`, true},
 		{"tools that are no array", `{"messages":[{"role":"user","content":"hi"}],"tools":"x"}`, "tools", `"tools" must be an array`, true},
+		// keys as llama-server reads them: exact, the last of a repeated one
+		{"an image URL under a key of another case", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/"},"IMAGE_URL":{"url":"data:,"}}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
+		{"an image url beside a URL key", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/","URL":"data:,"}}]}]}`, "messages", `content[0].image_url: the url must be a data: URL`, true},
+		{"audio by URL", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"http://10.0.0.1/a.wav","format":"wav"}}]}]}`, "messages", `content[0].input_audio.data: "http://10.0.0.1/a.wav" is a URL`, true},
+		{"video by url", `{"messages":[{"role":"user","content":[{"type":"input_video","input_video":{"url":"HTTPS://x/v.mp4"}}]}]}`, "messages", `content[0].input_video.url`, true},
+		{"tools nested too deep", `{"messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70) + `]}`, "tools", `"tools" is nested 71 deep; at most 64`, true},
 		{"an image by file URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages", `the url must be a data: URL`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
@@ -259,6 +265,8 @@ func TestLoopbackShimRefusesOtherHostsAndSites(t *testing.T) {
 		{"127.0.0.1.nip.io:" + port, "", 403},
 		{"127.0.0.1:" + port, "http://attacker.example", 403},
 		{"127.0.0.1:" + port, "null", 403},
+		{"127.0.0.1:" + port, "chrome-extension://abcdefghijklmnop", 200},
+		{"127.0.0.1:" + port, "vscode-webview://1a2b", 200},
 	} {
 		req, err := http.NewRequest("POST", ts.URL+"/v1/completions", strings.NewReader(`{"prompt":"hi","max_tokens":1}`))
 		if err != nil {
@@ -299,6 +307,12 @@ func TestEchoBatchesAreBounded(t *testing.T) {
 	var e errorAnswer
 	if code := ts.post(t, "/v1/completions", batch(5), &e); code != 400 || e.Error.Param != "prompt" || !strings.Contains(e.Error.Message, "more than 200 prompt logprob entries") {
 		t.Errorf("a batch beyond the bound: %d %+v, want 400 on prompt", code, e.Error)
+	}
+	// a streamed batch sends each prompt's rows as they come: it is not built whole, nor bounded
+	streamed := batch(5)
+	streamed["stream"] = true
+	if code := ts.post(t, "/v1/completions", streamed, nil); code != 200 {
+		t.Errorf("a streamed batch beyond the bound: %d, want 200", code)
 	}
 	// generation without echo, and echo without logprobs, ask for none
 	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": []any{"a b c", "d e f"}, "max_tokens": 2, "echo": true}, nil); code != 200 {
@@ -375,5 +389,13 @@ func TestLoopbackShimAnswersTheHostsItIsTold(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("Host %s, Origin %q: %d, want %d", tc.host, tc.origin, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// The stream options other APIs' clients send are taken; an unknown one is not (the table above).
+func TestStreamOptionsOfOtherClientsAreTaken(t *testing.T) {
+	r, err := parseCompletionRequest([]byte(`{"prompt":"a","stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false,"continuous_usage_stats":false}}`))
+	if err != nil || !r.IncludeUsage {
+		t.Errorf("parse = %+v, %v; want include_usage taken and the others ignored", r, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -432,8 +433,9 @@ func parseStreamOptions(f fields, stream bool) (bool, error) {
 	}
 	for k := range opts {
 		// include_obfuscation is OpenAI's padding of streamed events, which a local server
-		// has no reason for: taken and ignored
-		if k != "include_usage" && k != "include_obfuscation" {
+		// has no reason for, continuous_usage_stats vLLM's usage in every chunk: taken and
+		// ignored
+		if k != "include_usage" && k != "include_obfuscation" && k != "continuous_usage_stats" {
 			return false, badRequest("stream_options", "Unrecognized request argument supplied: stream_options.%s", k)
 		}
 	}
@@ -693,27 +695,49 @@ type chatRequest struct {
 // llama-server's chat endpoint.
 var parserFields = []string{"tools", "tool_choice", "parallel_tool_calls", "response_format", "reasoning_format", "chat_template_kwargs"}
 
-// checkImageURL refuses an image part that llama-server would fetch: it downloads an
-// http(s) URL from the serving host, which would let any client make that host request its
-// own network (a server-side request forgery). An image comes inline, as a data: URL.
-func checkImageURL(raw json.RawMessage) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+// checkMedia refuses a content part that llama-server would fetch: it downloads an http(s)
+// URL given as an image's url, or as an audio or video part's data or url, from the serving
+// host, which would let any client make that host request its own network (a server-side
+// request forgery). Media come inline: an image as a data: URL, audio and video as base64. It
+// returns the field at fault.
+func checkMedia(part map[string]json.RawMessage) (string, error) {
+	str := func(raw json.RawMessage) (string, bool) {
+		var s string
+		return s, json.Unmarshal(raw, &s) == nil
 	}
-	var url string
-	if json.Unmarshal(raw, &url) != nil {
-		var obj struct {
-			URL string `json:"url"`
+	sub := func(raw json.RawMessage) map[string]json.RawMessage {
+		var m map[string]json.RawMessage
+		json.Unmarshal(raw, &m)
+		return m
+	}
+	if raw, ok := part["image_url"]; ok && string(raw) != "null" {
+		url, isString := str(raw)
+		if !isString {
+			m := sub(raw)
+			if m == nil {
+				return "image_url", errors.New(`must be an object with a "url"`)
+			}
+			url, _ = str(m["url"])
 		}
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return errors.New(`must be an object with a "url"`)
+		if len(url) < 5 || !strings.EqualFold(url[:5], "data:") {
+			return "image_url", errors.New(`the url must be a data: URL (data:image/png;base64,...): llbuild serve does not fetch images from the network for a client`)
 		}
-		url = obj.URL
 	}
-	if len(url) < 5 || !strings.EqualFold(url[:5], "data:") {
-		return errors.New(`the url must be a data: URL (data:image/png;base64,...): llbuild serve does not fetch images from the network for a client`)
+	for _, kind := range []string{"input_audio", "input_video"} {
+		m := sub(part[kind])
+		for _, key := range []string{"data", "url"} {
+			if v, _ := str(m[key]); fetched(v) {
+				return kind + "." + key, fmt.Errorf("%q is a URL: llbuild serve does not fetch media from the network for a client; send the data inline, base64", v)
+			}
+		}
 	}
-	return nil
+	return "", nil
+}
+
+// fetched says llama-server would download v rather than decode it.
+func fetched(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	return strings.HasPrefix(v, "http") || strings.HasPrefix(v, "file:") || strings.HasPrefix(v, "ftp")
 }
 
 // maxSchemaDepth bounds how deep a chat request's tools and response_format nest (JSON schemas
@@ -799,23 +823,24 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 				if len(bytes.TrimSpace(t[1:len(t)-1])) == 0 {
 					return nil, badRequest("messages", `"messages"[%d].content is an empty array: give at least one content part`, i)
 				}
-				var parts []struct {
-					Type     string          `json:"type"`
-					ImageURL json.RawMessage `json:"image_url"`
-				}
+				// each part as llama-server reads it: exact keys (encoding/json's struct
+				// fields match any case, and nlohmann's do not), the last of a repeated one
+				var parts []map[string]json.RawMessage
 				if json.Unmarshal(t, &parts) != nil {
 					plain = false
 				}
 				for j, p := range parts {
-					plain = plain && p.Type == "text"
-					switch p.Type {
+					var typ string
+					json.Unmarshal(p["type"], &typ)
+					plain = plain && typ == "text"
+					switch typ {
 					case "image_url":
 						r.Images = true
 					case "input_audio":
 						r.Audio = true
 					}
-					if err := checkImageURL(p.ImageURL); err != nil {
-						return nil, badRequest("messages", `"messages"[%d].content[%d].image_url: %v`, i, j, err)
+					if field, err := checkMedia(p); err != nil {
+						return nil, badRequest("messages", `"messages"[%d].content[%d].%s: %v`, i, j, field, err)
 					}
 				}
 			}

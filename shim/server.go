@@ -250,9 +250,11 @@ func (s *Server) checkLoopback(r *http.Request) error {
 	if !s.allowedName(host) {
 		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Host %q: this server listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] only (a page of another site can reach a loopback server through its browser); to be reached by another name, serve with --addr on that interface and --api-key-file, or name it with --allow-host (a reverse proxy on this machine)", r.Host)}
 	}
+	// a page's origin is http(s), or "null" (a sandboxed frame, which a hostile page can make);
+	// other schemes are the user's own programs (an extension, an editor's webview, an app)
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || !s.allowedName(u.Hostname()) {
+		if o == "null" || err != nil || (u.Scheme == "http" || u.Scheme == "https") && !s.allowedName(u.Hostname()) {
 			return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Message: fmt.Sprintf("Origin %q: a page of another site may not use this loopback server; call it from a program, or from a page served on localhost", o)}
 		}
 	}
