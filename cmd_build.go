@@ -10,10 +10,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llbuild/llbuild/internal/cmdutil"
-	"github.com/llbuild/llbuild/internal/gitref"
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/build"
 	"github.com/llbuild/llbuild/pipeline/executor"
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -95,8 +95,19 @@ func buildOptionsOf(c *cli.Context) (buildOptions, error) {
 		return o, err
 	}
 	// last: it reads the source (a plain directory's tree hash is part of the plan)
-	o.Inputs, err = cmdutil.ServerInputsOf(c, o.Exec.Source, false)
-	return o, err
+	if o.Inputs, err = cmdutil.ServerInputsOf(c, o.Exec.Source, false); err != nil {
+		return o, err
+	}
+	// a plain directory's tree is all of it, so artifacts written inside it would be read back
+	// into the next build's source (a git repository's commit is not)
+	if src := o.Inputs.PlainSource; src != "" {
+		absSrc, _ := filepath.Abs(src)
+		absOut, _ := filepath.Abs(o.Build.Out)
+		if executor.Within(absOut, absSrc) {
+			return o, cmdutil.Usagef("--out %s is inside the source %s, a plain directory: the next build would read these artifacts as source; give an --out outside it", o.Build.Out, src)
+		}
+	}
+	return o, nil
 }
 
 // runBuild resolves the plans and carries them out (build.Run): artifacts and, when asked, the
@@ -121,15 +132,6 @@ func checkBuildOutputs(o buildOptions, force bool) error {
 	if fi, err := os.Stat(o.Build.Out); err == nil && !fi.IsDir() {
 		return cmdutil.Usagef("--out %s is a file; give a directory for the artifacts", o.Build.Out)
 	}
-	// a plain directory's tree is all of it, so artifacts written inside it would be read back
-	// into the next build's source (a git repository's commit is not)
-	if src := o.Exec.Source; src != "" {
-		absSrc, _ := filepath.Abs(src)
-		absOut, _ := filepath.Abs(o.Build.Out)
-		if executor.Within(absOut, absSrc) && gitref.IsPlainDirectory(context.Background(), src) {
-			return cmdutil.Usagef("--out %s is inside the source %s, a plain directory: the next build would read these artifacts as source; give an --out outside it", o.Build.Out, src)
-		}
-	}
 	for _, ref := range o.Build.Push {
 		if _, err := name.ParseReference(ref); err != nil {
 			return cmdutil.Usagef("--push %q: %v; give REGISTRY/REPOSITORY:TAG", ref, err)
@@ -144,7 +146,7 @@ func checkBuildOutputs(o buildOptions, force bool) error {
 	}
 	inputs := map[string]string{}
 	for role, spec := range o.Exec.Bases {
-		if p := cmdutil.PathOfBase(spec); p != "" {
+		if p, ok := image.LocalPath(spec); ok {
 			inputs["the --base "+role+" archive"] = p
 		}
 	}

@@ -8,18 +8,26 @@ import (
 	"github.com/llbuild/llbuild/manifest"
 )
 
+// pollVariant is a sweep's variant of testBundle with --poll v, named as a sweep names it.
+func pollVariant(v string) *Bundle {
+	b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
+	b.Name, b.Dir = "poll"+v, "/lab/sweep/poll"+v
+	return b
+}
+
+// sweepDefaults is the swept bundle itself, named as a sweep names it.
+func sweepDefaults() *Bundle {
+	b := testBundle()
+	b.Name = "defaults"
+	return b
+}
+
 // A sweep's winner is the judge's, not a single row 0's: the screen only ranks; the leader meets
 // the defaults and the next ones in full mode, and is called the winner only when the judge says
 // it is faster than the defaults and slower than none of them. When every setting runs as fast
 // as the defaults, the sweep says no setting is faster.
 func TestSweepWinnerIsTheJudges(t *testing.T) {
-	variant := func(v string) *Bundle {
-		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
-		b.Name, b.Dir = "poll"+v, "/lab/sweep/poll"+v
-		return b
-	}
-	base := testBundle()
-	base.Name = "defaults"
+	variant, base := pollVariant, sweepDefaults()
 	variants := []*Bundle{variant("10"), variant("20"), variant("30"), variant("40")}
 	for _, tc := range []struct {
 		name             string
@@ -74,13 +82,7 @@ func TestSweepWinnerIsTheJudges(t *testing.T) {
 // A sweep whose defaults crash in the full run compared nothing: it says so and is an error,
 // not a verdict of "no difference". A variant that crashes in the screen is only ranked last.
 func TestSweepWithoutAPairIsAnError(t *testing.T) {
-	variant := func(v string) *Bundle {
-		b := testBundle(func(m *manifest.Manifest) { m.Server.Args = append(m.Server.Args, "--poll", v) })
-		b.Name, b.Dir = "poll"+v, "/lab/sweep/poll"+v
-		return b
-	}
-	base := testBundle()
-	base.Name = "defaults"
+	variant, base := pollVariant, sweepDefaults()
 	variants := []*Bundle{variant("10"), variant("20"), variant("30")}
 	speeds := map[string]int{"defaults": 1000, "poll10": 1500, "poll20": 2000, "poll30": 900}
 	for _, tc := range []struct {

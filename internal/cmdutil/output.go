@@ -76,13 +76,3 @@ func CheckOutputLayout(flag, dir string, force bool) error {
 	}
 	return nil
 }
-
-// PathOfBase is the file an --base spec reads ("oci-archive:FILE", "oci-layout:DIR"), or "".
-func PathOfBase(spec string) string {
-	for _, p := range []string{"oci-archive:", "oci-layout:"} {
-		if f, ok := strings.CutPrefix(spec, p); ok {
-			return f
-		}
-	}
-	return ""
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/llbuild/llbuild/pipeline"
 	"github.com/llbuild/llbuild/pipeline/daggerexec"
 	"github.com/llbuild/llbuild/pipeline/hostexec"
+	"github.com/llbuild/llbuild/pipeline/image"
 )
 
 // Both executors list what their builds read, so a bisect campaign skips the commits that change
@@ -58,11 +59,9 @@ func ParseBases(entries []string) (map[string]string, error) {
 		if _, dup := m[role]; dup {
 			return nil, inputerr.Errorf("--base %s is given twice", role)
 		}
-		for _, kind := range []string{"oci-archive:", "oci-layout:"} {
-			if p, ok := strings.CutPrefix(ref, kind); ok {
-				if _, err := os.Stat(p); err != nil {
-					return nil, inputerr.Errorf("--base %s: %v", e, err)
-				}
+		if p, ok := image.LocalPath(ref); ok {
+			if _, err := os.Stat(p); err != nil {
+				return nil, inputerr.Errorf("--base %s: %v", e, err)
 			}
 		}
 		m[role] = ref

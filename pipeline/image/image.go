@@ -247,6 +247,17 @@ func layerTar(a *artifacts.Artifacts, appDir string, epoch time.Time) ([]byte, e
 }
 
 // LoadBase loads the runtime base image that want names. spec overrides where it comes from:
+// LocalPath is the file or directory an image spec on this machine names ("oci-archive:FILE",
+// "oci-layout:DIR"), and whether spec is one; a registry reference is not.
+func LocalPath(spec string) (string, bool) {
+	for _, kind := range []string{"oci-archive:", "oci-layout:"} {
+		if p, ok := strings.CutPrefix(spec, kind); ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // "" (the registry of want.Ref), "oci-layout:DIR", "oci-archive:FILE" (a tar of an OCI
 // layout) or another image reference (a mirror). Whatever the source, the image must have
 // want's digest, as an image or as the index it is picked from for Platform.

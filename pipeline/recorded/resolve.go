@@ -8,6 +8,7 @@ import (
 	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
+	"github.com/llbuild/llbuild/pipeline/image"
 	"github.com/llbuild/llbuild/targets"
 )
 
@@ -18,13 +19,11 @@ import (
 // whose images float needs o.AllowFloating).
 func OpenOrResolve(ctx context.Context, arg, recipe string, o pipeline.Options) (*Plan, error) {
 	// an image named as --base and bundle --image name one: oci-archive:FILE, oci-layout:DIR
-	for _, kind := range []string{"oci-archive:", "oci-layout:"} {
-		if p, ok := strings.CutPrefix(arg, kind); ok {
-			if _, err := os.Stat(p); err != nil {
-				return nil, inputerr.Errorf("%s: %v", arg, err)
-			}
-			return Open(ctx, p)
+	if p, ok := image.LocalPath(arg); ok {
+		if _, err := os.Stat(p); err != nil {
+			return nil, inputerr.Errorf("%s: %v", arg, err)
 		}
+		return Open(ctx, p)
 	}
 	_, statErr := os.Stat(arg)
 	var spec targets.Spec
