@@ -61,7 +61,7 @@ type wheelOptions struct {
 	PrintPlan bool
 	Exec      executor.Options
 	Series    []patches.Patch
-	// LlamaSource is the llama.cpp source vendored into the package; BuildJobs the host build's
+	// LlamaSource is the llama.cpp source vendored into the package; BuildJobs the build's
 	// parallelism (0: the default).
 	LlamaSource string
 	BuildJobs   int

@@ -36,12 +36,16 @@ type WheelOptions struct {
 	// Package overrides where llama-cpp-python comes from: a local plain directory or git
 	// repository/mirror. Empty: the engine fetches the plan's URL at the plan's commit.
 	Package string
+	// Jobs is the compile's parallelism inside the container (CMAKE_BUILD_PARALLEL_LEVEL);
+	// 0 leaves ninja's default. It is part of the build step's cache key, like any variable.
+	Jobs int
 }
 
 // WheelExecutor builds wheel plans on a Dagger engine.
 type WheelExecutor struct {
-	ex  *Executor
-	pkg string
+	ex   *Executor
+	pkg  string
+	jobs int
 }
 
 var _ pipeline.WheelExecutor = (*WheelExecutor)(nil)
@@ -52,7 +56,10 @@ func NewWheel(opts WheelOptions) (*WheelExecutor, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &WheelExecutor{ex: ex}
+	if opts.Jobs < 0 {
+		return nil, fmt.Errorf("wheel build jobs %d: give a number of jobs, or 0 for the default", opts.Jobs)
+	}
+	w := &WheelExecutor{ex: ex, jobs: opts.Jobs}
 	if opts.Package != "" {
 		abs, err := filepath.Abs(opts.Package)
 		if err != nil {
@@ -73,6 +80,7 @@ type wheelState struct {
 	*state
 	wp        *pipeline.WheelPlan
 	pkg       string
+	jobs      int
 	python    string
 	version   string
 	wheelFile string
@@ -127,6 +135,7 @@ func (w *WheelExecutor) BuildWheel(ctx context.Context, wp *pipeline.WheelPlan, 
 		state: &state{plan: wp.Plan, opts: w.ex.opts, dag: c, export: exportDir, out: out, patchExecs: map[string]string{}},
 		wp:    wp,
 		pkg:   w.pkg,
+		jobs:  w.jobs,
 	}
 	log := w.ex.opts.Logger.With("target", wp.Plan.Target, "plan", wp.ShortHash())
 	log.Info("building wheel", "executor", "dagger", "engine", w.ex.opts.Engine)
@@ -287,6 +296,9 @@ func wheelBuild(_ context.Context, s *wheelState) error {
 	for _, kv := range pipeline.SortedEnv(s.wp.Env) {
 		k, v, _ := strings.Cut(kv, "=")
 		ctr = ctr.WithEnvVariable(k, s.expand(v))
+	}
+	if s.jobs > 0 {
+		ctr = ctr.WithEnvVariable("CMAKE_BUILD_PARALLEL_LEVEL", fmt.Sprint(s.jobs))
 	}
 	args := []string{s.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", distDir, srcDir}
 	s.ctr = ctr.

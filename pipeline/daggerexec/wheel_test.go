@@ -220,3 +220,34 @@ func TestWheelBuildRefusesAWheelThatWouldNotRun(t *testing.T) {
 		t.Errorf("a refused wheel was written: %v", m)
 	}
 }
+
+// --build-jobs reaches the container's compile as CMAKE_BUILD_PARALLEL_LEVEL, as it reaches
+// the host executor's, and is left out where 0 asks for the default.
+func TestWheelBuildSetsTheCompilesParallelism(t *testing.T) {
+	for _, jobs := range []int{0, 3} {
+		wp := wheelPlanFor(t, "cpu-v3")
+		name, whl := builtWheel(t, "0.3.99+cpu.avx2")
+		out := t.TempDir()
+		f := newWheelFake(t, out, map[string]string{name: whl}, map[string]string{
+			"/src/llama_cpp/llama_cpp.py":           fakeBinding,
+			"/src/vendor/llama.cpp/include/llama.h": "float llama_dot(int n);\n",
+			"/src/llama_cpp/__init__.py":            "__version__ = \"0.3.99\"\n",
+		})
+		ex, err := NewWheel(WheelOptions{Options: Options{conn: f, Series: series(t), Builder: pipeline.Builder{Version: "test"}}, Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ex.BuildWheel(context.Background(), wp, out); err != nil {
+			t.Fatalf("jobs %d: BuildWheel() = %v", jobs, err)
+		}
+		ex.Close()
+		all := strings.Join(f.recorded(), "\n")
+		has := strings.Contains(all, `name:"CMAKE_BUILD_PARALLEL_LEVEL", value:"3"`)
+		if any := strings.Contains(all, "CMAKE_BUILD_PARALLEL_LEVEL"); has != (jobs == 3) || any != (jobs != 0) {
+			t.Errorf("jobs %d: the queries set CMAKE_BUILD_PARALLEL_LEVEL=3 %v (any value %v)", jobs, has, any)
+		}
+	}
+	if _, err := NewWheel(WheelOptions{Options: Options{conn: newWheelFake(t, t.TempDir(), nil, nil)}, Jobs: -1}); err == nil || !strings.Contains(err.Error(), "jobs -1") {
+		t.Errorf("NewWheel(Jobs -1) = %v, want an error naming the jobs", err)
+	}
+}

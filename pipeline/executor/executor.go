@@ -130,8 +130,8 @@ func New(o Options, env Env, series []patches.Patch) (pipeline.Executor, error) 
 }
 
 // NewWheel starts the executor that o names for wheel plans: o.Source is the llama-cpp-python
-// source, llamaSource the llama.cpp one vendored into it, buildJobs the host build's
-// parallelism (0: the default). Neither wheel executor draws progress. The caller closes it
+// source, llamaSource the llama.cpp one vendored into it, buildJobs the build's parallelism
+// on either executor (0: the default). Neither wheel executor draws progress. The caller closes it
 // where it is an io.Closer.
 func NewWheel(o Options, env Env, series []patches.Patch, llamaSource string, buildJobs int) (pipeline.WheelExecutor, error) {
 	env.Progress = nil
@@ -140,7 +140,7 @@ func NewWheel(o Options, env Env, series []patches.Patch, llamaSource string, bu
 		ho.Jobs = buildJobs
 		return hostexec.NewWheel(hostexec.WheelOptions{Options: ho, Package: o.Source})
 	}
-	return daggerexec.NewWheel(daggerexec.WheelOptions{Options: o.daggerOptions(env, llamaSource, series), Package: o.Source})
+	return daggerexec.NewWheel(daggerexec.WheelOptions{Options: o.daggerOptions(env, llamaSource, series), Package: o.Source, Jobs: buildJobs})
 }
 
 func (o Options) builder(env Env) pipeline.Builder {
