@@ -88,15 +88,15 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		return nil, err
 	}
 	if !bytes.Equal(newSeries, oldSeries) {
-		if err := atomicfile.WriteFile(opts.SeriesFile, newSeries, 0o644); err != nil {
+		if err := atomicfile.WriteThrough(opts.SeriesFile, newSeries, 0o644); err != nil {
 			return nil, err
 		}
 		res.Written = append(res.Written, opts.SeriesFile)
 	}
 	if !bytes.Equal(newRecipe, oldRecipe) {
-		if err := atomicfile.WriteFile(opts.RecipeFile, newRecipe, 0o644); err != nil {
+		if err := atomicfile.WriteThrough(opts.RecipeFile, newRecipe, 0o644); err != nil {
 			if len(res.Written) > 0 {
-				if rerr := atomicfile.WriteFile(opts.SeriesFile, oldSeries, 0o644); rerr != nil {
+				if rerr := atomicfile.WriteThrough(opts.SeriesFile, oldSeries, 0o644); rerr != nil {
 					return nil, fmt.Errorf("%w; putting %s back failed too (%v): restore it with git checkout -- %s", err, opts.SeriesFile, rerr, opts.SeriesFile)
 				}
 			}

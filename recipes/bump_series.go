@@ -106,13 +106,13 @@ func (t *txn) write(path string, data []byte) error {
 	case err == nil && bytes.Equal(prev, data):
 		return nil
 	case err == nil:
-		t.undo = append(t.undo, func() error { return atomicfile.WriteFile(path, prev, 0o644) })
+		t.undo = append(t.undo, func() error { return atomicfile.WriteThrough(path, prev, 0o644) })
 	case errors.Is(err, os.ErrNotExist):
 		t.undo = append(t.undo, func() error { return os.Remove(path) })
 	default:
 		return err
 	}
-	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteThrough(path, data, 0o644); err != nil {
 		return err
 	}
 	t.written = append(t.written, path)
@@ -124,7 +124,7 @@ func (t *txn) remove(path string) error {
 	if err != nil {
 		return err
 	}
-	t.undo = append(t.undo, func() error { return atomicfile.WriteFile(path, prev, 0o644) })
+	t.undo = append(t.undo, func() error { return atomicfile.WriteThrough(path, prev, 0o644) })
 	return os.Remove(path)
 }
 

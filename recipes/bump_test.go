@@ -236,3 +236,34 @@ func keys(m map[string]string) []string {
 	sort.Strings(k)
 	return k
 }
+
+// A recipe and series kept as links (linked in from a lab's repository) stay links after a
+// bump, and their targets carry the bump.
+func TestBumpWritesThroughLinkedRecipeAndSeries(t *testing.T) {
+	r := gitfixture.New(t)
+	recipe, series := bumpTree(t, "0001-server-greeting.patch", "0002-ggml-cpu-build-info.patch")
+	links := t.TempDir()
+	lr, ls := filepath.Join(links, "server.yaml"), filepath.Join(filepath.Dir(series), "series.link")
+	if err := os.Symlink(recipe, lr); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("series", ls)
+	if _, err := Bump(context.Background(), BumpOptions{RecipeFile: lr, SeriesFile: ls, Source: r.Dir, Commit: r.New[:10], DropUpstream: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{lr, ls} {
+		if fi, err := os.Lstat(l); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a link after the bump (%v)", l, err)
+		}
+	}
+	got, err := Parse(recipe, []byte(read(t, recipe)))
+	if err != nil {
+		t.Fatalf("the linked recipe's target does not load: %v", err)
+	}
+	if got.Source.Commit != r.New {
+		t.Errorf("the linked recipe's target is at %s, want %s", got.Source.Commit, r.New)
+	}
+	if strings.Contains(read(t, series), gitfixture.UpstreamPatch) {
+		t.Errorf("the linked series' target still names %s", gitfixture.UpstreamPatch)
+	}
+}

@@ -37,6 +37,41 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 	return SyncDir(dir)
 }
 
+// WriteThrough is WriteFile for a file the user keeps, which may be a symbolic link (a recipe
+// or series linked in from a dotfiles or lab repository): a link is followed, dangling or not,
+// and its target replaced, so the link stays a link. An existing target keeps its permission
+// bits; a new one gets mode.
+func WriteThrough(path string, data []byte, mode os.FileMode) error {
+	target, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(target); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	return WriteFile(target, data, mode)
+}
+
+// resolve follows path's symbolic links, the last element's first, to the file they name,
+// whether it exists or not; the directories above are left as given.
+func resolve(path string) (string, error) {
+	for range 40 {
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+}
+
 // WriteNew creates path, which must not exist, writes data and syncs it: for files of a
 // directory that is built aside and then renamed into place whole (ReplaceDir).
 func WriteNew(path string, data []byte, mode os.FileMode) error {

@@ -56,3 +56,43 @@ func TestReplaceDir(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A file kept as a link (a recipe linked in from a lab's repository) stays a link: its target
+// is replaced, keeping its permission bits, through a chain of links and a dangling one.
+func TestWriteThroughKeepsLinks(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "lab"), 0o755)
+	target := filepath.Join(dir, "lab", "server.yaml")
+	os.WriteFile(target, []byte("old"), 0o600)
+	os.Symlink("lab/server.yaml", filepath.Join(dir, "mid"))
+	link := filepath.Join(dir, "recipe.yaml")
+	os.Symlink(filepath.Join(dir, "mid"), link)
+	if err := WriteThrough(link, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(target)
+	st, _ := os.Stat(target)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 || string(got) != "new" || st.Mode().Perm() != 0o600 {
+		t.Errorf("WriteThrough() left the link %v (%v) and its target %q mode %v, want a link and \"new\" mode 0600", fi, err, got, st.Mode().Perm())
+	}
+	dangling := filepath.Join(dir, "series")
+	os.Symlink("lab/series", dangling)
+	if err := WriteThrough(dangling, []byte("s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "lab", "series")); string(got) != "s" {
+		t.Errorf("WriteThrough() of a dangling link wrote %q at its target, want \"s\"", got)
+	}
+	loop := filepath.Join(dir, "loop")
+	os.Symlink("loop", loop)
+	if err := WriteThrough(loop, []byte("x"), 0o644); err == nil {
+		t.Error("WriteThrough() of a link to itself succeeded")
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := WriteThrough(plain, []byte("p"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(plain); st == nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("WriteThrough() of a new file gave it %v, want 0640", st)
+	}
+}
