@@ -22,7 +22,8 @@ func planDiffCommand() *cli.Command {
 			"reference naming its registry and a tag or digest (registry.example/repo:tag,\n" +
 			"docker.io/user/repo@sha256:...). Differences are grouped: source commit, patches, base images,\n" +
 			"apt, CMake arguments, environment, CUDA, runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA\n" +
-			"holds on every target's driver, 1 when not.",
+			"holds on every target's driver, 1 when not, 2 when a plan could not be read (a usage error, a\n" +
+			"registry that cannot be reached or lacks the tag).",
 		Flags: []cli.Flag{cmdutil.RecipeFlag, cmdutil.JSONFlag, cmdutil.FloatingFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -34,11 +35,13 @@ func planDiffCommand() *cli.Command {
 }
 
 // runPlanDiff prints what differs between the plans args name and each target's driver check
-// (recorded.Diff); it fails when B would not start on a target's driver (StartError).
+// (recorded.Diff); it fails when B would not start on a target's driver (StartError, exit 1).
+// A plan it could not read, for whatever reason (a registry down too), is exit 2, as preflight's
+// "could not check" is: exit 1 says B would not start, which nothing was compared to know.
 func runPlanDiff(ctx context.Context, args [2]string, recipe string, o pipeline.Options, asJSON bool, s cmdutil.Streams) error {
 	r, err := recorded.Diff(ctx, args, recipe, o)
 	if err != nil {
-		return cmdutil.UsageOf(err)
+		return cmdutil.Usage(err)
 	}
 	if asJSON {
 		err = jsonout.Write(s.Stdout, r)

@@ -176,8 +176,14 @@ func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "only its plan's hash "+pA.Hash) || !strings.Contains(stderr, "provenance.json") {
 		t.Errorf("an image without %s: exit %d, stderr %q; want 2 naming the plan hash and what to do", image.LabelPlan, code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "plan", "diff", reg.Host+"/llbuild/none:x", archive); code != 1 || !strings.Contains(stderr, "none:x") {
-		t.Errorf("a tag the registry lacks: exit %d, stderr %q; want 1 naming it", code, stderr)
+	// Neither a tag the registry lacks nor a registry that does not answer says B would not
+	// start (exit 1): nothing was compared (exit 2, preflight's "could not check").
+	if code, _, stderr := runCLI(t, "plan", "diff", reg.Host+"/llbuild/none:x", archive); code != 2 || !strings.Contains(stderr, "none:x") {
+		t.Errorf("a tag the registry lacks: exit %d, stderr %q; want 2 naming it", code, stderr)
+	}
+	down := "127.0.0.1:1/llbuild/llama-server:h200"
+	if code, out, stderr := runCLI(t, "plan", "diff", archive, down); code != 2 || !strings.Contains(stderr, down) || strings.Contains(out, "would not start") {
+		t.Errorf("a registry that does not answer: exit %d, stdout %q, stderr %q; want 2 naming it", code, out, stderr)
 	}
 }
 
