@@ -28,7 +28,7 @@ func serveCommand() *cli.Command {
 			"POST /v1/chat/completions, GET /v1/models, GET /health, POST /tokenize, POST /detokenize and\n" +
 			"GET /tokenizer_info. llama-server is restarted with backoff if it exits (503 meanwhile).\n" +
 			"SIGINT or SIGTERM stops both. Exit status: 0 stopped cleanly, 1 the bundle does not verify\n" +
-			"or the address cannot be used, 2 usage.",
+			"or the address cannot be used, 2 usage, 130 interrupted before it was serving.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (loopback unless you say otherwise)"},
 			&cli.StringFlag{Name: "api-key-file", Usage: "require the API key in `FILE` (Authorization: Bearer KEY) on every endpoint but /health"},
