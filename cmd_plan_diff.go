@@ -17,13 +17,15 @@ func planDiffCommand() *cli.Command {
 		Usage:     "what differs between two plans, and whether each target's driver still starts them",
 		ArgsUsage: "A B",
 		Description: "A and B are each a built-in target, a target file (.yaml), a plan (.json, as plan --json\n" +
-			"prints it, or a provenance.json), an artifact directory, a bundle directory, or a runtime image:\n" +
-			"an OCI archive (.tar, as build --image-out writes), an OCI layout directory, or a registry\n" +
-			"reference naming its registry and a tag or digest (registry.example/repo:tag,\n" +
-			"docker.io/user/repo@sha256:...). Differences are grouped: source commit, patches, base images,\n" +
-			"apt, CMake arguments, environment, CUDA, runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA\n" +
-			"holds on every target's driver, 1 when not, 2 when a plan could not be read (a usage error, a\n" +
-			"registry that cannot be reached or lacks the tag).",
+			"prints it, or a provenance.json), an artifact directory, a bundle directory or archive\n" +
+			"(.tar.zst, .tar.gz), or a runtime image: an OCI archive (.tar, as build --image-out writes),\n" +
+			"an OCI layout directory, or a registry reference naming its registry and a tag or digest\n" +
+			"(registry.example/repo:tag, docker.io/user/repo@sha256:...). A target's bare name is the\n" +
+			"target even beside a directory of that name (./NAME is the directory). Differences are\n" +
+			"grouped: source commit, patches, base images, apt, CMake arguments, environment, CUDA,\n" +
+			"runtime env, labels. Exit 0 when B's NVIDIA_REQUIRE_CUDA holds on every target's driver, 1\n" +
+			"when not, 2 when a plan could not be read (a usage error, a registry that cannot be reached\n" +
+			"or lacks the tag).",
 		Flags: []cli.Flag{cmdutil.RecipeFlag, cmdutil.JSONFlag, cmdutil.FloatingFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {

@@ -188,8 +188,8 @@ func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
 }
 
 // bundleOf bundles in's model with stand-in server files recorded as built from plan p, and
-// returns the bundle directory.
-func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan) string {
+// returns the bundle directory; extra are more bundle flags (--archive FILE).
+func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan, extra ...string) string {
 	t.Helper()
 	lib := systemLib(t)
 	art, err := artifacts.Write(t.TempDir(), artifacts.Input{
@@ -204,7 +204,7 @@ func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan) string {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "bundle")
-	if code, _, stderr := runCLI(t, "bundle", "--target", p.Target, "--artifacts", art, "--model", in.Model, "--quiet", "-o", dir); code != 0 {
+	if code, _, stderr := runCLI(t, append([]string{"bundle", "--target", p.Target, "--artifacts", art, "--model", in.Model, "--quiet", "-o", dir}, extra...)...); code != 0 {
 		t.Fatalf("bundle: exit %d\n%s", code, stderr)
 	}
 	return dir
@@ -230,11 +230,19 @@ func cpuPlans(t *testing.T) (*pipeline.Plan, *pipeline.Plan) {
 func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
 	in := newBundleInputs(t)
 	pA, pB := cpuPlans(t)
-	a, b := bundleOf(t, in, pA), bundleOf(t, in, pB)
+	archive := filepath.Join(t.TempDir(), "b.tar.zst")
+	a, b := bundleOf(t, in, pA), bundleOf(t, in, pB, "--archive", archive)
 
 	code, out, stderr := runCLI(t, "plan", "diff", a, b)
 	if code != 0 {
 		t.Fatalf("plan diff of two bundles: exit %d\n%s%s", code, out, stderr)
+	}
+	// the bundle's archive records the same plan as its directory
+	if code, aout, stderr := runCLI(t, "plan", "diff", archive, b); code != 0 || !strings.Contains(aout, "B: "+b) || !strings.Contains(aout, "no differences") {
+		t.Errorf("plan diff of a bundle archive against its directory: exit %d\n%s%s", code, aout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "plan", "diff", a, filepath.Join(t.TempDir(), "x.tar.gz")); code != 2 {
+		t.Errorf("plan diff of a missing archive: exit %d, %s", code, stderr)
 	}
 	for _, want := range []string{
 		"A: " + a + " (target cpu-v3, plan " + pA.ShortHash() + ")\n",

@@ -345,3 +345,45 @@ func problemsError(what string, ps []Problem) error {
 	}
 	return fmt.Errorf("%s is not a sound bundle (%d problems):\n%s", what, len(ps), strings.Join(lines, "\n"))
 }
+
+// ReadArchiveManifest reads the manifest of a bundle archive, streaming it only as far as
+// manifest.json (entries are in name order, so bin/ and lib/ before it, never the model
+// after it). It checks nothing else: verify does. What is not such an archive is an
+// inputerr.Error.
+func ReadArchiveManifest(name string) (*Manifest, error) {
+	kind, err := ArchiveCompression(name)
+	if err != nil {
+		return nil, &inputerr.Error{Err: err}
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
+	if err != nil {
+		return nil, inputerr.Errorf("archive %s: %v", name, err)
+	}
+	defer r.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, inputerr.Errorf("archive %s has no %s: it is not a bundle archive (llbuild bundle --archive)", name, FileName)
+		}
+		if err != nil {
+			return nil, inputerr.Errorf("archive %s: %v", name, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != FileName {
+			continue
+		}
+		if h.Typeflag != tar.TypeReg {
+			return nil, inputerr.Errorf("archive %s: %s is not a regular file", name, FileName)
+		}
+		m, err := Decode(tr)
+		if err != nil {
+			return nil, inputerr.Errorf("archive %s: %s: %v", name, FileName, err)
+		}
+		return m, nil
+	}
+}

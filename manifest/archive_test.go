@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llbuild/llbuild/internal/inputerr"
 )
 
 // TestUnpackRefusesEntriesThroughLinks checks the second line of defence, used after
@@ -51,5 +53,25 @@ func TestUnpackRefusesEntriesThroughLinks(t *testing.T) {
 				t.Error("something was written outside the unpack directory")
 			}
 		})
+	}
+}
+
+// plan diff reads a bundle archive's manifest without the rest; what holds none is refused as
+// the user's to mend.
+func TestReadArchiveManifestNeedsAManifest(t *testing.T) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Name: "bin/x", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	gz.Close()
+	name := filepath.Join(t.TempDir(), "not-a-bundle.tar.gz")
+	os.WriteFile(name, buf.Bytes(), 0o644)
+	if _, err := ReadArchiveManifest(name); !inputerr.Is(err) || !strings.Contains(err.Error(), "has no manifest.json") {
+		t.Errorf("ReadArchiveManifest(an archive without a manifest) = %v, want an inputerr.Error saying so", err)
+	}
+	if _, err := ReadArchiveManifest(filepath.Join(t.TempDir(), "b.zip")); !inputerr.Is(err) {
+		t.Errorf("ReadArchiveManifest(b.zip) = %v, want an inputerr.Error naming the suffixes", err)
 	}
 }

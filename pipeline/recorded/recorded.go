@@ -32,8 +32,9 @@ type Plan struct {
 }
 
 // Open reads the plan that arg records: a directory with index.json (an OCI layout),
-// provenance.json (artifacts) or manifest.json (a bundle), a plan or provenance JSON file, an
-// OCI archive, or an image in a registry (IsImageRef). What is none of these is an
+// provenance.json (artifacts) or manifest.json (a bundle), a bundle archive (.tar.zst,
+// .tar.gz), a plan or provenance JSON file, an OCI archive, or an image in a registry
+// (IsImageRef). What is none of these is an
 // inputerr.Error.
 func Open(ctx context.Context, arg string) (*Plan, error) {
 	fi, statErr := os.Stat(arg)
@@ -59,6 +60,12 @@ func Open(ctx context.Context, arg string) (*Plan, error) {
 		} else {
 			return nil, inputerr.Errorf("%s has neither %s (an artifact directory), manifest.json (a bundle) nor index.json (an OCI layout)", arg, artifacts.ProvenanceFile)
 		}
+	case statErr == nil && isBundleArchive(arg):
+		m, err := manifest.ReadArchiveManifest(arg)
+		if err != nil {
+			return nil, err
+		}
+		return fromBundle(arg+" ("+manifest.FileName+")", m)
 	case statErr == nil && strings.HasSuffix(arg, ".json"):
 		b, err := os.ReadFile(arg)
 		if err != nil {
@@ -69,7 +76,7 @@ func Open(ctx context.Context, arg string) (*Plan, error) {
 		}
 	case statErr == nil:
 		if _, err := ocitar.IndexManifest(arg); err != nil {
-			return nil, inputerr.Errorf("%s: give a plan as a .json file, a target file as .yaml, an image as an OCI archive (.tar), or a directory", arg)
+			return nil, inputerr.Errorf("%s: give a plan as a .json file, a target file as .yaml, an image as an OCI archive (.tar), a bundle archive (.tar.zst, .tar.gz), or a directory", arg)
 		}
 		if p, err = fromImage(ctx, arg, "oci-archive:"+arg); err != nil {
 			return nil, err
@@ -87,11 +94,17 @@ func Open(ctx context.Context, arg string) (*Plan, error) {
 	return r, nil
 }
 
+// isBundleArchive says whether name is named as bundle --archive names one (.tar.zst, .tar.gz).
+func isBundleArchive(name string) bool {
+	_, err := manifest.ArchiveCompression(name)
+	return err == nil
+}
+
 // IsImageRef says whether arg, which is not a file, names an image in a registry. Its first
 // component must be a registry host (a dot, a port or localhost: docker.io/user/repo, not
 // user/repo), so that a mistyped path is reported as missing instead of looked up on Docker Hub.
 func IsImageRef(arg string) bool {
-	for _, ext := range []string{".json", ".yaml", ".yml", ".tar"} {
+	for _, ext := range []string{".json", ".yaml", ".yml", ".tar", ".tar.zst", ".tzst", ".tar.gz", ".tgz"} {
 		if strings.HasSuffix(arg, ext) {
 			return false
 		}

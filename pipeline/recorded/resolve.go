@@ -3,6 +3,7 @@ package recorded
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
@@ -13,8 +14,9 @@ import (
 )
 
 // OpenOrResolve reads the plan arg names, the way commands that compare plans take one: a
-// target file (.yaml, .yml) or a built-in target, resolved now with recipe and the built-in
-// series, its host the target; else what Open reads. An arg that is neither a file, a built-in
+// built-in target (its bare name, even where a path of that name exists: ./NAME is the path)
+// or a target file (.yaml, .yml), resolved now with recipe and the built-in series, its host
+// the target; else what Open reads. An arg that is neither a file, a built-in
 // target nor an image reference is an inputerr.Error; o is how targets are resolved (a target
 // whose images float needs o.AllowFloating).
 func OpenOrResolve(ctx context.Context, arg, recipe string, o pipeline.Options) (*Plan, error) {
@@ -28,6 +30,10 @@ func OpenOrResolve(ctx context.Context, arg, recipe string, o pipeline.Options) 
 	_, statErr := os.Stat(arg)
 	var spec targets.Spec
 	switch {
+	case slices.Contains(targets.Names(), arg):
+		// a built-in target's name is the target even where a file or directory of that name
+		// lies here (build --out . leaves one per target): ./NAME is the path
+		spec.Name = arg
 	case statErr == nil && (strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")):
 		spec.File = arg
 	case statErr != nil && !IsImageRef(arg):

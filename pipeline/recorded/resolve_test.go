@@ -67,3 +67,20 @@ func TestDiffNamesTheSidesAsGiven(t *testing.T) {
 		t.Errorf("Diff(h200, h200) = %+v, %v; want no differences and nothing failed", same, err)
 	}
 }
+
+// build --out . leaves a directory per target where it runs: a target's bare name still names
+// the target there, and ./NAME the directory.
+func TestOpenOrResolveTakesATargetsNameOverADirectoryOfThatName(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll(filepath.Join(dir, "h200", "0123456789ab"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenOrResolve(context.Background(), "h200", "server", pipeline.Options{})
+	if err != nil || r.Plan.Target != "h200" || r.Host == nil {
+		t.Errorf("OpenOrResolve(h200) beside a directory h200 = %+v, %v; want the built-in target", r, err)
+	}
+	if _, err := OpenOrResolve(context.Background(), "./h200", "server", pipeline.Options{}); !inputerr.Is(err) || !strings.Contains(err.Error(), "./h200 has neither") {
+		t.Errorf("OpenOrResolve(./h200) = %v, want the directory read (and refused: it is no record)", err)
+	}
+}
