@@ -36,7 +36,8 @@ func LoadServer(name string, builtinNames bool) (*Recipe, error) {
 // AtRef is the recipe moved (At) to the commit ref names: resolved in source when that is a git
 // repository, else in the commits gitref.FetchRef fetches from the recipe's source URL. A ref
 // that names no commit there is an inputerr.Error; log (when not nil) gets the commit it
-// resolved to.
+// resolved to. Resolved in source, the recipe's URL gives way to the remote's that holds the
+// commit where that is another repository (gitref.SourceURL: a fork's branch).
 func (r Recipe) AtRef(ctx context.Context, ref, source string, log *slog.Logger) (*Recipe, error) {
 	repo, err := gitref.FetchRef(ctx, ref, source, r.Source.URL)
 	if err != nil {
@@ -49,6 +50,15 @@ func (r Recipe) AtRef(ctx context.Context, ref, source string, log *slog.Logger)
 	at, err := r.At(ctx, repo, commit, ref)
 	if err != nil {
 		return nil, &inputerr.Error{Err: err}
+	}
+	if source != "" {
+		// a branch of a fork in the user's checkout: the plan says where that commit lives
+		if u := gitref.SourceURL(ctx, repo, commit.Hash, r.Source.URL); u != r.Source.URL {
+			if log != nil {
+				log.Info("the commit is on a remote other than the recipe's repository: the plan records that remote's URL", "commit", commit.Hash, "url", u, "recipe url", r.Source.URL)
+			}
+			at.Source.URL = u
+		}
 	}
 	if log != nil {
 		log.Info("ref resolved", "ref", ref, "commit", commit.Hash, "subject", commit.Subject, "build", at.Source.BuildNumber, "in", repo)

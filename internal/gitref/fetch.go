@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/inputerr"
@@ -103,4 +104,79 @@ func redactURL(u string) string {
 		}
 	}
 	return u
+}
+
+// SourceURL is the URL a build of commit from the local repository repo records as where its
+// source comes from: url (the recipe's) when no remote of repo is known to hold the commit or
+// one that does is url itself; else the URL of a remote that holds it ("origin" first), the
+// fork a branch was taken from, with any credentials in it masked. A remote holds the commit
+// when one of its remote-tracking refs (refs/remotes/NAME/), or for a mirror (remote.NAME.mirror)
+// a branch or tag, contains it.
+func SourceURL(ctx context.Context, repo, commit, url string) string {
+	out, err := Git(ctx, repo, "config", "--get-regexp", `^remote\..*\.(url|mirror)$`)
+	if err != nil || out == "" {
+		return url
+	}
+	urls, mirror := map[string]string{}, map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		key, val, _ := strings.Cut(line, " ")
+		name := strings.TrimPrefix(key, "remote.")
+		if n, ok := strings.CutSuffix(name, ".url"); ok {
+			urls[n] = val
+		} else if n, ok := strings.CutSuffix(name, ".mirror"); ok {
+			mirror[n] = val == "true"
+		}
+	}
+	refs, err := Git(ctx, repo, "for-each-ref", "--format=%(refname)", "--contains", commit, "refs/remotes", "refs/heads", "refs/tags")
+	if err != nil {
+		return url
+	}
+	holds := map[string]bool{}
+	for _, ref := range strings.Fields(refs) {
+		if rest, ok := strings.CutPrefix(ref, "refs/remotes/"); ok {
+			if name, _, ok := strings.Cut(rest, "/"); ok {
+				holds[name] = true
+			}
+			continue
+		}
+		for name := range mirror {
+			if mirror[name] {
+				holds[name] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(holds))
+	for name := range holds {
+		if u, ok := urls[name]; ok {
+			if sameRepoURL(u, url) {
+				return url
+			}
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return url
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] == "origin" || (names[j] != "origin" && names[i] < names[j]) })
+	return redactURL(urls[names[0]])
+}
+
+// sameRepoURL says whether two remote URLs name one repository: scheme, user, a trailing
+// ".git" or "/" and scp-like syntax (git@host:owner/name) aside, and host and path compared
+// without case, as the forges compare them.
+func sameRepoURL(a, b string) bool {
+	return repoKey(a) == repoKey(b)
+}
+
+func repoKey(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	} else if h, p, ok := strings.Cut(u, ":"); ok && !strings.Contains(h, "/") {
+		u = h + "/" + p // git@github.com:owner/name
+	}
+	if at := strings.LastIndex(strings.SplitN(u, "/", 2)[0], "@"); at >= 0 {
+		u = u[at+1:]
+	}
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
+	return strings.ToLower(u)
 }
