@@ -23,7 +23,7 @@ func bundleCommand() *cli.Command {
 		&cli.StringFlag{Name: "mmproj", Usage: "a multimodal projector `FILE.gguf` made for the model (vision or audio; llama-server --mmproj): the bundle serves image requests"},
 		&cli.StringFlag{Name: "artifacts", Usage: "server artifact `DIR` (llbuild build's output) built for the target"},
 		&cli.StringFlag{Name: "image", Usage: "take llama-server, its loader and its libraries out of a runtime `IMAGE` instead of --artifacts: " + image.SpecForms + "; an llbuild image brings its plan, anyone else's is marked foreign"},
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "bundle `DIR` to create"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o", "out"}, Usage: "bundle `DIR` to create"},
 		&cli.StringFlag{Name: "archive", Usage: "also pack the bundle into `FILE`.tar.zst or .tar.gz (deterministic; entry times from SOURCE_DATE_EPOCH, default 0)"},
 		&cli.StringSliceFlag{Name: "server-arg", Usage: "extra llama-server `ARG`, appended as given (repeat)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "`KEY=VALUE` added to llama-server's environment, after the target's (repeat)"},

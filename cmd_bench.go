@@ -175,7 +175,7 @@ func benchReportCommand() *cli.Command {
 			"acceptance, as inline SVG (no script, no network). stdout: the two paths; with --leaderboard\n" +
 			"LABEL, that promoted run's JSON for a public leaderboard instead.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "`DIR` to write report.md and report.html into (default: the campaign's)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "`DIR` to write report.md and report.html into (default: the campaign's)"},
 			&cli.StringFlag{Name: "leaderboard", Usage: "print the promoted run `LABEL` as a leaderboard's JSON entry (identity, plan hash, manifest sha256, row 0, validity) instead"},
 		},
 		Action: func(c *cli.Context) error {

@@ -34,7 +34,7 @@ func recipeCommand() *cli.Command {
 				&cli.StringFlag{Name: "series", Value: filepath.Join("patches", "series"), Usage: "patch series `FILE` to rewrite, the patches beside it"},
 				&cli.StringFlag{Name: "new-series", Usage: "series `FILE` of patches refreshed for the commit (the patches beside it): they replace the series' patches, and the old series is recorded (--record)"},
 				&cli.StringFlag{Name: "record", Usage: "with --new-series: `DIR` to record the old series, its patches and the old recipe in (default: the series' directory/<old commit>, e.g. patches/1425386fd)"},
-				&cli.StringFlag{Name: "out", Usage: "bump a copy of the built-in recipe and series in `DIR` (created; it must not exist) instead of llbuild's working tree: build it with --recipe DIR/server.yaml --series DIR/series, no rebuild of llbuild needed"},
+				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "bump a copy of the built-in recipe and series in `DIR` (created; it must not exist) instead of llbuild's working tree: build it with --recipe DIR/server.yaml --series DIR/series, no rebuild of llbuild needed"},
 			},
 			Action: func(c *cli.Context) error {
 				o, err := recipeBumpOptionsOf(c)

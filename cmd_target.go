@@ -23,7 +23,7 @@ func targetDetectCommand() *cli.Command {
 			"and the newest pinned CUDA image the driver runs. Use it with --target-file.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Value: "local", Usage: "target `NAME`"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o", "out"}, Usage: "write to `FILE` instead of stdout"},
 			&cli.BoolFlag{Name: "force", Usage: "with -o, replace an existing FILE"},
 		},
 		Action: func(c *cli.Context) error {

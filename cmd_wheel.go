@@ -144,7 +144,7 @@ func indexCommand() *cli.Command {
 			"llama-cpp-python. The index is written beside DIR and renamed into place.\n" +
 			"stdout: one line per variant, its simple/ directory and the number of wheels.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index); may follow ARTIFACTS"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o", "out"}, Usage: "index `DIR` (replaced whole; refused if it exists and is not an llbuild index); may follow ARTIFACTS"},
 		},
 		Action: func(c *cli.Context) error {
 			roots, output := c.Args().Slice(), c.String("output")

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,4 +121,32 @@ func smallCampaign(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// Every command that writes somewhere a user names takes the place as -o, --out and, where
+// its flag was called so first, --output: which one a command happens to use is not a thing
+// to remember.
+func TestEveryOutputFlagTakesOAndOut(t *testing.T) {
+	var walk func(path string, cmds []*cli.Command)
+	seen := 0
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := path + " " + c.Name
+			for _, f := range c.Flags {
+				names := f.Names()
+				if names[0] != "out" && names[0] != "output" {
+					continue
+				}
+				seen++
+				if !slices.Contains(names, "o") || !slices.Contains(names, "out") {
+					t.Errorf("%s: its output flag is %v, want -o and --out among its names", name, names)
+				}
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("llbuild", commands())
+	if seen < 8 {
+		t.Errorf("found %d output flags, want at least 8 (build, server, wheel, publish, bisect, bundle, bench report, recipe bump, target detect, wheel index)", seen)
+	}
 }

@@ -45,7 +45,7 @@ func ExecutorFlags(source, jobs string) []cli.Flag {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "executor", Value: pipeline.ExecutorDagger, Usage: "`dagger` (an engine runs the target's devel image) or host (this machine)"},
 		&cli.StringFlag{Name: "source", Usage: source},
-		&cli.StringFlag{Name: "out", Value: "out", Usage: "artifact `DIR`"},
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "out", Usage: "artifact `DIR`"},
 		&cli.StringFlag{Name: "work-dir", Usage: "host executor work `DIR` (default: the user cache directory)"},
 		&cli.StringFlag{Name: "engine", Usage: "Dagger runner host `URL` (tcp://, docker-container://, kube-pod://) of a running engine, reached through the dagger CLI (still needed; docker is not)"},
 		&cli.StringSliceFlag{Name: "base", Usage: "override a base image: `ROLE=REF` with ROLE devel or runtime and REF an image reference, oci-archive:PATH or oci-layout:PATH"},
