@@ -34,8 +34,36 @@ func TestUnknownFieldsAreRefusedByName(t *testing.T) {
 		{"chat, a repetition_penalty of 0", `{"messages":[{"role":"user","content":"hi"}],"repetition_penalty":0}`, "repetition_penalty", "greater than 0", true},
 		{"completion, top_k below -1", `{"prompt":"a","top_k":-2}`, "top_k", "between -1 and", false},
 		{"completion, ignore_eos not a boolean", `{"prompt":"a","ignore_eos":"yes"}`, "ignore_eos", "must be true or false", false},
+		{"chat, a misspelt message key", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","nmae":"x"}]}`, "messages", `"messages"[1].nmae is not a message field`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) { wantRefused(t, tt.body, tt.chat, tt.param, tt.want) })
+	}
+	// the assistant message a client got back goes into the next turn as it came, with the
+	// keys OpenAI's and llama-server's answers carry
+	if _, err := parseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi","name":"u"},` +
+		`{"role":"assistant","content":"a","refusal":null,"annotations":[],"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":"r"},` +
+		`{"role":"tool","content":"t","tool_call_id":"c1"}]}`)); err != nil {
+		t.Errorf("a conversation with every message key refused: %v", err)
+	}
+	for _, tt := range []struct{ body, param, want string }{
+		{`{"prompt":"a","frobnicate":1}`, "frobnicate", "Unrecognized request argument supplied: frobnicate"},
+		{`{"prompt":"a","return_token_strs":true}`, "return_token_strs", "/detokenize"},
+		{`{"prompt":"a","model":7}`, "model", "must be a string"},
+	} {
+		var ae *apiError
+		if _, err := parseTokenizeRequest([]byte(tt.body)); !errors.As(err, &ae) || ae.Status != 400 || ae.Param != tt.param || !strings.Contains(ae.Message, tt.want) {
+			t.Errorf("/tokenize %s = %v, want 400 on %q saying %q", tt.body, err, tt.param, tt.want)
+		}
+	}
+	if r, err := parseTokenizeRequest([]byte(`{"model":"m","prompt":"a","add_special_tokens":false,"return_token_strs":false}`)); err != nil || r.text != "a" || r.addSpecial {
+		t.Errorf("/tokenize with vLLM's every field = %+v, %v", r, err)
+	}
+	var ae *apiError
+	if _, err := parseDetokenizeRequest([]byte(`{"tokens":[1],"skip_special_tokens":true}`)); !errors.As(err, &ae) || ae.Param != "skip_special_tokens" {
+		t.Errorf("/detokenize with an unknown field = %v, want 400 naming it", err)
+	}
+	if ids, err := parseDetokenizeRequest([]byte(`{"model":"m","tokens":[1,2]}`)); err != nil || len(ids) != 2 {
+		t.Errorf("/detokenize with model = %v, %v", ids, err)
 	}
 }
 

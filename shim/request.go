@@ -83,6 +83,14 @@ var (
 		"stream_options", "n", "user", "logit_bias", "tools", "tool_choice", "parallel_tool_calls",
 		"response_format", "chat_template_kwargs", "reasoning_format",
 		"ignore_eos", "top_k", "min_p", "typical_p", "repetition_penalty")
+	// messageFields are the keys of a chat message: OpenAI's (refusal, annotations and audio as
+	// a client sends back the assistant message it was answered with) and llama-server's
+	// reasoning_content, which its answers carry.
+	messageFields = fieldSet("role", "content", "name", "tool_calls", "tool_call_id", "function_call",
+		"reasoning_content", "refusal", "annotations", "audio")
+	// tokenizeFields and detokenizeFields are vLLM's /tokenize and /detokenize fields.
+	tokenizeFields   = fieldSet("model", "prompt", "add_special_tokens", "return_token_strs")
+	detokenizeFields = fieldSet("model", "tokens")
 	// unsupported are fields other servers take that llama-server cannot honour.
 	unsupported = map[string]string{
 		"min_tokens":      "llama-server has no minimum output length; use ignore_eos with max_tokens for a fixed length",
@@ -106,6 +114,18 @@ func fieldSet(names ...string) map[string]bool {
 
 // checkKnown refuses the first field (in sorted order) that is not in known.
 func (f fields) checkKnown(known map[string]bool) error {
+	n := f.firstUnknown(known)
+	if n == "" {
+		return nil
+	}
+	if why, ok := unsupported[n]; ok {
+		return badRequest(n, "%q is not supported: %s", n, why)
+	}
+	return badRequest(n, "Unrecognized request argument supplied: %s", n)
+}
+
+// firstUnknown is the first field of f (in sorted order) not in known, "" when none is.
+func (f fields) firstUnknown(known map[string]bool) string {
 	var names []string
 	for k := range f {
 		if !known[k] {
@@ -113,14 +133,10 @@ func (f fields) checkKnown(known map[string]bool) error {
 		}
 	}
 	if len(names) == 0 {
-		return nil
+		return ""
 	}
 	sort.Strings(names)
-	n := names[0]
-	if why, ok := unsupported[n]; ok {
-		return badRequest(n, "%q is not supported: %s", n, why)
-	}
-	return badRequest(n, "Unrecognized request argument supplied: %s", n)
+	return names[0]
 }
 
 // samplingExtras reads vLLM's extra sampling parameters that llama-server honours.
@@ -810,6 +826,9 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		}
 		if !chatRoles[role] {
 			return nil, badRequest("messages", `"messages"[%d].role %q is not a role: use system, developer, user, assistant or tool`, i, role)
+		}
+		if n := mf.firstUnknown(messageFields); n != "" {
+			return nil, badRequest("messages", `"messages"[%d].%s is not a message field: a message takes role, content, name, tool_calls, tool_call_id and reasoning_content`, i, n)
 		}
 		// null content was dropped by decodeObject: it is missing, which only an
 		// assistant's tool call may be

@@ -62,6 +62,17 @@ func parseTokenizeRequest(body []byte) (tokenizeRequest, error) {
 	if err != nil {
 		return tokenizeRequest{}, err
 	}
+	if err := f.checkKnown(tokenizeFields); err != nil {
+		return tokenizeRequest{}, err
+	}
+	if strs, err := f.boolean("return_token_strs"); err != nil {
+		return tokenizeRequest{}, err
+	} else if strs {
+		return tokenizeRequest{}, badRequest("return_token_strs", `"return_token_strs" is not supported: detokenize the ids with POST /detokenize`)
+	}
+	if _, err := f.str("model"); err != nil {
+		return tokenizeRequest{}, err
+	}
 	if !f.has("prompt") {
 		return tokenizeRequest{}, badRequest("prompt", `"prompt" is required: the text to tokenize`)
 	}
@@ -82,6 +93,12 @@ func parseTokenizeRequest(body []byte) (tokenizeRequest, error) {
 func parseDetokenizeRequest(body []byte) ([]int, error) {
 	f, err := decodeObject(body)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.checkKnown(detokenizeFields); err != nil {
+		return nil, err
+	}
+	if _, err := f.str("model"); err != nil {
 		return nil, err
 	}
 	raw, ok := f["tokens"]
