@@ -399,3 +399,33 @@ func TestStreamOptionsOfOtherClientsAreTaken(t *testing.T) {
 		t.Errorf("parse = %+v, %v; want include_usage taken and the others ignored", r, err)
 	}
 }
+
+// The context's limits, as llama-server keeps them: a prompt longer than the context is 400
+// naming both sizes; a prompt that fits with max_tokens past the context generates until the
+// context is full and says so with finish_reason "length" (the client sees fewer tokens than
+// it asked for, and why), as llama-server does and OpenAI's max_tokens cut-off reads.
+func TestTheContextEndsAGenerationOrRefusesAPrompt(t *testing.T) {
+	ts := ownShim(t, Options{ServerArgs: []string{"-np", "1", "-t", "2", "-c", "256"}})
+	ids := []int{1}
+	for i := range 200 {
+		ids = append(ids, 3+(i*37)%200)
+	}
+	var out struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": ids, "max_tokens": 100, "temperature": 0, "ignore_eos": true}, &out); code != 200 || len(out.Choices) != 1 ||
+		out.Choices[0].FinishReason != "length" || out.Usage.PromptTokens != len(ids) || out.Usage.PromptTokens+out.Usage.CompletionTokens != 256 {
+		t.Errorf("a prompt of %d tokens with max_tokens 100 in a context of 256: %d %+v, want 200 finished by length at 256 tokens in all", len(ids), code, out)
+	}
+	var e errorAnswer
+	long := append(append([]int{}, ids...), ids[1:100]...)
+	if code := ts.post(t, "/v1/completions", map[string]any{"prompt": long, "max_tokens": 1}, &e); code != 400 || !strings.Contains(e.Error.Message, "exceeds the available context size (256 tokens)") {
+		t.Errorf("a prompt of %d tokens in a context of 256: %d %+v, want 400 naming the context size", len(long), code, e.Error)
+	}
+}
