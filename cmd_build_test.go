@@ -194,7 +194,7 @@ func TestBuildChecksItsOutputsBeforeBuilding(t *testing.T) {
 		{"a push that is no reference", []string{"--out", out, "--push", "not-a-ref!!"}, `--push "not-a-ref!!"`},
 		{"--out a file", []string{"--out", notes}, "is a file; give a directory"},
 		{"--out inside a plain source", []string{"--out", filepath.Join(src, "out")}, "is inside the source"},
-		{"an empty --target", []string{"--out", out, "-t", ""}, `--target "" names no target`},
+		{"an empty --target", []string{"--out", out, "-t", ""}, `-t is empty`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string(nil), host...), tc.args...)

@@ -37,7 +37,7 @@ func TestWheelRefusesBadUsage(t *testing.T) {
 		{"index without artifacts", []string{"index", "-o", "x"}, "at least one ARTIFACTS"},
 		{"index without -o", []string{"index", "out"}, "needs -o DIR"},
 		{"index with -o twice", []string{"index", "-o", "a", "out", "-o", "b"}, "given twice"},
-		{"an empty --target", []string{"wheel", "-t", "", "--print-plan"}, `--target "" names no target`},
+		{"an empty --target", []string{"wheel", "-t", "", "--print-plan"}, `-t is empty`},
 		{"negative build jobs", []string{"wheel", "--build-jobs", "-5", "--print-plan"}, "--build-jobs -5"},
 		{"index with an unknown flag after ARTIFACTS", []string{"index", "out", "--json"}, "unknown flag --json"},
 	}

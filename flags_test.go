@@ -99,6 +99,11 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 		{"a one-value flag after the arguments repeating one before them", []string{"serve", "--addr", "127.0.0.1:1", dir, "--addr", "127.0.0.1:2"}, "--addr is given twice"},
 		{"a one-value flag given twice with two values", []string{"build", "--target-file", "a.yaml", "--target-file", "b.yaml"}, `--target-file is given twice ("a.yaml", then "b.yaml")`},
 		{"a one-letter flag given twice", []string{"plan", "-t", "cpu-v3", "-t", "h200"}, "-t is given twice"},
+		// a script's unset variable: taken as the flag left out, recipe bump rewrote llbuild's
+		// own recipe and preflight checked this machine instead of the target named
+		{"an empty value", []string{"recipe", "bump", "--source", dir, "--commit", "x", "--out", ""}, "--out is empty: give it a value, or leave the flag out"},
+		{"an empty value with =", []string{"preflight", "--binary", "/bin/true", "--target="}, "--target is empty"},
+		{"an empty value of a list flag", []string{"bundle", "--server-arg", ""}, "--server-arg is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

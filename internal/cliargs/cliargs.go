@@ -19,7 +19,7 @@ import (
 // The mistakes urfave would report with the standard flag package's one-dash names it reports
 // as usage errors, naming flags as help does (--target; a one-letter flag keeps its one dash):
 // an unknown flag, a flag without its value, a value the flag refuses, a required flag left
-// out. A one-value flag given twice with two values (--out a ... --out b) is refused, as is one
+// out, a flag given an empty value (--out ""). A one-value flag given twice with two values (--out a ... --out b) is refused, as is one
 // after the arguments repeating one before them: which was meant is not clear.
 func FlagsFirst(app *cli.App, args []string) ([]string, error) {
 	if len(args) == 0 {
@@ -98,6 +98,11 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 			}
 			i++
 			value = args[i]
+		}
+		if value == "" {
+			// --out "$UNSET" is a script's mistake: taken as the flag left out, it did the
+			// default (recipe bump rewrote llbuild's own recipe; preflight checked this machine)
+			return nil, usagef("%s is empty: give it a value, or leave the flag out", flagName(name))
 		}
 		if err := set.Set(name, value); err != nil {
 			return nil, usagef("invalid value %q for flag %s: %v", value, flagName(name), err)
