@@ -25,6 +25,7 @@ import (
 	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
+	"github.com/llbuild/llbuild/pipeline"
 )
 
 // bundleInputs are the files a test bundles: tiny models from the gguf writer and an
@@ -974,5 +975,35 @@ func TestBundleLogsProgressWhenNotATerminal(t *testing.T) {
 	args = append(args[:len(args)-1], filepath.Join(t.TempDir(), "c"), "--quiet")
 	if code, _, stderr := runCLI(t, args...); code != 0 || strings.Contains(stderr, "bundling: copying") {
 		t.Errorf("bundle --quiet: exit %d, progress in stderr:\n%s", code, stderr)
+	}
+}
+
+// out/latest -> out/cpu-v3/HASH: artifacts named through a link bundle as the directory they
+// name (a walk that does not follow links read the link as an empty directory).
+func TestBundleTakesArtifactsThroughALink(t *testing.T) {
+	in := newBundleInputs(t)
+	p, _ := cpuPlans(t)
+	lib := systemLib(t)
+	art, err := artifacts.Write(t.TempDir(), artifacts.Input{
+		Target: p.Target, PlanHash: p.Hash,
+		Files: []artifacts.InputFile{
+			{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
+			{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
+		},
+		Provenance: pipeline.ProvenanceOf(p, pipeline.Builder{Version: "test", Executor: "host"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "latest")
+	if err := os.Symlink(art, link); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if code, _, stderr := runCLI(t, "bundle", "--target", p.Target, "--artifacts", link, "--model", in.Model, "--quiet", "-o", dir); code != 0 {
+		t.Fatalf("bundle --artifacts LINK: exit %d\n%s", code, stderr)
+	}
+	if code, out, stderr := runCLI(t, "verify", dir); code != 0 {
+		t.Errorf("the bundle made through a link does not verify: exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/walkroot"
 )
 
 // SchemaVersion is the version of artifacts.json this llbuild writes. Version 2 names the
@@ -441,7 +442,7 @@ func Open(dir string) (*Artifacts, error) {
 			bad("%s has size %d sha256 %s, %s says size %d sha256 %s", f.Path, size, sum, ManifestFile, f.Size, f.SHA256)
 		}
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(walkroot.Dir(dir), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/llbuild/llbuild/gguf"
+	"github.com/llbuild/llbuild/internal/walkroot"
 )
 
 // Problem is one thing wrong with a bundle. Path is the bundle path it concerns, if any.
@@ -81,7 +82,7 @@ func Verify(dir string) []Problem {
 		listed[f.Path] = f
 	}
 	// Everything on disk must be listed; walk without following links.
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(walkroot.Dir(dir), func(p string, d fs.DirEntry, err error) error {
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		if err != nil {

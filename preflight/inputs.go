@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/llbuild/llbuild/internal/ocitar"
+	"github.com/llbuild/llbuild/internal/walkroot"
 	"github.com/llbuild/llbuild/manifest"
 )
 
@@ -123,7 +124,7 @@ func readBundle(ctx context.Context, dir string, decode func(string) bool, keep 
 	}
 	var out []*Binary
 	for _, root := range roots {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(walkroot.Dir(root), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/llbuild/llbuild/artifacts"
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/internal/inputerr"
+	"github.com/llbuild/llbuild/internal/walkroot"
 )
 
 // Entry is one wheel of an index.
@@ -36,7 +37,7 @@ type Entry struct {
 // label, which llbuild sets to what the wheel was built for (cu131.sm86.avx2 goes in cu131).
 func Collect(ctx context.Context, root string) ([]Entry, error) {
 	var manifests []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(walkroot.Dir(root), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

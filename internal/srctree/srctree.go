@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"github.com/llbuild/llbuild/internal/digest"
+	"github.com/llbuild/llbuild/internal/walkroot"
 )
 
 // Hash is the content hash of a source tree that is not a git checkout, as provenance
@@ -25,7 +26,7 @@ import (
 func Hash(dir string) (string, error) {
 	type entry struct{ path, line string }
 	var entries []entry
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(walkroot.Dir(dir), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llbuild/llbuild/internal/walkroot"
 	"github.com/llbuild/llbuild/patches"
 	"github.com/llbuild/llbuild/pipeline"
 )
@@ -173,7 +174,7 @@ func oneLine(s string) string {
 
 // copyTree copies a plain source directory (no .git) preserving modes and links.
 func copyTree(ctx context.Context, src, dst string) error {
-	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+	return filepath.Walk(walkroot.Dir(src), func(p string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
