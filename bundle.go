@@ -111,6 +111,11 @@ func bundleOptionsOf(c *cli.Context) (bundleOptions, error) {
 		}
 	}
 	in.Knobs.DraftPMin = c.String("spec-draft-p-min")
+	for _, k := range manifest.RecordedKnobs {
+		if msg := k.Check(c.Int(k.Flag)); msg != "" {
+			return o, cmdutil.Usagef("%s", msg)
+		}
+	}
 	in.Knobs.CacheRAM = c.Int("cache-ram")
 	in.Knobs.CtxCheckpoints = c.Int("ctx-checkpoints")
 	in.Knobs.ScoresAlone = c.Bool("scores-traffic-independent")

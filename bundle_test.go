@@ -357,6 +357,12 @@ func TestBundleRefusesBadInputBeforeWriting(t *testing.T) {
 		{"layers below all", in.args("--n-gpu-layers", "-3"), 2, []string{"--n-gpu-layers -3: llama-server takes -2 to"}},
 		{"empty batches", in.args("--batch-size", "0"), 2, []string{"--batch-size 0: llama-server takes 1 to"}},
 		{"no slots", in.args("--parallel", "0"), 2, []string{"--parallel 0: llama-server takes -1 (its own choice) or 1 to"}},
+		// recorded in every bundle: past 32 bits llama-server stopped at start ("stoi") after
+		// verify and preflight said ok
+		{"checkpoints past 32 bits", in.args("--ctx-checkpoints", "99999999999"), 2, []string{"--ctx-checkpoints 99999999999: llama-server takes 0 to 2147483647"}},
+		{"negative checkpoints", in.args("--ctx-checkpoints", "-1"), 2, []string{"--ctx-checkpoints -1"}},
+		{"cache past 32 bits", in.args("--cache-ram", "99999999999"), 2, []string{"--cache-ram 99999999999: llama-server takes -1 (no limit) or 0 to"}},
+		{"cache below no limit", in.args("--cache-ram", "-5"), 2, []string{"--cache-ram -5"}},
 		{"no target", []string{"bundle", "--artifacts", in.Artifacts, "--model", in.Model}, 2, []string{"no target given"}},
 		{"bad archive name", in.args("--archive", filepath.Join(in.Dir, "x.zip")), 2, []string{".tar.zst or .tar.gz"}},
 		{"archive named as the directory", in.args("--archive", "SAME"), 2, []string{"-o and --archive both name"}},

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 )
@@ -17,6 +18,9 @@ type IntKnob struct {
 	Auto bool
 	Max  int
 }
+
+// autoMeans is what -1 means to the knobs where it is not llama-server's own choice.
+var autoMeans = map[string]string{"cache-ram": "no limit"}
 
 // MaxKnob and MinKnob bound every integer knob: llama-server reads them as 32-bit ints.
 const (
@@ -39,13 +43,21 @@ var IntKnobs = []IntKnob{
 	{"n-gpu-layers-draft", "llama-server --n-gpu-layers-draft `N` (needs --draft)", func(k *ServerKnobs) **int { return &k.GPULayersDraft }, -2, false, MaxKnob},
 }
 
+// RecordedKnobs bound the integer knobs every bundle records (ServerKnobs.CacheRAM and
+// CtxCheckpoints), which llama-server reads as 32-bit ints: --cache-ram takes -1 (no limit),
+// 0 (none) or MiB; --ctx-checkpoints a count.
+var RecordedKnobs = []IntKnob{
+	{Flag: "cache-ram", Min: 0, Auto: true, Max: MaxKnob},
+	{Flag: "ctx-checkpoints", Min: 0, Max: MaxKnob},
+}
+
 // Check says what is wrong with v for the knob ("" when llama-server takes it).
 func (k IntKnob) Check(v int) string {
 	if (v >= k.Min || k.Auto && v == -1) && v <= k.Max {
 		return ""
 	}
 	if k.Auto {
-		return fmt.Sprintf("--%s %d: llama-server takes -1 (its own choice) or %d to %d", k.Flag, v, k.Min, k.Max)
+		return fmt.Sprintf("--%s %d: llama-server takes -1 (%s) or %d to %d", k.Flag, v, cmp.Or(autoMeans[k.Flag], "its own choice"), k.Min, k.Max)
 	}
 	return fmt.Sprintf("--%s %d: llama-server takes %d to %d", k.Flag, v, k.Min, k.Max)
 }
