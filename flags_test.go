@@ -104,6 +104,11 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 		{"an empty value", []string{"recipe", "bump", "--source", dir, "--commit", "x", "--out", ""}, "--out is empty: give it a value, or leave the flag out"},
 		{"an empty value with =", []string{"preflight", "--binary", "/bin/true", "--target="}, "--target is empty"},
 		{"an empty value of a list flag", []string{"bundle", "--server-arg", ""}, "--server-arg is empty"},
+		// urfave said "No help topic" with exit 3, and a misspelt subcommand's flags were
+		// reported as unknown
+		{"an unknown command", []string{"targt"}, `llbuild has no command "targt" (did you mean "target"?)`},
+		{"a misspelt subcommand with its flags", []string{"patches", "statsu", "--source", dir}, `llbuild patches has no command "statsu" (did you mean "status"?): its commands are status`},
+		{"help of a word that names no command", []string{"help", "nope"}, "No help topic for 'nope'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"os/signal"
 	"syscall"
 
@@ -130,6 +131,9 @@ func runTerm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	code := exitFailed
 	var ec cli.ExitCoder
 	switch {
+	case errors.As(err, &ec) && ec.ExitCode() == 3 && strings.HasPrefix(err.Error(), "No help topic for"):
+		// urfave's help of a word that names no command (wheel index --help) is usage
+		code = exitUsage
 	case errors.As(err, &ec) && (ctx.Err() == nil || ec.ExitCode() == cmdutil.ExitInterrupted):
 		// bench and bisect say what an interrupt kept, with 130 themselves
 		code = ec.ExitCode()

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/llbuild/llbuild/targets"
 )
 
 // FlagsFirst returns the command line (args[0] the program) with each command's flags moved
@@ -58,6 +60,11 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 				if sub := FindCommand(cmds, a); sub != nil {
 					rest, err := commandArgs(sub, args[i+1:])
 					return append(append(out, a), rest...), err
+				}
+				if len(cmds) > 0 && (cmd == nil || cmd.Action == nil) && a != "help" && a != "h" {
+					// urfave says "No help topic" and exits 3; and a misspelt subcommand's
+					// flags were reported as unknown flags after the arguments
+					return nil, unknownCommand(cmds, cmd, a)
 				}
 				if cmd == nil || (len(cmds) > 0 && (a == "help" || a == "h")) {
 					// Not a command urfave knows (it says so), or the help urfave adds to a
@@ -139,6 +146,26 @@ func orderFlags(flags []cli.Flag, cmds []*cli.Command, cmd *cli.Command, args []
 		}
 	}
 	return append(out, pos...), nil
+}
+
+// unknownCommand is the usage error for name, which names none of cmds (the subcommands of
+// cmd, or the app's commands where cmd is nil), with the nearest name where one is near.
+func unknownCommand(cmds []*cli.Command, cmd *cli.Command, name string) error {
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	where, help := "llbuild", "llbuild --help"
+	if cmd != nil {
+		where, help = "llbuild "+cmd.Name, "llbuild "+cmd.Name+" --help"
+	}
+	msg := fmt.Sprintf("%s has no command %q", where, name)
+	if near := targets.Nearest(name, names); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return usagef("%s: its commands are %s (%s)", msg, strings.Join(names, ", "), help)
 }
 
 // commandArgs orders the arguments of cmd, with the help flag urfave gives every command.
