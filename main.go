@@ -9,8 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
