@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -31,12 +30,8 @@ func targetDetectCommand() *cli.Command {
 			if !targets.ValidName(name) {
 				return cmdutil.Usagef("--name %q: a target name is lower-case letters, digits and '-'", name)
 			}
-			if output != "" {
-				if fi, err := os.Stat(output); err == nil && fi.IsDir() {
-					return cmdutil.Usagef("-o %s is a directory: give a file name (%s.yaml)", output, name)
-				} else if err == nil && !c.Bool("force") {
-					return cmdutil.Usagef("-o %s exists (perhaps edited by hand): use --force to replace it", output)
-				}
+			if err := cmdutil.CheckOutputFile("-o", output, c.Bool("force"), nil); err != nil {
+				return err
 			}
 			return runTargetDetect(c.Context, name, output, cmdutil.StreamsOf(c))
 		},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/gitfixture"
@@ -139,13 +140,22 @@ func TestTargetDetectWritesAUsableTargetFile(t *testing.T) {
 	// the file may have been edited by hand since: replaced only with --force; a bad name or a
 	// directory for -o refused; each exit 2 with the file as it was
 	written, _ := os.ReadFile(path)
-	for _, args := range [][]string{{"-o", path}, {"--name", "bad name/x", "-o", path + ".2"}, {"-o", t.TempDir()}} {
+	// nor a FIFO (a device likewise: --force as root replaced /dev/null), nor a file in a
+	// directory that is not there (its error named a temporary file)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-o", path}, {"--name", "bad name/x", "-o", path + ".2"}, {"-o", t.TempDir()}, {"-o", fifo, "--force"}, {"-o", filepath.Join(t.TempDir(), "no", "t.yaml")}} {
 		if code, _, stderr := runCLI(t, append([]string{"target", "detect"}, args...)...); code != 2 || stderr == "" {
 			t.Errorf("target detect %v: exit %d %q, want 2", args, code, stderr)
 		}
 	}
 	if now, _ := os.ReadFile(path); !bytes.Equal(now, written) {
 		t.Errorf("a refused target detect changed %s", path)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("target detect -o FIFO --force replaced the pipe: %v %v", fi, err)
 	}
 	if _, err := os.Stat(path + ".2"); err == nil {
 		t.Errorf("target detect with a bad name wrote a file")

@@ -36,6 +36,9 @@ func CheckOutputFile(flag, file string, force bool, inputs map[string]string) er
 	switch {
 	case fi.IsDir():
 		return Usagef("%s %s is a directory; give a file", flag, file)
+	case !fi.Mode().IsRegular():
+		// a rename over it would replace the device (/dev/null as root) or pipe itself
+		return Usagef("%s %s is not a regular file (a device, pipe or socket); --force replaces only a file: write to a file", flag, file)
 	case !force:
 		return Usagef("%s %s exists; give --force to replace it", flag, file)
 	}
