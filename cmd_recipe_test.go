@@ -93,6 +93,26 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 	if _, err := os.Stat(gone); !os.IsNotExist(err) {
 		t.Errorf("a refused bump left %s behind (%v)", gone, err)
 	}
+	// what the user named that is not there, or not what it must be, is usage (exit 2), and
+	// nothing is made
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(file, []byte("x"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--source", file}, "is not a directory"},
+		{[]string{"--source", repo, "--new-series", filepath.Join(t.TempDir(), "none")}, "--new-series"},
+		{[]string{"--source", repo, "--new-series", t.TempDir()}, "give a series file"},
+	} {
+		args := append([]string{"recipe", "bump", "--out", gone, "--commit", child[:9]}, tc.args...)
+		if code, _, stderr := runCLI(t, args...); code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("llbuild %v: exit %d %s, want 2 saying %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("a refused bump %v left %s behind (%v)", tc.args, gone, err)
+		}
+	}
 }
 
 // The pin's series and the series recorded for the pin before it (patches/34af94cd9/, by

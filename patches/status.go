@@ -260,7 +260,7 @@ func newIndexGit(ctx context.Context, repo, tmp string) (*indexGit, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("source %s is not a directory: give a llama.cpp checkout, mirror or source tree", repo)
+		return nil, inputerr.Errorf("source %s is not a directory: give a llama.cpp checkout, mirror or source tree", repo)
 	}
 	base := &indexGit{repo: abs, env: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C", "GIT_CEILING_DIRECTORIES="+filepath.Dir(abs))}
 	objects, err := base.run(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")

@@ -3,6 +3,7 @@ package recipes
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
 	"github.com/llbuild/llbuild/internal/gitref"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/patches"
 )
 
@@ -57,7 +59,7 @@ type BumpResult struct {
 func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 	oldRecipe, err := os.ReadFile(opts.RecipeFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading the recipe: %w; run llbuild in its repository or give --recipe-file", err)
+		return nil, inputerr.Errorf("reading the recipe %s: %v (--recipe-file names it; without it, llbuild's own recipes/server.yaml where llbuild runs in its repository)", opts.RecipeFile, osSays(err))
 	}
 	old, err := Parse(opts.RecipeFile, oldRecipe)
 	if err != nil {
@@ -65,10 +67,13 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 	}
 	oldSeries, err := os.ReadFile(opts.SeriesFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading the patch series: %w; run llbuild in its repository or give --series", err)
+		return nil, inputerr.Errorf("reading the patch series %s: %v (--series names it; without it, llbuild's own patches/series where llbuild runs in its repository)", opts.SeriesFile, osSays(err))
 	}
 	seriesFS, seriesName := os.DirFS(filepath.Dir(opts.SeriesFile)), filepath.Base(opts.SeriesFile)
 	if opts.NewSeries != "" {
+		if fi, err := os.Stat(opts.NewSeries); err != nil || !fi.Mode().IsRegular() {
+			return nil, inputerr.Errorf("--new-series %s: give a series file (NAME.patch sha256:DIGEST lines, the patches beside it)%s", opts.NewSeries, statSays(err))
+		}
 		if same, err := sameFile(opts.NewSeries, opts.SeriesFile); err != nil {
 			return nil, fmt.Errorf("reading the new series: %w", err)
 		} else if !same {
@@ -105,6 +110,23 @@ func Bump(ctx context.Context, opts BumpOptions) (*BumpResult, error) {
 		res.Written = append(res.Written, opts.RecipeFile)
 	}
 	return res, nil
+}
+
+// statSays is ": " and what os.Stat said, or "" when it said nothing.
+func statSays(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + osSays(err)
+}
+
+// osSays is what the system said of a path, without the operation and path a PathError adds.
+func osSays(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // seriesAt refreshes the digests of the series file name of fsys, applies it at opts.Commit

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/llbuild/llbuild/internal/atomicfile"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/patches"
 )
 
@@ -40,7 +41,7 @@ func bumpToNewSeries(ctx context.Context, opts BumpOptions, oldRecipe, oldSeries
 		record = filepath.Join(seriesDir, old.Source.Commit[:9])
 	}
 	if _, err := os.Lstat(record); err == nil {
-		return nil, fmt.Errorf("%s already exists: the old series would be recorded there; move it away or give --record DIR; nothing was changed", record)
+		return nil, inputerr.Errorf("%s already exists: the old series would be recorded there; move it away or give --record DIR; nothing was changed", record)
 	}
 
 	// the record, made whole in a temporary directory beside it and renamed into place
