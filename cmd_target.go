@@ -87,6 +87,9 @@ func targetCommand() *cli.Command {
 						return cmdutil.Usagef("target show takes one NAME")
 					}
 					// loadTarget's message names --target, which this command takes as an argument.
+					if c.NArg() > 0 && c.String("target-file") != "" {
+						return cmdutil.Usagef("give a target NAME or --target-file FILE, not both")
+					}
 					if c.NArg() == 0 && c.String("target-file") == "" {
 						return cmdutil.Usagef("no target given: use llbuild target show NAME (one of %s) or llbuild target show --target-file FILE", strings.Join(targets.Names(), ", "))
 					}

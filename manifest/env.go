@@ -94,9 +94,9 @@ func checkEnv(env map[string]string, kinds map[string]string) map[string][]strin
 				}
 			}
 		case strings.HasPrefix(k, "LLAMA_ARG_"):
-			bad("is not an option of llama-server at the pinned llama.cpp commit (common/arg.cpp): check the spelling, or give the flag in server.args")
+			bad("is not an option of llama-server at the pinned llama.cpp commit (common/arg.cpp): check the spelling, or give the flag as bundle --server-arg (server.args in manifest.json)")
 		default:
-			bad("is neither a llama-server option (LLAMA_ARG_*) nor a known run-time knob (%s*, LLAMA_* switches, ONEAPI_DEVICE_SELECTOR): give llama-server options in server.args, set other variables in the environment of llbuild serve, or add the knob to manifest/env.go if bundles need it",
+			bad("is neither a llama-server option (LLAMA_ARG_*) nor a known run-time knob (%s*, LLAMA_* switches, ONEAPI_DEVICE_SELECTOR): give llama-server options as bundle --server-arg (server.args in manifest.json), and set other variables in the environment of llbuild serve",
 				strings.Join(knobPrefixes, "*, "))
 		}
 	}
