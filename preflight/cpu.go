@@ -3,6 +3,7 @@ package preflight
 import (
 	"fmt"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -72,6 +73,13 @@ func newCPUHost(fs targets.FeatureSet) cpuHost {
 func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	v := Verdict{Check: CheckCPU, Subject: b.Path}
 	if b.Code == nil {
+		if b.Machine != "386" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "386") {
+			// the host preflight checks is x86-64 (its CPU is read as x86 features, and this
+			// machine is one): an aarch64 or other foreign binary cannot run there at all
+			v.Status, v.Reason = Fail, fmt.Sprintf("%s code: an x86-64 CPU cannot run it (exec format error)", b.Machine)
+			v.Fix = "build for this host's architecture: llbuild build --target with an x86-64 target"
+			return v
+		}
 		v.Status, v.Reason = Unknown, fmt.Sprintf("%s code is not decoded (only x86-64 is)", b.Machine)
 		return v
 	}
