@@ -192,4 +192,24 @@ func TestIndexCommand(t *testing.T) {
 	if code, _, stderr := runCLI(t, "index", t.TempDir(), "-o", idx); code != exitFailed || !strings.Contains(stderr, "no wheels") {
 		t.Errorf("index of an empty directory: exit %d, stderr %q; want exit 1", code, stderr)
 	}
+	// a root named twice is counted once, as it is indexed once
+	if code, out, stderr := runCLI(t, "index", a, a, "-o", idx); code != 0 || !strings.Contains(out, "cu131\t"+filepath.Join(idx, "cu131", "simple")+"\t1\n") {
+		t.Errorf("index A A: exit %d, stdout %q %s; want cu131 counted once", code, out, stderr)
+	}
+	// -o naming what is not an index of its own is usage, and stays as it was: a directory of
+	// other things, a file, a link (replacing it put a directory in its place)
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "keep"), []byte("x"), 0o644)
+	file := filepath.Join(t.TempDir(), "keep.yaml")
+	os.WriteFile(file, []byte("x"), 0o644)
+	link := filepath.Join(t.TempDir(), "current")
+	os.Symlink(idx, link)
+	for _, o := range []string{other, file, link} {
+		if code, _, stderr := runCLI(t, "index", a, "-o", o); code != exitUsage || stderr == "" {
+			t.Errorf("index -o %s: exit %d %q, want 2", o, code, stderr)
+		}
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("index -o LINK replaced the link: %v %v", fi, err)
+	}
 }

@@ -216,6 +216,13 @@ const indexTitle = "llbuild wheel indexes"
 // checkReplaceable refuses to replace a directory that is neither empty nor an index this
 // package wrote: -o pointed at the wrong place must not delete it.
 func checkReplaceable(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// replacing it would put a directory in the link's place and leave the index it
+		// names as it was
+		return inputerr.Errorf("%s is a link: give the directory it names, or a new one", dir)
+	} else if err == nil && !fi.IsDir() {
+		return inputerr.Errorf("%s is a file, not an index directory: choose an empty or new directory", dir)
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(ents) == 0) {
 		return nil
@@ -225,7 +232,7 @@ func checkReplaceable(dir string) error {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil || !strings.Contains(string(b), "<title>"+indexTitle+"</title>") {
-		return fmt.Errorf("%s exists and is not a wheel index written by llbuild: choose an empty or new directory", dir)
+		return inputerr.Errorf("%s exists and is not a wheel index written by llbuild: choose an empty or new directory", dir)
 	}
 	return nil
 }
@@ -311,7 +318,13 @@ func Index(ctx context.Context, roots []string, dir string, w io.Writer) error {
 	}
 	count := map[string]int{}
 	var variants []string
+	counted := map[string]bool{} // a wheel found twice (a root named twice) is indexed once
 	for _, e := range all {
+		id := e.Variant + "/" + e.Filename
+		if counted[id] {
+			continue
+		}
+		counted[id] = true
 		if count[e.Variant] == 0 {
 			variants = append(variants, e.Variant)
 		}
