@@ -448,9 +448,9 @@ func TestBundleOutputIsReplacedOnlyWithForce(t *testing.T) {
 	if ps := manifest.Verify(out); len(ps) != 0 {
 		t.Errorf("replaced bundle does not verify: %v", ps)
 	}
-	// An output that holds an input is never replaced.
+	// An output that holds an input is never replaced (usage: exit 2).
 	code, _, stderr = runCLI(t, in.args("-o", in.Dir, "--force")...)
-	if code != 1 || !strings.Contains(stderr, "holds an input") {
+	if code != 2 || !strings.Contains(stderr, "holds an input") {
 		t.Errorf("--force over the inputs' directory: exit %d %s", code, stderr)
 	}
 	// a file where the directory would go is named for what it is, and kept (exit 2)
@@ -459,6 +459,10 @@ func TestBundleOutputIsReplacedOnlyWithForce(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(neighbour); string(b) != "keep" {
 		t.Errorf("--force over a file changed it: %q", b)
+	}
+	// without --force too: the advice is not to add --force, which would not help
+	if code, _, stderr := runCLI(t, in.args("-o", neighbour)...); code != 2 || !strings.Contains(stderr, "write elsewhere") || strings.Contains(stderr, "use --force") {
+		t.Errorf("-o over a file without --force: exit %d %s", code, stderr)
 	}
 	if _, err := os.Stat(in.Model); err != nil {
 		t.Errorf("input removed: %v", err)

@@ -582,9 +582,6 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("output %s: %w", p, err)
 	}
-	if !force {
-		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
-	}
 	if dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular() {
 		what := "regular file"
 		switch {
@@ -595,7 +592,10 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		case !fi.Mode().IsRegular():
 			what = "special file (" + fi.Mode().Type().String() + ")"
 		}
-		return "", inputerr.Errorf("output %s exists and is a %s; --force replaces only a %s", p, what, map[bool]string{true: "directory", false: "regular file"}[dir])
+		return "", inputerr.Errorf("output %s exists and is a %s; --force replaces only a %s: write elsewhere", p, what, map[bool]string{true: "directory", false: "regular file"}[dir])
+	}
+	if !force {
+		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
@@ -603,7 +603,7 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 	}
 	for _, f := range plan.Files {
 		if Within(f.From, real) {
-			return "", fmt.Errorf("output %s holds an input, %s; --force would delete it", p, f.From)
+			return "", inputerr.Errorf("output %s holds an input, %s; --force would delete it: write elsewhere", p, f.From)
 		}
 	}
 	return abs, nil
