@@ -650,6 +650,7 @@ func TestVerifyExtractUnpacksOnlySoundArchives(t *testing.T) {
 		{keep, "", "is not a directory"},
 		{filepath.Dir(dest), dest, "holds the archive"},
 		{dest, dest, "holds the current directory"},
+		{filepath.Join(out, "no", "such", "dir"), "", "does not exist; make it first"},
 	} {
 		if c.dir != "" {
 			t.Chdir(c.dir)

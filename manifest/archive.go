@@ -244,6 +244,9 @@ func ExtractArchive(ctx context.Context, archive, dest string, force bool) error
 // a directory that holds the archive itself, or one that holds the current directory (".",
 // a parent of it). A refusal is the user's to mend (exit 2) and nothing has been written.
 func checkExtractDest(archive, dest, abs string, force bool) error {
+	if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+		return inputerr.Errorf("--extract %s: the directory %s does not exist; make it first", dest, filepath.Dir(dest))
+	}
 	fi, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -251,12 +254,12 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 	if err != nil {
 		return &inputerr.Error{Err: fmt.Errorf("--extract %s: %w", dest, err)}
 	}
-	if !force {
-		return inputerr.Errorf("%s exists; use --force to replace it", dest)
-	}
 	if st, err := os.Stat(abs); !fi.IsDir() && (fi.Mode()&fs.ModeSymlink == 0 || err != nil || !st.IsDir()) {
 		// a link to a directory is replaced itself, its target left as it is
 		return inputerr.Errorf("--extract %s exists and is not a directory; --force replaces only a directory (remove it or extract elsewhere)", dest)
+	}
+	if !force {
+		return inputerr.Errorf("%s exists; use --force to replace it", dest)
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
