@@ -67,6 +67,9 @@ func recipeBumpOptionsOf(c *cli.Context) (recipeBumpOptions, error) {
 	if c.NArg() > 0 {
 		return o, cmdutil.Usagef("recipe bump takes no arguments, got %q", c.Args().Slice())
 	}
+	if o.Record != "" && o.NewSeries == "" {
+		return o, cmdutil.Usagef("--record is where --new-series records the old series; give --new-series FILE with it")
+	}
 	if o.Out != "" && (c.IsSet("recipe-file") || c.IsSet("series")) {
 		return o, cmdutil.Usagef("--out copies the built-in recipe and series; give it without --recipe-file and --series")
 	}

@@ -30,6 +30,12 @@ func targetDetectCommand() *cli.Command {
 			if !targets.ValidName(name) {
 				return cmdutil.Usagef("--name %q: a target name is lower-case letters, digits and '-'", name)
 			}
+			if c.NArg() > 0 {
+				return cmdutil.Usagef("target detect takes no arguments, got %q (--name NAME names the target)", c.Args().Slice())
+			}
+			if c.Bool("force") && output == "" {
+				return cmdutil.Usagef("--force replaces the file -o names; give -o FILE with it")
+			}
 			if err := cmdutil.CheckOutputFile("-o", output, c.Bool("force"), nil); err != nil {
 				return err
 			}

@@ -55,6 +55,9 @@ func verifyOptionsOf(c *cli.Context) (verifyOptions, error) {
 	if c.NArg() > 1 {
 		return o, cmdutil.Usagef("verify takes one DIR or ARCHIVE, got also %q", c.Args().Tail())
 	}
+	if o.Force && o.Extract == "" {
+		return o, cmdutil.Usagef("--force replaces the directory --extract names; give --extract DIR with it")
+	}
 	fi, err := os.Stat(o.Path)
 	if err != nil {
 		return o, cmdutil.Usage(err)

@@ -109,6 +109,11 @@ func TestFlagMistakesAreUsage(t *testing.T) {
 		{"an unknown command", []string{"targt"}, `llbuild has no command "targt" (did you mean "target"?)`},
 		{"a misspelt subcommand with its flags", []string{"patches", "statsu", "--source", dir}, `llbuild patches has no command "statsu" (did you mean "status"?): its commands are status`},
 		{"help of a word that names no command", []string{"help", "nope"}, "No help topic for 'nope'"},
+		// a flag that only works with another, given alone, did nothing
+		{"verify --force without --extract", []string{"verify", dir, "--force"}, "give --extract DIR with it"},
+		{"recipe bump --record without --new-series", []string{"recipe", "bump", "--source", dir, "--commit", "x", "--record", dir}, "give --new-series FILE with it"},
+		{"target detect --force without -o", []string{"target", "detect", "--force"}, "give -o FILE with it"},
+		{"target detect with an argument", []string{"target", "detect", "mybox"}, "takes no arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
