@@ -2,6 +2,7 @@ package targets
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -200,4 +201,27 @@ type Driver struct {
 	Version string `yaml:"version,omitempty" json:"version,omitempty"`
 	// CUDA is the highest CUDA version the driver runs (cuDriverGetVersion as major.minor), e.g. "13.1".
 	CUDA string `yaml:"cuda,omitempty" json:"cuda,omitempty"`
+}
+
+var (
+	computeCapabilityForm = regexp.MustCompile(`^[1-9][0-9]?\.[0-9]$`)
+	driverVersionForm     = regexp.MustCompile(`^[0-9]+(\.[0-9]+){1,2}$`)
+)
+
+// fieldErrors are the host's values that are not of their form: a GPU's compute capability
+// (major.minor, "8.6", "12.0") and the driver's version (what nvidia-smi says, "590.44.01").
+// The file is the caller's to set.
+func (h Host) fieldErrors() []*FieldError {
+	var errs []*FieldError
+	for i, g := range h.GPUs {
+		if g.ComputeCapability != "" && !computeCapabilityForm.MatchString(g.ComputeCapability) {
+			errs = append(errs, &FieldError{Field: fmt.Sprintf("host.gpus[%d].computeCapability", i), Problem: fmt.Sprintf("%q is not a compute capability", g.ComputeCapability),
+				Fix: `write it as major.minor, as nvidia-smi --query-gpu=compute_cap says it, e.g. "8.6", "12.0"`})
+		}
+	}
+	if v := h.Driver.Version; v != "" && !driverVersionForm.MatchString(v) {
+		errs = append(errs, &FieldError{Field: "host.driver.version", Problem: fmt.Sprintf("%q is not a driver version", v),
+			Fix: `write it as nvidia-smi --query-gpu=driver_version says it, e.g. "590.44.01"`})
+	}
+	return errs
 }

@@ -339,6 +339,9 @@ func (t *Target) check() (*DecodedCUDA, error) {
 			bad(fmt.Sprintf("host.cpu.features[%d]", i), fmt.Sprintf("unknown CPU feature %q", f), "use one of "+joinFeatures(KnownFeatures))
 		}
 	}
+	for _, e := range t.Host.fieldErrors() {
+		bad(e.Field, e.Problem, e.Fix)
+	}
 	for _, f := range ISAFlags {
 		on, ok := t.Build.ISA[f.Option]
 		if !ok {
@@ -693,6 +696,10 @@ func ResolveHost(name, file string) (*Target, error) {
 		if p, err := ParseFeature(string(f)); err != nil || p != f {
 			errs = append(errs, &FieldError{File: file, Field: fmt.Sprintf("host.cpu.features[%d]", i), Problem: fmt.Sprintf("unknown CPU feature %q", f), Fix: "use one of " + joinFeatures(KnownFeatures)})
 		}
+	}
+	for _, e := range t.Host.fieldErrors() {
+		e.File = file
+		errs = append(errs, e)
 	}
 	if t.Host.CPU.Features == nil {
 		errs = append(errs, &FieldError{File: file, Field: "host.cpu.features", Problem: "is missing", Fix: "list the CPU's features (llbuild target detect writes them), or write [] for a CPU with nothing beyond baseline x86-64"})
