@@ -84,7 +84,9 @@ func TestParseRejects(t *testing.T) {
 		{"an arch given twice", func(s string) string { return strings.Replace(s, `["86"]`, `["86", "86"]`, 1) }, []string{"build.cuda.architectures[1]", `"86" is given twice (also [0])`}},
 		{"toolkit newer than the driver", func(s string) string { return strings.Replace(s, "toolkit: 13.1.1", "toolkit: 13.3.0", 1) }, []string{"build.cuda.toolkit", "newer than the driver's cap 13.1", "cuda>=13.3"}},
 		{"malformed digest", func(s string) string { return strings.Replace(s, "@sha256:9cf8", "@sha256:XXXX", 1) }, []string{"build.images.devel", "malformed digest"}},
-		{"a compute capability that is none", func(s string) string { return strings.Replace(s, `computeCapability: "8.6"`, `computeCapability: "-9.0"`, 1) }, []string{"host.gpus[0].computeCapability", `"-9.0" is not a compute capability`, `"12.0"`}},
+		{"a compute capability that is none", func(s string) string {
+			return strings.Replace(s, `computeCapability: "8.6"`, `computeCapability: "-9.0"`, 1)
+		}, []string{"host.gpus[0].computeCapability", `"-9.0" is not a compute capability`, `"12.0"`}},
 		{"a driver version that is none", func(s string) string { return strings.Replace(s, "version: 590.44.01", "version: banana", 1) }, []string{"host.driver.version", `"banana" is not a driver version`}},
 		{"wrong schema version", func(s string) string { return strings.Replace(s, "schemaVersion: 1", "schemaVersion: 9", 1) }, []string{"schemaVersion", "set schemaVersion: 1"}},
 		{"every problem reported together", func(s string) string {
