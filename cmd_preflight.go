@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,6 +92,10 @@ func runPreflight(ctx context.Context, o preflightOptions, s cmdutil.Streams) er
 	}
 	start := time.Now()
 	in, err := preflight.ReadSources(ctx, o.Sources)
+	var missing *preflight.MissingFileError
+	if errors.As(err, &missing) {
+		return cli.Exit("preflight: "+err.Error(), 1) // would fail
+	}
 	if err != nil {
 		return cli.Exit("preflight: "+err.Error(), cmdutil.ExitUsage)
 	}

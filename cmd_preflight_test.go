@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llbuild/llbuild/internal/llamatest"
+	"github.com/llbuild/llbuild/manifest"
 )
 
 // The command end to end on Debian's prebuilt ggml CPU variants: exit codes 0 (all pass),
@@ -132,5 +133,30 @@ void scale(float *a, int n) { for (int i = 0; i < n; i++) a[i] *= 3.0f; }
 	code, out, stderr = runCLI(t, "preflight", "--target", "cpu-v3", "--binary", lib)
 	if code != 0 || !strings.Contains(out, "dispatched at run time") || !strings.Contains(out, "in scale.avx512f") {
 		t.Errorf("preflight --binary libscale.so on cpu-v3: exit %d, want 0 with 'dispatched at run time' naming scale.avx512f\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
+// A bundle that lacks a library its manifest lists would not start: preflight says so with
+// exit 1 (a verdict), not 2 (could not check).
+func TestPreflightOfABundleMissingAFileWouldFail(t *testing.T) {
+	p, _ := cpuPlans(t)
+	dir := bundleOf(t, newBundleInputs(t), p)
+	m, err := manifest.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var libs []string
+	for _, f := range m.Files {
+		if f.Kind == manifest.KindLibrary && f.Link == "" {
+			libs = append(libs, filepath.Join(dir, filepath.FromSlash(f.Path)))
+		}
+	}
+	if len(libs) == 0 {
+		t.Fatalf("the bundle lists no library: %+v", m.Files)
+	}
+	os.Remove(libs[0])
+	code, _, stderr := runCLI(t, "preflight", "--target", "cpu-v3", "--bundle", dir)
+	if code != 1 || !strings.Contains(stderr, "would not start") || !strings.Contains(stderr, filepath.Base(libs[0])) {
+		t.Errorf("preflight of a bundle without %s: exit %d %s, want 1 naming it", filepath.Base(libs[0]), code, stderr)
 	}
 }

@@ -59,6 +59,14 @@ func ReadBinaryFacts(name string, r io.ReaderAt) (*Binary, error) {
 	return b, err
 }
 
+// MissingFileError says a bundle lacks an executable or library its manifest lists: its
+// server would not start, which is a verdict (would fail), not a check that could not be made.
+type MissingFileError struct{ Bundle, Path string }
+
+func (e *MissingFileError) Error() string {
+	return fmt.Sprintf("bundle %s would not start: its manifest lists %s, which is missing (llbuild verify %s lists every problem)", e.Bundle, e.Path, e.Bundle)
+}
+
 // ReadBundle reads the ELF files of a bundle directory: the executables and libraries its
 // manifest.json lists, or, without a manifest that lists any, every ELF file under bin/ and
 // lib/ (or the whole tree without those). Paths in the result are relative to dir.
@@ -93,6 +101,9 @@ func readBundle(ctx context.Context, dir string, decode func(string) bool, keep 
 			b, err := readPath(filepath.Join(dir, filepath.FromSlash(file.Path)), file.Path, decode(file.Path))
 			if errors.Is(err, ErrNotELF) {
 				continue
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, &MissingFileError{Bundle: dir, Path: file.Path}
 			}
 			if err != nil {
 				return nil, fmt.Errorf("reading bundle %s: %w", dir, err)
