@@ -84,6 +84,11 @@ func FetchHint(repo, ref string) string {
 	cmd := func(spec string) string {
 		return "git -C " + shellquote.Quote(repo) + " fetch origin " + shellquote.Quote(spec)
 	}
+	if strings.ContainsAny(ref, "~^@:{") || strings.HasPrefix(ref, "HEAD") {
+		// an expression (HEAD~99999, master^2, @{u}): no fetch makes it name a commit that
+		// is not in the history already
+		return "the expression names no commit in this history (it may reach past its start): give a commit, tag or branch it holds"
+	}
 	if hexPrefix.MatchString(ref) && !hexCommit.MatchString(ref) {
 		return "give the full hash, or fetch the history that holds it: git -C " + shellquote.Quote(repo) + " fetch origin"
 	}

@@ -297,4 +297,10 @@ func TestRefspecs(t *testing.T) {
 	if h := FetchHint("/m", "34af94cd9"); !strings.Contains(h, "full hash") {
 		t.Errorf("FetchHint() of an abbreviated hash = %q, want it to ask for the full hash", h)
 	}
+	// an expression is no tag or branch to fetch
+	for _, ref := range []string{"HEAD~99999", "master^2", "@{u}"} {
+		if h := FetchHint("/m", ref); strings.Contains(h, "fetch") || !strings.Contains(h, "expression") {
+			t.Errorf("FetchHint(%q) = %q, want no fetch advice", ref, h)
+		}
+	}
 }
