@@ -145,7 +145,15 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 	if err != nil {
 		return nil, fmt.Errorf("%s has no commit %q: give another with --commit, or %s%w", repo, commit, gitref.FetchHint(repo, commit), ErrNoCommit)
 	}
-	rep, err := g.loadCommit(ctx, repo, strings.TrimSpace(full))
+	full = strings.TrimSpace(full)
+	// a repository that is not llama.cpp's: said as such, not as patch 0001 conflicting
+	_, cm := g.run(ctx, "cat-file", "-e", full+":CMakeLists.txt")
+	_, h1 := g.run(ctx, "cat-file", "-e", full+":include/llama.h")
+	_, h2 := g.run(ctx, "cat-file", "-e", full+":llama.h")
+	if cm != nil || (h1 != nil && h2 != nil) {
+		return nil, inputerr.Errorf("source %s at %s is not a llama.cpp tree (no CMakeLists.txt and include/llama.h at its top): give --source a llama.cpp checkout or mirror", repo, shortCommit(full))
+	}
+	rep, err := g.loadCommit(ctx, repo, full)
 	if err != nil {
 		return nil, err
 	}
@@ -376,4 +384,12 @@ func oneLine(s string) string {
 		s = s[:300] + "..."
 	}
 	return s
+}
+
+// shortCommit is a commit's first 12 hex digits, as messages name it.
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llbuild/llbuild/internal/enginetest"
 	"github.com/llbuild/llbuild/internal/gitfixture"
+	"github.com/llbuild/llbuild/internal/inputerr"
 	"github.com/llbuild/llbuild/internal/srctree"
 )
 
@@ -238,5 +239,19 @@ func TestStatusAtPinnedCommit(t *testing.T) {
 	}
 	if len(rep.Patches) != len(series) {
 		t.Errorf("Status() reported %d patches, want %d", len(rep.Patches), len(series))
+	}
+}
+
+// A git repository that is not llama.cpp's is said to be so, as a plain tree is, and not
+// reported as the series' first patch conflicting.
+func TestStatusOfAnotherProjectsRepository(t *testing.T) {
+	dir := t.TempDir()
+	gitfixture.Git(t, dir, 0, "init", "--quiet", "--initial-branch=main")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("my dotfiles\n"), 0o644)
+	gitfixture.Git(t, dir, 0, "add", "-A")
+	gitfixture.Git(t, dir, 1700000000, "commit", "--quiet", "-m", "dotfiles")
+	_, err := Status(context.Background(), dir, "", []Patch{fixturePatch(t, "0001-server-greeting.patch")})
+	if !inputerr.Is(err) || !strings.Contains(err.Error(), "is not a llama.cpp tree") {
+		t.Errorf("Status(a repository of another project) = %v, want an inputerr.Error saying it is not llama.cpp", err)
 	}
 }
