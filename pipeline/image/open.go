@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -48,6 +49,10 @@ func Open(ctx context.Context, spec string, opts ...remote.Option) (img v1.Image
 		if err := ocitar.Untar(file, tmp); err != nil {
 			cleanup()
 			return nil, func() {}, fmt.Errorf("reading OCI archive %s: %w", file, err)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, "index.json")); err != nil {
+			cleanup()
+			return nil, func() {}, inputerr.Errorf("%s is not an OCI archive (it holds no index.json): write one with llbuild build --image-out or skopeo copy ... oci-archive:FILE, or name docker save output docker-archive:FILE", file)
 		}
 		img, err := fromLayout(tmp, "OCI archive "+file, pipeline.Image{})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,6 +118,15 @@ func TestAMissingImageIsTheCallersMistake(t *testing.T) {
 				}
 			}
 		})
+	}
+	// an empty file (or any tar without index.json) is named as what it is not, not by the
+	// temporary directory it was unpacked into
+	empty := filepath.Join(t.TempDir(), "empty.tar")
+	os.WriteFile(empty, nil, 0o644)
+	if _, cleanup, err := Open(context.Background(), "oci-archive:"+empty); !inputerr.Is(err) || !strings.Contains(err.Error(), empty+" is not an OCI archive") || strings.Contains(err.Error(), "llbuild-image-") {
+		t.Errorf("Open(an empty oci-archive) = %v, want an inputerr.Error naming the file", err)
+	} else {
+		cleanup()
 	}
 	// nothing listens there: the registry's trouble, not the caller's
 	_, cleanup, err := Open(context.Background(), "127.0.0.1:1/repo:tag")
