@@ -97,6 +97,8 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 	// nothing is made
 	file := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(file, []byte("x"), 0o644)
+	emptySeries := filepath.Join(t.TempDir(), "series")
+	os.WriteFile(emptySeries, nil, 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -104,6 +106,7 @@ func TestRecipeBumpOutMovesACopy(t *testing.T) {
 		{[]string{"--source", file}, "is not a directory"},
 		{[]string{"--source", repo, "--new-series", filepath.Join(t.TempDir(), "none")}, "--new-series"},
 		{[]string{"--source", repo, "--new-series", t.TempDir()}, "give a series file"},
+		{[]string{"--source", repo, "--new-series", emptySeries}, "names no patches: the bump would drop all"},
 	} {
 		args := append([]string{"recipe", "bump", "--out", gone, "--commit", child[:9]}, tc.args...)
 		if code, _, stderr := runCLI(t, args...); code != exitUsage || !strings.Contains(stderr, tc.want) {

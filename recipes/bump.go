@@ -50,6 +50,8 @@ type BumpResult struct {
 	Removed []string
 	// Recorded is the directory holding the old series, its patches and the old recipe.
 	Recorded string
+	// Copy says the bump was of a copy (BumpCopy), outside any git tree of llbuild's.
+	Copy bool
 }
 
 // Bump moves the recipe to opts.Commit: its source commit, epoch and build number, and the

@@ -27,6 +27,10 @@ func bumpToNewSeries(ctx context.Context, opts BumpOptions, oldRecipe, oldSeries
 	if err != nil {
 		return nil, fmt.Errorf("the series being replaced does not load, so it cannot be recorded: %w; fix it (llbuild recipe bump --commit %s refreshes its digests) first", err, old.Source.Commit)
 	}
+	if ps, err := patches.Load(os.DirFS(filepath.Dir(opts.NewSeries)), filepath.Base(opts.NewSeries)); err == nil && len(ps) == 0 && len(oldPatches) > 0 {
+		// an empty file (a redirect gone wrong) would drop every patch with only a log line
+		return nil, inputerr.Errorf("--new-series %s names no patches: the bump would drop all %d of the series; write the refreshed patches' lines into it (--drop-upstream drops the ones upstream has)", opts.NewSeries, len(oldPatches))
+	}
 	newSeries, series, res, err := seriesAt(ctx, opts, os.DirFS(filepath.Dir(opts.NewSeries)), filepath.Base(opts.NewSeries), "the new series: ")
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/llbuild/llbuild/patches"
 )
@@ -36,20 +37,25 @@ func BumpCopy(ctx context.Context, dir string, opts BumpOptions) (*BumpResult, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	res.Copy = true
 	return res, nil
 }
 
 // Log tells what the bump did that asks something of the user: the patches it dropped or
 // removed (to git rm), or that there was nothing to do.
 func (r *BumpResult) Log(log *slog.Logger) {
+	gitRm := "; git rm the file when you commit"
+	if r.Copy {
+		gitRm = "" // a copy outside llbuild's tree: nothing to commit
+	}
 	for _, d := range r.Dropped {
-		log.Info("dropped from the series: already upstream; git rm the file when you commit", "patch", d, "commit", r.Status.Commit)
+		log.Info("dropped from the series: already upstream"+gitRm, "patch", d, "commit", r.Status.Commit)
 	}
 	if len(r.Written) == 0 {
 		log.Info("the recipe is already at the commit and the series is current", "commit", r.Status.Commit)
 	}
 	for _, f := range r.Removed {
-		log.Info("removed from the series: the new series does not name it; git rm it when you commit", "patch", f, "recorded in", r.Recorded)
+		log.Info("removed from the series: the new series does not name it"+strings.ReplaceAll(gitRm, "the file", "it"), "patch", f, "recorded in", r.Recorded)
 	}
 }
 

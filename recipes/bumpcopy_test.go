@@ -47,6 +47,17 @@ func TestBumpResultTellsWhatWasWritten(t *testing.T) {
 	if strings.Contains(log.String(), "already at the commit") {
 		t.Errorf("Log() = %q, says nothing was done after writing files", log.String())
 	}
+	if !strings.Contains(log.String(), "git rm") {
+		t.Errorf("Log() of a bump in llbuild's tree = %q, want it to say git rm", log.String())
+	}
+	// a bump of a copy (--out) has nothing to commit
+	log.Reset()
+	res.Copy = true
+	res.Log(slog.New(slog.NewTextHandler(&log, nil)))
+	if strings.Contains(log.String(), "git rm") || !strings.Contains(log.String(), "patch=0002-x.patch") {
+		t.Errorf("Log() of a copy = %q, want the patches named without git rm", log.String())
+	}
+	res.Copy = false
 	out.Reset()
 	if err := (&BumpResult{Status: &patches.Report{}}).WriteFiles(&out); err != nil || out.Len() != 0 {
 		t.Errorf("WriteFiles() of an empty result wrote %q, %v", out.String(), err)
