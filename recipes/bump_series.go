@@ -106,6 +106,11 @@ type txn struct {
 }
 
 func (t *txn) write(path string, data []byte) error {
+	// a link (dangling too) is written through, so its target is what is put back or removed
+	path, err := atomicfile.Resolve(path)
+	if err != nil {
+		return err
+	}
 	prev, err := os.ReadFile(path)
 	switch {
 	case err == nil && bytes.Equal(prev, data):

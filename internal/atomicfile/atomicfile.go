@@ -52,6 +52,10 @@ func WriteThrough(path string, data []byte, mode os.FileMode) error {
 	return WriteFile(target, data, mode)
 }
 
+// Resolve is the file path names once its own links are followed (WriteThrough's target): path
+// itself where it is no link.
+func Resolve(path string) (string, error) { return resolve(path) }
+
 // resolve follows path's symbolic links, the last element's first, to the file they name,
 // whether it exists or not; the directories above are left as given.
 func resolve(path string) (string, error) {
@@ -65,7 +69,13 @@ func resolve(path string) (string, error) {
 			return "", err
 		}
 		if !filepath.IsAbs(dest) {
-			dest = filepath.Join(filepath.Dir(path), dest)
+			// relative to the directory the link is in, as the kernel finds it: through
+			// the links above it (recipes -> lab/llbuild/recipes, then ../shared/...)
+			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+			if err != nil {
+				return "", err
+			}
+			dest = filepath.Join(dir, dest)
 		}
 		path = dest
 	}

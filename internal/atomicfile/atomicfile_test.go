@@ -96,3 +96,30 @@ func TestWriteThroughKeepsLinks(t *testing.T) {
 		t.Errorf("WriteThrough() of a new file gave it %v, want 0640", st)
 	}
 }
+
+// A relative link is followed from the directory it is in as the kernel finds that directory:
+// through a link above it (work/recipes -> lab/llbuild/recipes, its server.yaml ->
+// ../shared/server.yaml names lab/llbuild/shared/server.yaml, not work/shared/server.yaml).
+func TestWriteThroughFollowsDotDotAsTheKernelDoes(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "lab", "llbuild", "recipes"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "lab", "llbuild", "shared"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "work"), 0o755)
+	real := filepath.Join(dir, "lab", "llbuild", "shared", "server.yaml")
+	os.WriteFile(real, []byte("old"), 0o644)
+	os.Symlink("../shared/server.yaml", filepath.Join(dir, "lab", "llbuild", "recipes", "server.yaml"))
+	os.Symlink(filepath.Join(dir, "lab", "llbuild", "recipes"), filepath.Join(dir, "work", "recipes"))
+	link := filepath.Join(dir, "work", "recipes", "server.yaml")
+	if b, err := os.ReadFile(link); err != nil || string(b) != "old" {
+		t.Fatalf("the fixture does not read through: %q %v", b, err)
+	}
+	if err := WriteThrough(link, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(real); string(b) != "new" {
+		t.Errorf("the file the link names holds %q, want \"new\"", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "work", "shared")); err == nil {
+		t.Error("WriteThrough wrote beside the link's textual path")
+	}
+}

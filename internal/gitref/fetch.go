@@ -112,11 +112,14 @@ func redactURL(u string) string {
 }
 
 // SourceURL is the URL a build of commit from the local repository repo records as where its
-// source comes from: url (the recipe's) when no remote of repo is known to hold the commit or
-// one that does is url itself; else the URL of a remote that holds it ("origin" first), the
-// fork a branch was taken from, with any credentials in it masked. A remote holds the commit
-// when one of its remote-tracking refs (refs/remotes/NAME/), or for a mirror (remote.NAME.mirror)
-// a branch or tag, contains it.
+// source comes from: url (the recipe's), unless repo has a remote of url's repository whose
+// remote-tracking refs do not hold the commit while another remote's do (a branch of the
+// user's fork, fetched beside upstream): then that remote's URL, as an https URL (scp-like and
+// ssh:// forms rewritten, credentials masked; a remote of any other form, a local path among
+// them, leaves url). A remote holds the commit when one of its remote-tracking refs
+// (refs/remotes/NAME/), or for a mirror (remote.NAME.mirror) a branch or tag, contains it.
+// Where nothing says upstream lacks the commit, url stays: the plan's hash, which the URL is
+// part of, then does not depend on where the commit was resolved.
 func SourceURL(ctx context.Context, repo, commit, url string) string {
 	out, err := Git(ctx, repo, "config", "--get-regexp", `^remote\..*\.(url|mirror)$`)
 	if err != nil || out == "" {
@@ -131,6 +134,13 @@ func SourceURL(ctx context.Context, repo, commit, url string) string {
 		} else if n, ok := strings.CutSuffix(name, ".mirror"); ok {
 			mirror[n] = val == "true"
 		}
+	}
+	upstreamKnown := false
+	for _, u := range urls {
+		upstreamKnown = upstreamKnown || sameRepoURL(u, url)
+	}
+	if !upstreamKnown {
+		return url
 	}
 	refs, err := Git(ctx, repo, "for-each-ref", "--format=%(refname)", "--contains", commit, "refs/remotes", "refs/heads", "refs/tags")
 	if err != nil {
@@ -150,12 +160,16 @@ func SourceURL(ctx context.Context, repo, commit, url string) string {
 			}
 		}
 	}
-	names := make([]string, 0, len(holds))
+	var names []string
 	for name := range holds {
-		if u, ok := urls[name]; ok {
-			if sameRepoURL(u, url) {
-				return url
-			}
+		u, ok := urls[name]
+		if !ok {
+			continue
+		}
+		if sameRepoURL(u, url) {
+			return url // upstream holds it
+		}
+		if httpsURL(u) != "" {
 			names = append(names, name)
 		}
 	}
@@ -163,7 +177,35 @@ func SourceURL(ctx context.Context, repo, commit, url string) string {
 		return url
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i] == "origin" || (names[j] != "origin" && names[i] < names[j]) })
-	return redactURL(urls[names[0]])
+	return redactURL(httpsURL(urls[names[0]]))
+}
+
+// httpsURL is a remote URL as https://HOST/PATH (what a recipe's source takes): https URLs as
+// they are, scp-like git@HOST:PATH and ssh://[USER@]HOST/PATH rewritten; "" for any other
+// form (a local path, file://, http://).
+func httpsURL(u string) string {
+	switch {
+	case strings.HasPrefix(u, "https://"):
+		return u
+	case strings.HasPrefix(u, "ssh://"):
+		rest := strings.TrimPrefix(u, "ssh://")
+		host, path, ok := strings.Cut(rest, "/")
+		if !ok {
+			return ""
+		}
+		if at := strings.LastIndex(host, "@"); at >= 0 {
+			host = host[at+1:]
+		}
+		host, _, _ = strings.Cut(host, ":") // the ssh port is not the https one
+		return "https://" + host + "/" + path
+	case !strings.Contains(u, "://"):
+		h, p, ok := strings.Cut(u, ":")
+		if !ok || strings.Contains(h, "/") || !strings.Contains(h, "@") || p == "" {
+			return ""
+		}
+		return "https://" + h[strings.LastIndex(h, "@")+1:] + "/" + strings.TrimPrefix(p, "/")
+	}
+	return ""
 }
 
 // sameRepoURL says whether two remote URLs name one repository: scheme, user, a trailing
