@@ -448,10 +448,13 @@ func TestBundleOutputIsReplacedOnlyWithForce(t *testing.T) {
 	if ps := manifest.Verify(out); len(ps) != 0 {
 		t.Errorf("replaced bundle does not verify: %v", ps)
 	}
-	// An output that holds an input is never replaced (usage: exit 2).
-	code, _, stderr = runCLI(t, in.args("-o", in.Dir, "--force")...)
-	if code != 2 || !strings.Contains(stderr, "holds an input") {
-		t.Errorf("--force over the inputs' directory: exit %d %s", code, stderr)
+	// An output that holds an input is never replaced (usage: exit 2), and said so before
+	// --force is asked for, which would not help.
+	for _, force := range [][]string{{"--force"}, nil} {
+		code, _, stderr = runCLI(t, append(in.args("-o", in.Dir), force...)...)
+		if code != 2 || !strings.Contains(stderr, "holds an input") {
+			t.Errorf("%v over the inputs' directory: exit %d %s", force, code, stderr)
+		}
 	}
 	// a file where the directory would go is named for what it is, and kept (exit 2)
 	if code, _, stderr := runCLI(t, in.args("-o", neighbour, "--force")...); code != 2 || !strings.Contains(stderr, "exists and is a regular file; --force replaces only a directory") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -243,6 +244,14 @@ func TestPlanDiffComparesTheWholePlanOfBundles(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "plan", "diff", a, filepath.Join(t.TempDir(), "x.tar.gz")); code != 2 {
 		t.Errorf("plan diff of a missing archive: exit %d, %s", code, stderr)
+	}
+	// an archive that is no bundle's (a source tarball) is said to be so
+	notBundle := filepath.Join(t.TempDir(), "src.tar.gz")
+	if err := exec.Command("tar", "-czf", notBundle, "-C", t.TempDir(), ".").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "plan", "diff", a, notBundle); code != 2 || !strings.Contains(stderr, "has no manifest.json") {
+		t.Errorf("plan diff of a tarball that is no bundle: exit %d, %s", code, stderr)
 	}
 	for _, want := range []string{
 		"A: " + a + " (target cpu-v3, plan " + pA.ShortHash() + ")\n",

@@ -258,9 +258,6 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 		// a link to a directory is replaced itself, its target left as it is
 		return inputerr.Errorf("--extract %s exists and is not a directory; --force replaces only a directory (remove it or extract elsewhere)", dest)
 	}
-	if !force {
-		return inputerr.Errorf("%s exists; use --force to replace it", dest)
-	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return &inputerr.Error{Err: fmt.Errorf("--extract %s: %w", dest, err)}
@@ -270,6 +267,9 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 	}
 	if Within(".", real) {
 		return inputerr.Errorf("--extract %s holds the current directory; --force would delete it: extract into another directory", dest)
+	}
+	if !force {
+		return inputerr.Errorf("%s exists; use --force to replace it", dest)
 	}
 	return nil
 }

@@ -594,9 +594,6 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		}
 		return "", inputerr.Errorf("output %s exists and is a %s; --force replaces only a %s: write elsewhere", p, what, map[bool]string{true: "directory", false: "regular file"}[dir])
 	}
-	if !force {
-		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
-	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", err
@@ -605,6 +602,9 @@ func checkDest(p string, force bool, plan *BundlePlan, dir bool) (string, error)
 		if Within(f.From, real) {
 			return "", inputerr.Errorf("output %s holds an input, %s; --force would delete it: write elsewhere", p, f.From)
 		}
+	}
+	if !force {
+		return "", inputerr.Errorf("output %s exists; use --force to replace it", p)
 	}
 	return abs, nil
 }

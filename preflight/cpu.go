@@ -3,7 +3,6 @@ package preflight
 import (
 	"fmt"
 	"path"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -69,13 +68,20 @@ func newCPUHost(fs targets.FeatureSet) cpuHost {
 	return h
 }
 
+// foreignCPU are the ELF machines of CPUs other than x86 (machineName's names), whose code an
+// x86-64 host cannot run. Others (a GPU's code object, 32-bit x86) stay unknown.
+var foreignCPU = map[string]bool{
+	"aarch64": true, "ARM": true, "PPC64": true, "PPC": true, "S390": true, "RISCV": true,
+	"MIPS": true, "SPARCV9": true, "LOONGARCH": true, "IA_64": true,
+}
+
 // cpuVerdict checks one binary's instructions against the host.
 func cpuVerdict(b *Binary, h cpuHost) Verdict {
 	v := Verdict{Check: CheckCPU, Subject: b.Path}
 	if b.Code == nil {
-		if b.Machine != "386" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "386") {
-			// the host preflight checks is x86-64 (its CPU is read as x86 features, and this
-			// machine is one): an aarch64 or other foreign binary cannot run there at all
+		if foreignCPU[b.Machine] {
+			// every host preflight checks is x86-64 (its CPU is a set of x86 features): the
+			// code of another CPU cannot run there at all
 			v.Status, v.Reason = Fail, fmt.Sprintf("%s code: an x86-64 CPU cannot run it (exec format error)", b.Machine)
 			v.Fix = "build for this host's architecture: llbuild build --target with an x86-64 target"
 			return v

@@ -828,7 +828,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 			return nil, badRequest("messages", `"messages"[%d].role %q is not a role: use system, developer, user, assistant or tool`, i, role)
 		}
 		if n := mf.firstUnknown(messageFields); n != "" {
-			return nil, badRequest("messages", `"messages"[%d].%s is not a message field: a message takes role, content, name, tool_calls, tool_call_id and reasoning_content`, i, n)
+			return nil, badRequest("messages", `"messages"[%d].%s is not a message field: a message takes role, content, name, tool_calls, tool_call_id, function_call, reasoning_content, refusal, annotations and audio`, i, n)
 		}
 		// null content was dropped by decodeObject: it is missing, which only an
 		// assistant's tool call may be
