@@ -210,6 +210,11 @@ func applySeries(ctx context.Context, g *indexGit, tmp string, rep *Report, seri
 	// failedFiles maps a file to the earliest patch changing it that did not go in.
 	failedFiles := map[string]string{}
 	for _, p := range series {
+		if len(Files(p.Data)) == 0 {
+			// git apply would say "No valid patches in input", and the report would call it
+			// a conflict to refresh
+			return nil, inputerr.Errorf("%s is not a patch: it holds no diff (give the series git format-patch or git diff output)", p.Name)
+		}
 		f := filepath.Join(tmp, "p", p.Name)
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, err

@@ -255,3 +255,14 @@ func TestStatusOfAnotherProjectsRepository(t *testing.T) {
 		t.Errorf("Status(a repository of another project) = %v, want an inputerr.Error saying it is not llama.cpp", err)
 	}
 }
+
+// A file in the series that holds no diff (notes, an HTML page saved by mistake) is said to be
+// no patch, not reported as conflicting with git apply's advice of a flag llbuild has not.
+func TestStatusRefusesAPatchWithoutADiff(t *testing.T) {
+	r := gitfixture.New(t)
+	notes := Patch{Name: "0002-notes.patch", Data: []byte("remember to refresh 0001\n")}
+	_, err := Status(context.Background(), r.Dir, r.Old, []Patch{fixturePatch(t, "0001-server-greeting.patch"), notes})
+	if !inputerr.Is(err) || !strings.Contains(err.Error(), "0002-notes.patch is not a patch") || strings.Contains(err.Error(), "allow-empty") {
+		t.Errorf("Status(a series with a file of no diff) = %v, want an inputerr.Error naming it", err)
+	}
+}
