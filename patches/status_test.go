@@ -207,19 +207,22 @@ func TestStatusAtPinnedCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "llama.cpp")
+	// the files the series touches, and the two that say the tree is llama.cpp's
+	files := []string{"CMakeLists.txt", "include/llama.h"}
 	for _, p := range series {
-		for _, rel := range Files(p.Data) {
-			b, err := os.ReadFile(filepath.Join(src, rel))
-			if os.IsNotExist(err) {
-				continue // a file the patch creates
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755)
-			if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		files = append(files, Files(p.Data)...)
+	}
+	for _, rel := range files {
+		b, err := os.ReadFile(filepath.Join(src, rel))
+		if os.IsNotExist(err) {
+			continue // a file the patch creates
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if _, err := exec.LookPath("git"); err != nil {
