@@ -176,8 +176,10 @@ func writeArchive(ctx context.Context, root string, m *Manifest, name string, ep
 // onlyReader hides *os.File's WriterTo so that CopyBuffer uses its large buffer.
 type onlyReader struct{ io.Reader }
 
-// VerifyArchive checks a bundle archive by streaming it once; it extracts nothing.
-func VerifyArchive(name string) ([]Problem, error) {
+// openArchive opens a bundle archive and its decompression; closing the reader closes both.
+// A name that is not an archive's is an inputerr.Error; a stream that does not start as its
+// compression does is a *badStream, which each caller reports in its own way.
+func openArchive(name string) (io.ReadCloser, error) {
 	kind, err := ArchiveCompression(name)
 	if err != nil {
 		return nil, &inputerr.Error{Err: err}
@@ -186,10 +188,39 @@ func VerifyArchive(name string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
 	if err != nil {
+		f.Close()
+		return nil, &badStream{err}
+	}
+	return archiveReader{r, f}, nil
+}
+
+// archiveReader reads the decompressed stream; Close closes it, then the file.
+type archiveReader struct {
+	io.ReadCloser
+	f *os.File
+}
+
+func (a archiveReader) Close() error {
+	a.ReadCloser.Close()
+	return a.f.Close()
+}
+
+// badStream is an archive whose bytes do not start as its name's compression does.
+type badStream struct{ err error }
+
+func (b *badStream) Error() string { return b.err.Error() }
+
+// VerifyArchive checks a bundle archive by streaming it once; it extracts nothing.
+func VerifyArchive(name string) ([]Problem, error) {
+	r, err := openArchive(name)
+	var bad *badStream
+	if errors.As(err, &bad) {
 		return []Problem{{Message: fmt.Sprintf("archive %s: %v", name, err)}}, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	defer r.Close()
 	return VerifyTar(r), nil
@@ -280,18 +311,13 @@ func checkExtractDest(archive, dest, abs string, force bool) error {
 // here too; files are still created exclusively and never through a link. Every error names
 // the archive.
 func UnpackArchive(ctx context.Context, archive, tmp string) error {
-	kind, err := ArchiveCompression(archive)
-	if err != nil {
-		return &inputerr.Error{Err: err}
+	r, err := openArchive(archive)
+	var bad *badStream
+	if errors.As(err, &bad) {
+		return fmt.Errorf("archive %s: %w", archive, bad.err)
 	}
-	f, err := os.Open(archive)
 	if err != nil {
 		return err
-	}
-	defer f.Close()
-	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
-	if err != nil {
-		return fmt.Errorf("archive %s: %w", archive, err)
 	}
 	defer r.Close()
 	problems, err := WalkTar(r, func(e TarEntry) error {
@@ -354,18 +380,13 @@ func problemsError(what string, ps []Problem) error {
 // after it). It checks nothing else: verify does. What is not such an archive is an
 // inputerr.Error.
 func ReadArchiveManifest(name string) (*Manifest, error) {
-	kind, err := ArchiveCompression(name)
-	if err != nil {
-		return nil, &inputerr.Error{Err: err}
+	r, err := openArchive(name)
+	var bad *badStream
+	if errors.As(err, &bad) {
+		return nil, inputerr.Errorf("archive %s: %v", name, err)
 	}
-	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	r, err := decompressor(bufio.NewReaderSize(f, 1<<20), kind)
-	if err != nil {
-		return nil, inputerr.Errorf("archive %s: %v", name, err)
 	}
 	defer r.Close()
 	tr := tar.NewReader(r)

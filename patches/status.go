@@ -119,13 +119,16 @@ func Status(ctx context.Context, repo, commit string, series []Patch) (*Report, 
 // read and hashed (a home directory, /usr): its top holds CMakeLists.txt and llama.h (under
 // include/ since 2024).
 func looksLikeLlama(dir string) error {
-	_, cm := os.Stat(filepath.Join(dir, "CMakeLists.txt"))
-	_, h1 := os.Stat(filepath.Join(dir, "include", "llama.h"))
-	_, h2 := os.Stat(filepath.Join(dir, "llama.h"))
-	if cm != nil || (h1 != nil && h2 != nil) {
+	if !isLlamaTree(func(name string) bool { _, err := os.Stat(filepath.Join(dir, name)); return err == nil }) {
 		return inputerr.Errorf("source %s is not a llama.cpp tree (no CMakeLists.txt and include/llama.h at its top): give --source a llama.cpp checkout, mirror or unpacked source", dir)
 	}
 	return nil
+}
+
+// isLlamaTree says whether a tree, whose top has says which files it holds, is llama.cpp's:
+// CMakeLists.txt and llama.h (under include/ since 2024).
+func isLlamaTree(has func(name string) bool) bool {
+	return has("CMakeLists.txt") && (has("include/llama.h") || has("llama.h"))
 }
 
 // ErrNoCommit is wrapped by the error of a commit the source does not have (it adds nothing to
@@ -147,11 +150,8 @@ func (g *indexGit) readCommit(ctx context.Context, repo, commit string) (*Report
 	}
 	full = strings.TrimSpace(full)
 	// a repository that is not llama.cpp's: said as such, not as patch 0001 conflicting
-	_, cm := g.run(ctx, "cat-file", "-e", full+":CMakeLists.txt")
-	_, h1 := g.run(ctx, "cat-file", "-e", full+":include/llama.h")
-	_, h2 := g.run(ctx, "cat-file", "-e", full+":llama.h")
-	if cm != nil || (h1 != nil && h2 != nil) {
-		return nil, inputerr.Errorf("source %s at %s is not a llama.cpp tree (no CMakeLists.txt and include/llama.h at its top): give --source a llama.cpp checkout or mirror", repo, shortCommit(full))
+	if !isLlamaTree(func(name string) bool { _, err := g.run(ctx, "cat-file", "-e", full+":"+name); return err == nil }) {
+		return nil, inputerr.Errorf("source %s at %s is not a llama.cpp tree (no CMakeLists.txt and include/llama.h at its top): give --source a llama.cpp checkout or mirror", repo, short(full))
 	}
 	rep, err := g.loadCommit(ctx, repo, full)
 	if err != nil {
@@ -389,12 +389,4 @@ func oneLine(s string) string {
 		s = s[:300] + "..."
 	}
 	return s
-}
-
-// shortCommit is a commit's first 12 hex digits, as messages name it.
-func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }

@@ -124,6 +124,34 @@ func entryOf(p string, f artifacts.File) (Entry, error) {
 // --index-url or --extra-index-url http://HOST/<variant>/simple. The index is assembled next to
 // dir and renamed into place; a previous index stays whole until then.
 func WriteIndex(dir string, entries []Entry) error {
+	unique, err := uniqueEntries(entries)
+	if err != nil {
+		return err
+	}
+	return writeIndex(dir, unique)
+}
+
+// uniqueEntries is entries with each wheel once (a root named twice finds its wheels twice);
+// two different wheels of one name in one variant are an error.
+func uniqueEntries(entries []Entry) ([]Entry, error) {
+	var unique []Entry
+	seen := map[string]Entry{}
+	for _, e := range entries {
+		id := e.Variant + "/" + e.Filename
+		if prev, dup := seen[id]; dup {
+			if prev.SHA256 == e.SHA256 {
+				continue
+			}
+			return nil, fmt.Errorf("two different wheels are both %s in the %s index: %s and %s; index one of them", e.Filename, e.Variant, prev.From, e.From)
+		}
+		seen[id] = e
+		unique = append(unique, e)
+	}
+	return unique, nil
+}
+
+// writeIndex is WriteIndex of entries that name each wheel once.
+func writeIndex(dir string, entries []Entry) error {
 	dir = filepath.Clean(dir)
 	if err := checkReplaceable(dir); err != nil {
 		return err
@@ -148,16 +176,7 @@ func WriteIndex(dir string, entries []Entry) error {
 	type key struct{ variant, project string }
 	files := map[key][]Entry{}
 	projects := map[string][]string{}
-	seen := map[string]Entry{}
 	for _, e := range entries {
-		id := e.Variant + "/" + e.Filename
-		if prev, dup := seen[id]; dup {
-			if prev.SHA256 == e.SHA256 {
-				continue
-			}
-			return fmt.Errorf("two different wheels are both %s in the %s index: %s and %s; index one of them", e.Filename, e.Variant, prev.From, e.From)
-		}
-		seen[id] = e
 		k := key{e.Variant, e.Project}
 		if len(files[k]) == 0 {
 			projects[e.Variant] = append(projects[e.Variant], e.Project)
@@ -313,18 +332,16 @@ func Index(ctx context.Context, roots []string, dir string, w io.Writer) error {
 		}
 		all = append(all, es...)
 	}
-	if err := WriteIndex(dir, all); err != nil {
+	unique, err := uniqueEntries(all)
+	if err != nil {
+		return err
+	}
+	if err := writeIndex(dir, unique); err != nil {
 		return err
 	}
 	count := map[string]int{}
 	var variants []string
-	counted := map[string]bool{} // a wheel found twice (a root named twice) is indexed once
-	for _, e := range all {
-		id := e.Variant + "/" + e.Filename
-		if counted[id] {
-			continue
-		}
-		counted[id] = true
+	for _, e := range unique {
 		if count[e.Variant] == 0 {
 			variants = append(variants, e.Variant)
 		}

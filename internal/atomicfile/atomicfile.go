@@ -42,7 +42,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 // and its target replaced, so the link stays a link. An existing target keeps its permission
 // bits; a new one gets mode.
 func WriteThrough(path string, data []byte, mode os.FileMode) error {
-	target, err := resolve(path)
+	target, err := Resolve(path)
 	if err != nil {
 		return err
 	}
@@ -52,13 +52,10 @@ func WriteThrough(path string, data []byte, mode os.FileMode) error {
 	return WriteFile(target, data, mode)
 }
 
-// Resolve is the file path names once its own links are followed (WriteThrough's target): path
-// itself where it is no link.
-func Resolve(path string) (string, error) { return resolve(path) }
-
-// resolve follows path's symbolic links, the last element's first, to the file they name,
-// whether it exists or not; the directories above are left as given.
-func resolve(path string) (string, error) {
+// Resolve follows path's symbolic links, the last element's first, to the file they name
+// (WriteThrough's target), whether it exists or not: path itself where it is no link. The
+// directories above are left as given.
+func Resolve(path string) (string, error) {
 	for range 40 {
 		fi, err := os.Lstat(path)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {

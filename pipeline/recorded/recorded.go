@@ -104,10 +104,13 @@ func isBundleArchive(name string) bool {
 // component must be a registry host (a dot, a port or localhost: docker.io/user/repo, not
 // user/repo), so that a mistyped path is reported as missing instead of looked up on Docker Hub.
 func IsImageRef(arg string) bool {
-	for _, ext := range []string{".json", ".yaml", ".yml", ".tar", ".tar.zst", ".tzst", ".tar.gz", ".tgz"} {
+	for _, ext := range []string{".json", ".yaml", ".yml", ".tar"} {
 		if strings.HasSuffix(arg, ext) {
 			return false
 		}
+	}
+	if isBundleArchive(arg) {
+		return false
 	}
 	host, _, ok := strings.Cut(arg, "/")
 	if !ok || !(strings.ContainsAny(host, ".:") || host == "localhost") {
