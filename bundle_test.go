@@ -25,7 +25,6 @@ import (
 	"github.com/llbuild/llbuild/internal/progress/progresstest"
 	"github.com/llbuild/llbuild/manifest"
 	"github.com/llbuild/llbuild/patches"
-	"github.com/llbuild/llbuild/pipeline"
 )
 
 // bundleInputs are the files a test bundles: tiny models from the gguf writer and an
@@ -997,18 +996,7 @@ func TestBundleLogsProgressWhenNotATerminal(t *testing.T) {
 func TestBundleTakesArtifactsThroughALink(t *testing.T) {
 	in := newBundleInputs(t)
 	p, _ := cpuPlans(t)
-	lib := systemLib(t)
-	art, err := artifacts.Write(t.TempDir(), artifacts.Input{
-		Target: p.Target, PlanHash: p.Hash,
-		Files: []artifacts.InputFile{
-			{Path: "bin/llama-server", From: "/bin/true", Kind: artifacts.KindExecutable},
-			{Path: "bin/" + filepath.Base(lib), From: lib, Kind: artifacts.KindLibrary},
-		},
-		Provenance: pipeline.ProvenanceOf(p, pipeline.Builder{Version: "test", Executor: "host"}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	art := stubArtifacts(t, p)
 	link := filepath.Join(t.TempDir(), "latest")
 	if err := os.Symlink(art, link); err != nil {
 		t.Fatal(err)

@@ -192,6 +192,18 @@ func TestPlanDiffReadsImagesFromArchivesLayoutsAndRegistries(t *testing.T) {
 // returns the bundle directory; extra are more bundle flags (--archive FILE).
 func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan, extra ...string) string {
 	t.Helper()
+	art := stubArtifacts(t, p)
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if code, _, stderr := runCLI(t, append([]string{"bundle", "--target", p.Target, "--artifacts", art, "--model", in.Model, "--quiet", "-o", dir}, extra...)...); code != 0 {
+		t.Fatalf("bundle: exit %d\n%s", code, stderr)
+	}
+	return dir
+}
+
+// stubArtifacts writes an artifact directory of stand-in server files (/bin/true and a system
+// library) recorded as built from plan p, and returns it.
+func stubArtifacts(t *testing.T, p *pipeline.Plan) string {
+	t.Helper()
 	lib := systemLib(t)
 	art, err := artifacts.Write(t.TempDir(), artifacts.Input{
 		Target: p.Target, PlanHash: p.Hash,
@@ -204,11 +216,7 @@ func bundleOf(t *testing.T, in bundleInputs, p *pipeline.Plan, extra ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "bundle")
-	if code, _, stderr := runCLI(t, append([]string{"bundle", "--target", p.Target, "--artifacts", art, "--model", in.Model, "--quiet", "-o", dir}, extra...)...); code != 0 {
-		t.Fatalf("bundle: exit %d\n%s", code, stderr)
-	}
-	return dir
+	return art
 }
 
 // cpuPlans: cpu-v3's plan, and a copy of it with AVX-512 on and CFLAGS=-O3 (hash c…c).

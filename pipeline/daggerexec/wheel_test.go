@@ -127,6 +127,16 @@ const fakeBinding = `@ctypes_function("llama_dot", [ctypes.c_int], ctypes.c_floa
 def llama_dot(n): ...
 `
 
+// soundPackage is a llama-cpp-python source whose bindings match the vendored llama.h, at
+// version 0.3.99: what the container's files say for a wheel that builds.
+func soundPackage() map[string]string {
+	return map[string]string{
+		"/src/llama_cpp/llama_cpp.py":           fakeBinding,
+		"/src/vendor/llama.cpp/include/llama.h": "float llama_dot(int n);\n",
+		"/src/llama_cpp/__init__.py":            "__version__ = \"0.3.99\"\n",
+	}
+}
+
 func newWheelFake(t *testing.T, out string, files map[string]string, containerFiles map[string]string) *wheelFake {
 	return &wheelFake{fakeEngine: &fakeEngine{files: files, paths: map[string]string{out: "$OUT"}}, containerFiles: containerFiles}
 }
@@ -135,11 +145,7 @@ func TestWheelBuildSendsThePlanAsQueries(t *testing.T) {
 	wp := wheelPlanFor(t, "cpu-v3")
 	name, whl := builtWheel(t, "0.3.99+cpu.avx2")
 	out := t.TempDir()
-	f := newWheelFake(t, out, map[string]string{name: whl}, map[string]string{
-		"/src/llama_cpp/llama_cpp.py":           fakeBinding,
-		"/src/vendor/llama.cpp/include/llama.h": "float llama_dot(int n);\n",
-		"/src/llama_cpp/__init__.py":            "__version__ = \"0.3.99\"\n",
-	})
+	f := newWheelFake(t, out, map[string]string{name: whl}, soundPackage())
 	ex, err := NewWheel(WheelOptions{Options: Options{conn: f, Series: series(t), Builder: pipeline.Builder{Version: "test"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -228,11 +234,7 @@ func TestWheelBuildSetsTheCompilesParallelism(t *testing.T) {
 		wp := wheelPlanFor(t, "cpu-v3")
 		name, whl := builtWheel(t, "0.3.99+cpu.avx2")
 		out := t.TempDir()
-		f := newWheelFake(t, out, map[string]string{name: whl}, map[string]string{
-			"/src/llama_cpp/llama_cpp.py":           fakeBinding,
-			"/src/vendor/llama.cpp/include/llama.h": "float llama_dot(int n);\n",
-			"/src/llama_cpp/__init__.py":            "__version__ = \"0.3.99\"\n",
-		})
+		f := newWheelFake(t, out, map[string]string{name: whl}, soundPackage())
 		ex, err := NewWheel(WheelOptions{Options: Options{conn: f, Series: series(t), Builder: pipeline.Builder{Version: "test"}}, Jobs: jobs})
 		if err != nil {
 			t.Fatal(err)
